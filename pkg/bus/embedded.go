@@ -1,0 +1,64 @@
+package bus
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// EmbeddedConfig configures an in-process NATS server with JetStream.
+type EmbeddedConfig struct {
+	Host     string // default 127.0.0.1
+	Port     int    // 0 → 4222; -1 → a random free port
+	StoreDir string // JetStream file store; required (state survives restarts)
+	Name     string // server name; default "hostplane"
+}
+
+// Embedded is a running in-process NATS JetStream server.
+type Embedded struct {
+	*server.Server
+}
+
+// RunEmbedded starts a NATS server with JetStream on disk and waits until it accepts clients.
+func RunEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
+	if cfg.StoreDir == "" {
+		return nil, fmt.Errorf("embedded nats: StoreDir is required")
+	}
+	if cfg.Host == "" {
+		cfg.Host = "127.0.0.1"
+	}
+	if cfg.Port == 0 {
+		cfg.Port = 4222
+	}
+	if cfg.Name == "" {
+		cfg.Name = "hostplane"
+	}
+	ns, err := server.NewServer(&server.Options{
+		ServerName: cfg.Name,
+		Host:       cfg.Host,
+		Port:       cfg.Port,
+		JetStream:  true,
+		StoreDir:   cfg.StoreDir,
+		NoSigs:     true,
+		NoLog:      true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(30 * time.Second) {
+		ns.Shutdown()
+		return nil, fmt.Errorf("embedded nats on %s:%d: %w", cfg.Host, cfg.Port, ErrNotReady)
+	}
+	return &Embedded{Server: ns}, nil
+}
+
+// URL is the client URL of the server.
+func (e *Embedded) URL() string { return e.ClientURL() }
+
+// Stop shuts the server down and waits for it.
+func (e *Embedded) Stop() {
+	e.Shutdown()
+	e.WaitForShutdown()
+}

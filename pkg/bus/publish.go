@@ -1,0 +1,59 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hostplane/hostplane/pkg/events"
+	"github.com/hostplane/hostplane/pkg/observe"
+)
+
+// Publisher publishes one daemon's events. It is safe for concurrent use.
+type Publisher struct {
+	js     jetstream.JetStream
+	source string
+}
+
+// NewPublisher returns a publisher whose events carry source "/hostplane/<daemon>".
+func NewPublisher(js jetstream.JetStream, daemon string) *Publisher {
+	return &Publisher{js: js, source: "/hostplane/" + daemon}
+}
+
+// Publish builds an event about key and publishes it on hostplane.evt.<cluster>.<resource>.<verb>.
+func (p *Publisher) Publish(ctx context.Context, cluster string, resource events.Resource, verb, key string, data any) (events.Event, error) {
+	subject, err := events.Subject(cluster, resource, verb)
+	if err != nil {
+		return events.Event{}, err
+	}
+	ev, err := events.New(p.source, resource, verb, key, data)
+	if err != nil {
+		return events.Event{}, err
+	}
+	_, err = PublishEvent(ctx, p.js, subject, ev)
+	return ev, err
+}
+
+// PublishEvent publishes ev on subject with Nats-Msg-Id = ev.ID (so a retried publish is
+// stored once) and the trace context of ctx in the headers. It reports whether JetStream
+// recognised the message as a duplicate.
+func PublishEvent(ctx context.Context, js jetstream.JetStream, subject string, ev events.Event) (duplicate bool, err error) {
+	if err := ev.Validate(); err != nil {
+		return false, err
+	}
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return false, fmt.Errorf("marshal event: %w", err)
+	}
+	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
+	msg.Header.Set("Content-Type", "application/cloudevents+json")
+	observe.InjectNATS(ctx, msg.Header)
+	ack, err := js.PublishMsg(ctx, msg, jetstream.WithMsgID(ev.ID))
+	if err != nil {
+		return false, fmt.Errorf("publish %s: %w", subject, err)
+	}
+	return ack.Duplicate, nil
+}

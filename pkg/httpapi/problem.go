@@ -1,0 +1,178 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/hostplane/hostplane/pkg/api"
+)
+
+// ProblemTypeBase prefixes every problem type; the code follows it.
+const ProblemTypeBase = "https://hostplane.dev/problems/"
+
+// ContentTypeProblem is the media type of error answers (RFC 9457).
+const ContentTypeProblem = "application/problem+json"
+
+// statusByCode is the one table that maps application error codes to HTTP statuses.
+// A code missing here is answered as internal.
+var statusByCode = map[api.Code]int{
+	api.CodeInvalid:         http.StatusBadRequest,
+	api.CodeUnauthenticated: http.StatusUnauthorized,
+	api.CodeForbidden:       http.StatusForbidden,
+	api.CodeNotFound:        http.StatusNotFound,
+	api.CodeMethod:          http.StatusMethodNotAllowed,
+	api.CodeConflict:        http.StatusConflict,
+	api.CodeTooLarge:        http.StatusRequestEntityTooLarge,
+	api.CodeUnsupported:     http.StatusUnsupportedMediaType,
+	api.CodeUnavailable:     http.StatusServiceUnavailable,
+	api.CodeInternal:        http.StatusInternalServerError,
+}
+
+// codeByStatus inverts statusByCode for clients reading problems.
+var codeByStatus = func() map[int]api.Code {
+	m := make(map[int]api.Code, len(statusByCode))
+	for c, s := range statusByCode {
+		m[s] = c
+	}
+	return m
+}()
+
+// StatusOf returns the HTTP status for code; unknown codes are 500.
+func StatusOf(code api.Code) int {
+	if s, ok := statusByCode[code]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
+
+// Problem is the body of an application/problem+json answer.
+type Problem struct {
+	Type      string           `json:"type"`
+	Title     string           `json:"title"`
+	Status    int              `json:"status"`
+	Detail    string           `json:"detail,omitempty"`
+	Instance  string           `json:"instance,omitempty"`
+	Errors    []api.FieldError `json:"errors,omitempty"`
+	RequestID string           `json:"requestId,omitempty"`
+}
+
+// Code returns the application error code the problem was made from: the suffix of Type, or
+// the code of Status when Type is not one of hostplane's.
+func (p *Problem) Code() api.Code {
+	if c, ok := strings.CutPrefix(p.Type, ProblemTypeBase); ok && c != "" {
+		return api.Code(c)
+	}
+	if c, ok := codeByStatus[p.Status]; ok {
+		return c
+	}
+	return api.CodeInternal
+}
+
+// Err turns a problem received by a client back into an application error.
+func (p *Problem) Err() *api.Error {
+	return &api.Error{Code: p.Code(), Message: p.Detail, Fields: p.Errors}
+}
+
+// NewProblem builds the problem for err as r's answer. Only an *api.Error's code, Message and
+// Fields reach the problem; the cause of an internal error never does.
+func NewProblem(r *http.Request, err error) *Problem {
+	code, msg, fields := api.CodeInternal, "", []api.FieldError(nil)
+	var ae *api.Error
+	if errors.As(err, &ae) {
+		code, msg, fields = ae.Code, ae.Message, ae.Fields
+	}
+	status, known := statusByCode[code]
+	if !known || code == api.CodeInternal {
+		code, status, fields = api.CodeInternal, http.StatusInternalServerError, nil
+		msg = "an internal error occurred"
+		if id := RequestID(r.Context()); id != "" {
+			msg += "; quote request id " + id + " when reporting it"
+		}
+	}
+	return &Problem{
+		Type:      ProblemTypeBase + string(code),
+		Title:     http.StatusText(status),
+		Status:    status,
+		Detail:    msg,
+		Instance:  r.URL.Path,
+		Errors:    fields,
+		RequestID: RequestID(r.Context()),
+	}
+}
+
+// HandlerFunc is an HTTP handler that returns an error instead of writing one.
+type HandlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// Handle adapts fn to http.HandlerFunc: a returned error is answered with WriteProblem.
+func Handle(fn HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := fn(w, r); err != nil {
+			WriteProblem(w, r, err)
+		}
+	}
+}
+
+// WriteProblem answers r with the problem+json form of err (see NewProblem). Errors answered
+// with a 5xx status are logged with their cause and the request id; the caller sees only a
+// generic detail for internal errors. If the handler already started its answer, the error is
+// only logged.
+func WriteProblem(w http.ResponseWriter, r *http.Request, err error) {
+	writeProblem(w, r, err, true)
+}
+
+func writeProblem(w http.ResponseWriter, r *http.Request, err error, logCause bool) {
+	p := NewProblem(r, err)
+	started := headerWritten(w)
+	if logCause {
+		level, msg := slog.LevelError, "request failed"
+		switch {
+		case p.Status == http.StatusServiceUnavailable:
+			level = slog.LevelWarn
+		case p.Status < 500 && !started:
+			level, msg = slog.LevelDebug, "request rejected" // the caller's mistake, told to the caller
+		}
+		LoggerFrom(r.Context()).Log(r.Context(), level, msg,
+			"error", errString(err), "status", p.Status, "method", r.Method, "path", r.URL.Path,
+			"answer_started", started)
+	}
+	if started {
+		return
+	}
+	body, mErr := json.Marshal(p)
+	if mErr != nil { // cannot happen: Problem holds strings and ints only
+		body = []byte(`{"type":"` + ProblemTypeBase + `internal","title":"Internal Server Error","status":500}`)
+		p.Status = http.StatusInternalServerError
+	}
+	h := w.Header()
+	h.Set("Content-Type", ContentTypeProblem)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Del("Content-Length")
+	w.WriteHeader(p.Status)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return err.Error()
+}
+
+// WriteJSON answers with v as JSON and status. If v cannot be encoded (a bug), it answers 500.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		slog.Default().Error("httpapi: cannot encode response", "error", err)
+		status = http.StatusInternalServerError
+		w.Header().Set("Content-Type", ContentTypeProblem)
+		body = []byte(`{"type":"` + ProblemTypeBase + `internal","title":"Internal Server Error","status":500}`)
+	} else {
+		w.Header().Set("Content-Type", "application/json")
+	}
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
+}

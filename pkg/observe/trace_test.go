@@ -1,0 +1,73 @@
+package observe
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+)
+
+func newTestProvider(t *testing.T, exp sdktrace.SpanExporter) *sdktrace.TracerProvider {
+	t.Helper()
+	tp, err := NewTracerProvider(context.Background(), TracingConfig{ServiceName: "test", Exporter: exp})
+	if err != nil {
+		t.Fatalf("NewTracerProvider: %v", err)
+	}
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return tp
+}
+
+func TestNewTracerProvider_InMemoryExporterSeesEndedSpan(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := newTestProvider(t, exp)
+
+	_, span := tp.Tracer("test").Start(context.Background(), "reconcile")
+	span.End()
+
+	spans := exp.GetSpans()
+	if len(spans) != 1 {
+		t.Fatalf("exported %d spans, want 1", len(spans))
+	}
+	if spans[0].Name != "reconcile" {
+		t.Errorf("span name = %q, want reconcile", spans[0].Name)
+	}
+	var service string
+	for _, kv := range spans[0].Resource.Attributes() {
+		if kv.Key == "service.name" {
+			service = kv.Value.AsString()
+		}
+	}
+	if service != "test" {
+		t.Errorf("service.name = %q, want test", service)
+	}
+}
+
+func TestNewTracerProvider_Config(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     TracingConfig
+		wantErr error
+	}{
+		{name: "no service name", cfg: TracingConfig{}, wantErr: ErrNoServiceName},
+		{name: "no exporter", cfg: TracingConfig{ServiceName: "clusterd"}},
+		{name: "otlp host:port", cfg: TracingConfig{ServiceName: "clusterd", OTLPEndpoint: "127.0.0.1:4318"}},
+		{name: "otlp url", cfg: TracingConfig{ServiceName: "clusterd", OTLPEndpoint: "http://127.0.0.1:4318"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tp, err := NewTracerProvider(context.Background(), tt.cfg)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tt.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			// Shut down before anything was exported: no collector is needed.
+			if err := tp.Shutdown(context.Background()); err != nil {
+				t.Errorf("Shutdown: %v", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,386 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/hostplane/hostplane/pkg/events"
+	"github.com/hostplane/hostplane/pkg/observe"
+)
+
+// Result tells the controller what to do after a successful reconcile.
+type Result struct {
+	// RequeueAfter > 0 reconciles the key again after that long (for timers: expiry,
+	// probes, rotations).
+	RequeueAfter time.Duration
+}
+
+// Reconciler converges the state named by key. It must be idempotent.
+type Reconciler interface {
+	Reconcile(ctx context.Context, key string) (Result, error)
+}
+
+// Func adapts a function to a Reconciler.
+type Func func(ctx context.Context, key string) (Result, error)
+
+// Reconcile calls f.
+func (f Func) Reconcile(ctx context.Context, key string) (Result, error) { return f(ctx, key) }
+
+// KeyFunc maps one event to the keys it concerns. An error rejects the message as malformed.
+type KeyFunc func(subject string, ev events.Event) ([]string, error)
+
+// ClusterKey is the default KeyFunc: the cluster token of a hostplane.evt subject.
+func ClusterKey(subject string, _ events.Event) ([]string, error) {
+	s, err := events.ParseSubject(subject)
+	if err != nil {
+		return nil, err
+	}
+	return []string{s.Cluster}, nil
+}
+
+// Config configures a Controller.
+type Config struct {
+	Name           string   // controller name: metrics label, durable consumer name, span names
+	Stream         string   // default events.EventsStream
+	Durable        string   // default Name
+	FilterSubjects []string // the subjects this controller reacts to; required
+	Keys           KeyFunc  // default ClusterKey
+	Workers        int      // default 4
+	// ListKeys returns every key the daemon owns; called at start and every Resync.
+	ListKeys func(ctx context.Context) ([]string, error)
+	Resync   time.Duration // default 5m; negative disables
+	// Backoff after a failed reconcile: BaseBackoff doubling per consecutive failure, up to
+	// MaxBackoff. Defaults 100ms and 2m.
+	BaseBackoff, MaxBackoff time.Duration
+	// AckWait: a message neither acknowledged nor released (the daemon crashed) is
+	// redelivered after this long. Default 30s; a redelivery of a message still waiting for
+	// its key is merged, so a long retry loop costs nothing.
+	AckWait        time.Duration
+	Registry       prometheus.Registerer
+	Logger         *slog.Logger
+	TracerProvider trace.TracerProvider
+}
+
+func (c *Config) defaults() error {
+	if c.Name == "" {
+		return errors.New("reconcile: Config.Name is required")
+	}
+	if len(c.FilterSubjects) == 0 {
+		return errors.New("reconcile: Config.FilterSubjects is required")
+	}
+	if c.Stream == "" {
+		c.Stream = events.EventsStream
+	}
+	if c.Durable == "" {
+		c.Durable = c.Name
+	}
+	if c.Keys == nil {
+		c.Keys = ClusterKey
+	}
+	if c.Workers <= 0 {
+		c.Workers = 4
+	}
+	if c.Resync == 0 {
+		c.Resync = 5 * time.Minute
+	}
+	if c.BaseBackoff <= 0 {
+		c.BaseBackoff = 100 * time.Millisecond
+	}
+	if c.MaxBackoff <= 0 {
+		c.MaxBackoff = 2 * time.Minute
+	}
+	if c.AckWait <= 0 {
+		c.AckWait = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.TracerProvider == nil {
+		c.TracerProvider = noop.NewTracerProvider()
+	}
+	return nil
+}
+
+// pending is a message waiting for a successful reconcile of its key.
+type pending struct {
+	msg jetstream.Msg
+	seq uint64          // stream sequence: a redelivered message has the same one
+	ctx context.Context // carries the publisher's trace context
+}
+
+func addPending(list []pending, p pending) []pending {
+	for i, old := range list {
+		if p.seq != 0 && old.seq == p.seq {
+			list[i] = p
+			return list
+		}
+	}
+	return append(list, p)
+}
+
+// Controller feeds a keyed work queue from a durable JetStream consumer and runs workers.
+type Controller struct {
+	cfg     Config
+	js      jetstream.JetStream
+	r       Reconciler
+	q       *queue
+	log     *slog.Logger
+	tracer  trace.Tracer
+	metrics *metrics
+	started atomic.Bool
+
+	mu       sync.Mutex
+	pending  map[string][]pending
+	failures map[string]int
+}
+
+// New returns a controller; Start runs it.
+func New(js jetstream.JetStream, cfg Config, r Reconciler) (*Controller, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	c := &Controller{
+		cfg:      cfg,
+		js:       js,
+		r:        r,
+		q:        newQueue(),
+		log:      cfg.Logger.With("controller", cfg.Name),
+		tracer:   cfg.TracerProvider.Tracer("github.com/hostplane/hostplane/pkg/reconcile"),
+		pending:  map[string][]pending{},
+		failures: map[string]int{},
+	}
+	m, err := newMetrics(cfg.Registry, cfg.Name, c.q.len)
+	if err != nil {
+		return nil, err
+	}
+	c.metrics = m
+	return c, nil
+}
+
+// Enqueue asks for key to be reconciled (for triggers that are not events).
+func (c *Controller) Enqueue(key string) { c.q.add(key) }
+
+// EnqueueAfter asks for key to be reconciled after d.
+func (c *Controller) EnqueueAfter(key string, d time.Duration) { c.q.addAfter(key, d) }
+
+// Started reports whether the consumer is attached and workers run (for readiness).
+func (c *Controller) Started() bool { return c.started.Load() }
+
+// Start creates or attaches to the durable consumer, runs the workers and blocks until ctx
+// ends; then it stops consuming, lets in-flight reconciles finish (they see ctx cancelled) and
+// returns. Unacknowledged messages are redelivered to the next run.
+func (c *Controller) Start(ctx context.Context) error {
+	cons, err := c.js.CreateOrUpdateConsumer(ctx, c.cfg.Stream, jetstream.ConsumerConfig{
+		Durable:        c.cfg.Durable,
+		Description:    "hostplane reconcile queue of " + c.cfg.Name,
+		FilterSubjects: c.cfg.FilterSubjects,
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        c.cfg.AckWait,
+		MaxAckPending:  100_000,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return fmt.Errorf("reconcile %s: consumer: %w", c.cfg.Name, err)
+	}
+	cc, err := cons.Consume(func(msg jetstream.Msg) { c.receive(ctx, msg) })
+	if err != nil {
+		return fmt.Errorf("reconcile %s: consume: %w", c.cfg.Name, err)
+	}
+
+	var wg sync.WaitGroup
+	for range c.cfg.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c.processNext(ctx) {
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.resyncLoop(ctx)
+	}()
+	c.started.Store(true)
+	c.log.Info("reconcile controller started", "stream", c.cfg.Stream, "durable", c.cfg.Durable, "filters", c.cfg.FilterSubjects, "workers", c.cfg.Workers)
+
+	<-ctx.Done()
+	c.started.Store(false)
+	cc.Stop()
+	c.q.close()
+	wg.Wait()
+	c.releasePending()
+	c.log.Info("reconcile controller stopped")
+	return nil
+}
+
+// receive maps one message to keys and enqueues them; a malformed message is terminated.
+func (c *Controller) receive(ctx context.Context, msg jetstream.Msg) {
+	c.metrics.received.Inc()
+	ev, err := events.Decode(msg.Data())
+	if err != nil {
+		c.reject(msg, "envelope", err)
+		return
+	}
+	keys, err := c.cfg.Keys(msg.Subject(), ev)
+	if err != nil {
+		c.reject(msg, "subject", err)
+		return
+	}
+	if len(keys) == 0 { // nothing to do for this event
+		c.ack(msg)
+		return
+	}
+	p := pending{msg: msg, ctx: observe.ExtractNATS(ctx, msg.Headers())}
+	if md, err := msg.Metadata(); err == nil {
+		p.seq = md.Sequence.Stream
+	}
+	c.mu.Lock()
+	// The message is acknowledged after the first of its keys reconciles successfully;
+	// the other keys are enqueued alongside. A redelivery replaces the earlier delivery.
+	c.pending[keys[0]] = addPending(c.pending[keys[0]], p)
+	c.mu.Unlock()
+	for _, k := range keys {
+		c.q.add(k)
+	}
+}
+
+// releasePending negatively acknowledges every message still waiting for its key, so the
+// next run of the durable consumer (this daemon restarted, or another replica) gets them at
+// once instead of after AckWait.
+func (c *Controller) releasePending() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for key, list := range c.pending {
+		for _, p := range list {
+			_ = p.msg.Nak()
+		}
+		delete(c.pending, key)
+	}
+}
+
+func (c *Controller) reject(msg jetstream.Msg, reason string, err error) {
+	c.metrics.rejected.WithLabelValues(reason).Inc()
+	c.log.Warn("rejected malformed message", "subject", msg.Subject(), "reason", reason, "err", err)
+	if err := msg.Term(); err != nil {
+		c.log.Warn("terminate message", "subject", msg.Subject(), "err", err)
+	}
+}
+
+func (c *Controller) ack(msg jetstream.Msg) {
+	if err := msg.Ack(); err != nil {
+		c.log.Warn("ack message", "subject", msg.Subject(), "err", err)
+	}
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	key, ok := c.q.get()
+	if !ok {
+		return false
+	}
+	defer c.q.done(key)
+
+	c.mu.Lock()
+	msgs := c.pending[key]
+	delete(c.pending, key)
+	c.mu.Unlock()
+
+	parent := ctx
+	if n := len(msgs); n > 0 {
+		parent = msgs[n-1].ctx
+	}
+	sctx, span := c.tracer.Start(parent, "reconcile "+c.cfg.Name, trace.WithAttributes(
+		attribute.String("hostplane.key", key), attribute.Int("hostplane.events", len(msgs))))
+	start := time.Now()
+	res, err := c.safeReconcile(sctx, key)
+	elapsed := time.Since(start).Seconds()
+
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+		span.End()
+		c.metrics.observe("error", elapsed)
+		c.mu.Lock()
+		for _, p := range c.pending[key] {
+			msgs = addPending(msgs, p)
+		}
+		c.pending[key] = msgs
+		c.failures[key]++
+		n := c.failures[key]
+		c.mu.Unlock()
+		delay := c.backoff(n)
+		if ctx.Err() == nil {
+			c.log.Warn("reconcile failed; retrying", "key", key, "attempt", n, "retry_in", delay, "err", err)
+		}
+		c.q.addAfter(key, delay)
+		return true
+	}
+	span.End()
+	result := "success"
+	if res.RequeueAfter > 0 {
+		result = "requeue"
+		c.q.addAfter(key, res.RequeueAfter)
+	}
+	c.metrics.observe(result, elapsed)
+	c.mu.Lock()
+	delete(c.failures, key)
+	c.mu.Unlock()
+	for _, p := range msgs {
+		c.ack(p.msg)
+	}
+	return true
+}
+
+func (c *Controller) safeReconcile(ctx context.Context, key string) (res Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.log.Error("reconcile panicked", "key", key, "panic", p, "stack", string(debug.Stack()))
+			err = fmt.Errorf("reconcile %s panicked: %v", key, p)
+		}
+	}()
+	return c.r.Reconcile(ctx, key)
+}
+
+func (c *Controller) backoff(failures int) time.Duration {
+	d := c.cfg.BaseBackoff
+	for i := 1; i < failures && d < c.cfg.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, c.cfg.MaxBackoff)
+}
+
+func (c *Controller) resyncLoop(ctx context.Context) {
+	if c.cfg.ListKeys == nil || c.cfg.Resync < 0 {
+		return
+	}
+	t := time.NewTicker(c.cfg.Resync)
+	defer t.Stop()
+	for {
+		keys, err := c.cfg.ListKeys(ctx)
+		if err != nil && ctx.Err() == nil {
+			c.log.Warn("resync: list keys", "err", err)
+		}
+		for _, k := range keys {
+			c.q.add(k)
+		}
+		c.metrics.resyncs.Inc()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

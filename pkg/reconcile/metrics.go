@@ -1,0 +1,108 @@
+package reconcile
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	duration prometheus.ObserverVec
+	total    *prometheus.CounterVec
+	errors   prometheus.Counter
+	received prometheus.Counter
+	rejected *prometheus.CounterVec
+	resyncs  prometheus.Counter
+}
+
+// newMetrics registers the controller's series. Several controllers may share a registry:
+// the collectors are shared and told apart by the "controller" label.
+func newMetrics(reg prometheus.Registerer, name string, depth func() int) (*metrics, error) {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	l := prometheus.Labels{"controller": name}
+	duration, err := register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "hostplane_reconcile_duration_seconds",
+		Help:    "Time one reconcile of a key took, by result (success, requeue, error).",
+		Buckets: []float64{.001, .005, .01, .05, .1, .5, 1, 5, 10, 30, 60, 300},
+	}, []string{"controller", "result"}))
+	if err != nil {
+		return nil, err
+	}
+	total, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hostplane_reconcile_total",
+		Help: "Reconciles run, by result (success, requeue, error).",
+	}, []string{"controller", "result"}))
+	if err != nil {
+		return nil, err
+	}
+	errs, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hostplane_reconcile_errors_total",
+		Help: "Reconciles that returned an error (each is retried with backoff).",
+	}, []string{"controller"}))
+	if err != nil {
+		return nil, err
+	}
+	received, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hostplane_events_received_total",
+		Help: "Messages delivered by the controller's durable consumer.",
+	}, []string{"controller"}))
+	if err != nil {
+		return nil, err
+	}
+	rejected, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hostplane_events_rejected_total",
+		Help: "Malformed messages terminated without reconciling, by reason (envelope, subject).",
+	}, []string{"controller", "reason"}))
+	if err != nil {
+		return nil, err
+	}
+	resyncs, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hostplane_reconcile_resyncs_total",
+		Help: "Periodic resyncs that enqueued every owned key.",
+	}, []string{"controller"}))
+	if err != nil {
+		return nil, err
+	}
+	depthGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "hostplane_reconcile_queue_depth",
+		Help:        "Keys waiting to be reconciled.",
+		ConstLabels: l,
+	}, func() float64 { return float64(depth()) })
+	if err := reg.Register(depthGauge); err != nil {
+		return nil, err
+	}
+	m := &metrics{
+		duration: duration.MustCurryWith(l),
+		total:    total.MustCurryWith(l),
+		errors:   errs.With(l),
+		received: received.With(l),
+		rejected: rejected.MustCurryWith(l),
+		resyncs:  resyncs.With(l),
+	}
+	return m, nil
+}
+
+func (m *metrics) observe(result string, seconds float64) {
+	m.duration.WithLabelValues(result).Observe(seconds)
+	m.total.WithLabelValues(result).Inc()
+	if result == "error" {
+		m.errors.Inc()
+	}
+}
+
+// register registers c, or returns the collector already registered under the same
+// description.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing, nil
+			}
+		}
+		return c, err
+	}
+	return c, nil
+}
