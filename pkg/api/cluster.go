@@ -1,0 +1,101 @@
+package api
+
+import "time"
+
+// Cluster is a HostedCluster: "I want a Kubernetes control plane at release X on platform P".
+// clusterd owns it (bucket "clusters", key = name).
+type Cluster struct {
+	ObjectMeta
+	Spec   ClusterSpec   `json:"spec"`
+	Status ClusterStatus `json:"status"`
+}
+
+// Availability policies.
+const (
+	SingleReplica      = "SingleReplica"
+	HighlyAvailable    = "HighlyAvailable"
+	PlatformLocal      = "local"
+	PlatformNone       = "none"
+	DefaultServiceCIDR = "10.96.0.0/16"
+	DefaultPodCIDR     = "10.132.0.0/14"
+)
+
+// ClusterSpec is what the user asks for. Field names follow HyperShift's HostedCluster.
+type ClusterSpec struct {
+	Release                      Release    `json:"release"`
+	Platform                     Platform   `json:"platform"`
+	ControllerAvailabilityPolicy string     `json:"controllerAvailabilityPolicy,omitempty"`
+	Networking                   Networking `json:"networking,omitempty"`
+	PKI                          *PKISpec   `json:"pki,omitempty"`
+}
+
+// Release names a Kubernetes version in the release catalogue.
+type Release struct {
+	Version string `json:"version"`
+}
+
+// Platform is where the cluster's machines run.
+type Platform struct {
+	Type string `json:"type"`
+}
+
+// Networking holds the cluster's CIDRs.
+type Networking struct {
+	ServiceCIDR string `json:"serviceCIDR,omitempty"`
+	PodCIDR     string `json:"podCIDR,omitempty"`
+}
+
+// PKISpec tunes certificate lifetimes (Go durations, e.g. "8760h"; tests use minutes).
+type PKISpec struct {
+	CALifetime   string `json:"caLifetime,omitempty"`
+	LeafLifetime string `json:"leafLifetime,omitempty"`
+}
+
+// ClusterStatus is clusterd's aggregate of every daemon's state for the cluster.
+type ClusterStatus struct {
+	ObservedGeneration   int64          `json:"observedGeneration,omitempty"`
+	Conditions           Conditions     `json:"conditions,omitempty"`
+	Version              *VersionStatus `json:"version,omitempty"`
+	ControlPlaneEndpoint *Endpoint      `json:"controlPlaneEndpoint,omitempty"`
+	IgnitionEndpoint     string         `json:"ignitionEndpoint,omitempty"`
+	KubeconfigAvailable  bool           `json:"kubeconfigAvailable,omitempty"`
+}
+
+// VersionStatus is the desired release and the history of rollouts to it, newest first.
+type VersionStatus struct {
+	Desired Release         `json:"desired"`
+	History []UpdateHistory `json:"history,omitempty"`
+}
+
+// UpdateHistory is one rollout; State is "Partial" until every component runs Version.
+type UpdateHistory struct {
+	Version        string     `json:"version"`
+	State          string     `json:"state"`
+	StartedTime    time.Time  `json:"startedTime"`
+	CompletionTime *time.Time `json:"completionTime,omitempty"`
+}
+
+// Endpoint is a host and port.
+type Endpoint struct {
+	Host string `json:"host"`
+	Port int    `json:"port"`
+}
+
+// HostedCluster condition types (HyperShift's names).
+const (
+	ConditionAvailable                 = "Available"
+	ConditionProgressing               = "Progressing"
+	ConditionDegraded                  = "Degraded"
+	ConditionValidConfiguration        = "ValidConfiguration"
+	ConditionEtcdAvailable             = "EtcdAvailable"
+	ConditionKubeAPIServerAvailable    = "KubeAPIServerAvailable"
+	ConditionInfrastructureReady       = "InfrastructureReady"
+	ConditionIgnitionEndpointAvailable = "IgnitionEndpointAvailable"
+	ConditionPKIReady                  = "PKIReady"
+	ConditionDeleting                  = "Deleting"
+)
+
+// ClusterList is the answer of GET /v1/clusters.
+type ClusterList struct {
+	Items []Cluster `json:"items"`
+}

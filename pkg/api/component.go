@@ -1,0 +1,55 @@
+package api
+
+// ControlPlaneComponent is one control-plane workload of a cluster (bucket "controlplane",
+// key "<cluster>.<component>"). componentd is its only writer.
+type ControlPlaneComponent struct {
+	ObjectMeta
+	Cluster string                      `json:"cluster"`
+	Spec    ControlPlaneComponentSpec   `json:"spec"`
+	Status  ControlPlaneComponentStatus `json:"status"`
+}
+
+// Component names.
+const (
+	ComponentEtcd              = "etcd"
+	ComponentKubeAPIServer     = "kube-apiserver"
+	ComponentControllerManager = "kube-controller-manager"
+	ComponentScheduler         = "kube-scheduler"
+)
+
+// ControlPlaneComponentSpec is what componentd wants running.
+type ControlPlaneComponentSpec struct {
+	Version    string   `json:"version"`
+	Replicas   int      `json:"replicas"`
+	DependsOn  []string `json:"dependsOn,omitempty"`
+	ConfigHash string   `json:"configHash"`
+}
+
+// ControlPlaneComponentStatus is what runs.
+type ControlPlaneComponentStatus struct {
+	ObservedGeneration int64           `json:"observedGeneration,omitempty"`
+	Conditions         Conditions      `json:"conditions,omitempty"`
+	Version            string          `json:"version,omitempty"`
+	ReadyReplicas      int             `json:"readyReplicas"`
+	Replicas           []ReplicaStatus `json:"replicas,omitempty"`
+}
+
+// ReplicaStatus is one running replica.
+type ReplicaStatus struct {
+	Name       string `json:"name"`
+	Pid        int    `json:"pid,omitempty"`
+	Version    string `json:"version"`
+	ConfigHash string `json:"configHash"`
+	Ready      bool   `json:"ready"`
+	Restarts   int    `json:"restarts"`
+}
+
+// Component condition types.
+const (
+	ConditionRolloutComplete = "RolloutComplete"
+)
+
+// ComponentList is the answer of GET /v1/clusters/{c}/components.
+type ComponentList struct {
+	Items []ControlPlaneComponent `json:"items"`
+}

@@ -1,0 +1,29 @@
+package api
+
+// Infra is what infrad allocated for one cluster (bucket "infra", key = cluster name).
+type Infra struct {
+	ObjectMeta
+	// ClusterGeneration is the cluster generation this allocation was made for.
+	ClusterGeneration int64  `json:"clusterGeneration"`
+	Platform          string `json:"platform"`
+	// Endpoint is where clients reach the kube-apiserver: the apiserver itself
+	// (SingleReplica) or infrad's TCP load balancer in front of the replicas (HighlyAvailable).
+	Endpoint Endpoint `json:"endpoint"`
+	// APIServers are the per-replica kube-apiserver listen endpoints.
+	APIServers []Endpoint `json:"apiServers"`
+	// Etcd are the members' client and peer ports, one per member.
+	Etcd []EtcdMember `json:"etcd"`
+	// Ports for kube-controller-manager and kube-scheduler secure serving, one per replica.
+	ControllerManagerPorts []int  `json:"controllerManagerPorts"`
+	SchedulerPorts         []int  `json:"schedulerPorts"`
+	Ready                  bool   `json:"ready"`
+	Message                string `json:"message,omitempty"`
+}
+
+// EtcdMember is one etcd member's addresses.
+type EtcdMember struct {
+	Name       string `json:"name"`
+	Host       string `json:"host"`
+	ClientPort int    `json:"clientPort"`
+	PeerPort   int    `json:"peerPort"`
+}

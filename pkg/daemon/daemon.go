@@ -1,0 +1,310 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/bus"
+	"github.com/hostplane/hostplane/pkg/httpapi"
+	"github.com/hostplane/hostplane/pkg/observe"
+	"github.com/hostplane/hostplane/pkg/reconcile"
+)
+
+// Runnable is a long-lived part of a daemon: it runs until ctx ends.
+type Runnable interface {
+	Start(ctx context.Context) error
+}
+
+// RunnableFunc adapts a function to a Runnable.
+type RunnableFunc func(ctx context.Context) error
+
+// Start calls f.
+func (f RunnableFunc) Start(ctx context.Context) error { return f(ctx) }
+
+// Runtime is what a daemon has once it is connected.
+type Runtime struct {
+	Name           string
+	Log            *slog.Logger
+	Registry       *prometheus.Registry
+	TracerProvider trace.TracerProvider
+	Conn           *nats.Conn
+	JS             jetstream.JetStream
+	Publisher      *bus.Publisher
+	DataDir        string // this daemon's own directory: <data dir>/<name>
+	buckets        map[string]jetstream.KeyValue
+}
+
+// Bucket returns a KV bucket: the daemon's own (created at start) or another daemon's
+// (opened read-only by convention; it must exist).
+func (rt *Runtime) Bucket(ctx context.Context, name string) (jetstream.KeyValue, error) {
+	if kv, ok := rt.buckets[name]; ok {
+		return kv, nil
+	}
+	kv, err := rt.JS.KeyValue(ctx, name)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		// The owner has not started yet; create it empty so readers can watch it.
+		return bus.EnsureBucket(ctx, rt.JS, name)
+	}
+	return kv, err
+}
+
+// Controller builds a reconcile controller with the daemon's logger, metrics and tracing.
+func (rt *Runtime) Controller(cfg reconcile.Config, r reconcile.Reconciler) (*reconcile.Controller, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = rt.Log
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = rt.Registry
+	}
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = rt.TracerProvider
+	}
+	return reconcile.New(rt.JS, cfg, r)
+}
+
+// Spec declares a daemon to the shared lifecycle.
+type Spec struct {
+	Name    string
+	Buckets []string // the KV buckets this daemon owns, created at start
+	// Setup runs once connected and returns the daemon's long-lived parts (controllers,
+	// servers, timers). It must not block.
+	Setup func(ctx context.Context, rt *Runtime) ([]Runnable, error)
+	// Routes registers the daemon's /v1 routes (full paths, {cluster} for the cluster name).
+	// Handlers run before Setup finished answer 503; use Daemon.Runtime.
+	Routes func(r chi.Router)
+	// Ready adds a daemon-specific readiness check (nil: ready once every controller runs).
+	Ready func(ctx context.Context) error
+	// Stop runs after every Runnable returned, before NATS closes (release files, processes).
+	Stop func(ctx context.Context) error
+}
+
+// Daemon runs a Spec.
+type Daemon struct {
+	spec        Spec
+	base        Base
+	log         *slog.Logger
+	registry    *prometheus.Registry
+	tp          trace.TracerProvider
+	rt          atomic.Pointer[Runtime]
+	controllers []*reconcile.Controller
+	mu          sync.Mutex
+	running     atomic.Bool
+	adminAddr   chan string
+}
+
+// New validates the configuration; Run starts the daemon.
+func New(base Base, spec Spec) (*Daemon, error) {
+	if spec.Name == "" {
+		return nil, errors.New("daemon: Spec.Name is required")
+	}
+	if err := base.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", spec.Name, err)
+	}
+	d := &Daemon{spec: spec, base: base, adminAddr: make(chan string, 1)}
+	d.log = base.Logger
+	if d.log == nil {
+		d.log = observe.NewLogger(os.Stderr, base.level())
+	}
+	d.log = d.log.With("daemon", spec.Name)
+	d.registry = base.Registry
+	if d.registry == nil {
+		d.registry = observe.NewRegistry()
+	}
+	d.tp = base.TracerProvider
+	return d, nil
+}
+
+// Name is the daemon's name.
+func (d *Daemon) Name() string { return d.spec.Name }
+
+// Logger is the daemon's logger.
+func (d *Daemon) Logger() *slog.Logger { return d.log }
+
+// Runtime returns the connected runtime, or an Unavailable error before Run connected.
+func (d *Daemon) Runtime() (*Runtime, error) {
+	if rt := d.rt.Load(); rt != nil {
+		return rt, nil
+	}
+	return nil, api.Errorf(api.CodeUnavailable, "%s is starting; retry shortly", d.spec.Name)
+}
+
+// Routes registers the daemon's /v1 routes on r.
+func (d *Daemon) Routes(r chi.Router) {
+	if d.spec.Routes != nil {
+		d.spec.Routes(r)
+	}
+}
+
+// Ready reports nil once the daemon is connected, every controller consumes and the
+// daemon's own check passes.
+func (d *Daemon) Ready(ctx context.Context) error {
+	if d.rt.Load() == nil || !d.running.Load() {
+		return fmt.Errorf("%s: not started", d.spec.Name)
+	}
+	d.mu.Lock()
+	cs := d.controllers
+	d.mu.Unlock()
+	for _, c := range cs {
+		if !c.Started() {
+			return fmt.Errorf("%s: a controller is not consuming yet", d.spec.Name)
+		}
+	}
+	if d.spec.Ready != nil {
+		if err := d.spec.Ready(ctx); err != nil {
+			return fmt.Errorf("%s: %w", d.spec.Name, err)
+		}
+	}
+	return nil
+}
+
+// AdminAddr returns the admin server's listen address once it listens ("" when none).
+func (d *Daemon) AdminAddr(ctx context.Context) string {
+	select {
+	case a := <-d.adminAddr:
+		d.adminAddr <- a
+		return a
+	case <-ctx.Done():
+		return ""
+	}
+}
+
+// Run connects, sets up and serves until ctx ends, then shuts down in order.
+func (d *Daemon) Run(ctx context.Context) error {
+	log := d.log
+	tp := d.tp
+	var shutdownTracing func(context.Context) error
+	if tp == nil {
+		sdk, err := observe.NewTracerProvider(ctx, observe.TracingConfig{ServiceName: "hostplane-" + d.spec.Name, OTLPEndpoint: d.base.OTLPEndpoint})
+		if err != nil {
+			return fmt.Errorf("%s: tracing: %w", d.spec.Name, err)
+		}
+		tp, shutdownTracing = sdk, sdk.Shutdown
+	}
+
+	nc, err := bus.Connect(ctx, d.base.NATSURL, "hostplane-"+d.spec.Name, log)
+	if err != nil {
+		return fmt.Errorf("%s: %w", d.spec.Name, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("%s: jetstream: %w", d.spec.Name, err)
+	}
+	setupCtx, cancelSetup := context.WithTimeout(ctx, time.Minute)
+	defer cancelSetup()
+	if err := bus.EnsureStreams(setupCtx, js); err != nil {
+		return fmt.Errorf("%s: %w", d.spec.Name, err)
+	}
+	rt := &Runtime{
+		Name: d.spec.Name, Log: log, Registry: d.registry, TracerProvider: tp,
+		Conn: nc, JS: js, Publisher: bus.NewPublisher(js, d.spec.Name),
+		DataDir: d.base.DataDir + "/" + d.spec.Name, buckets: map[string]jetstream.KeyValue{},
+	}
+	if err := os.MkdirAll(rt.DataDir, 0o750); err != nil {
+		return fmt.Errorf("%s: data dir: %w", d.spec.Name, err)
+	}
+	for _, b := range d.spec.Buckets {
+		kv, err := bus.EnsureBucket(setupCtx, js, b)
+		if err != nil {
+			return fmt.Errorf("%s: %w", d.spec.Name, err)
+		}
+		rt.buckets[b] = kv
+	}
+	var runnables []Runnable
+	if d.spec.Setup != nil {
+		runnables, err = d.spec.Setup(ctx, rt)
+		if err != nil {
+			return fmt.Errorf("%s: setup: %w", d.spec.Name, err)
+		}
+	}
+	d.mu.Lock()
+	for _, r := range runnables {
+		if c, ok := r.(*reconcile.Controller); ok {
+			d.controllers = append(d.controllers, c)
+		}
+	}
+	d.mu.Unlock()
+	d.rt.Store(rt)
+
+	// Runnables (controllers first in the slice) stop when workCtx ends.
+	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
+	errs := make(chan error, len(runnables)+1)
+	var wg sync.WaitGroup
+	for _, r := range runnables {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.Start(workCtx); err != nil {
+				errs <- err
+			}
+		}()
+	}
+
+	var srv *httpapi.Server
+	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopHTTP()
+	httpDone := make(chan error, 1)
+	if d.base.AdminAddr != "" {
+		router := httpapi.NewRouter(httpapi.Config{Name: d.spec.Name, Logger: log, Registry: d.registry, Ready: d.Ready, TracerProvider: tp})
+		d.Routes(router)
+		srv = httpapi.NewServer(d.base.AdminAddr, router, log)
+		go func() { httpDone <- srv.Start(httpCtx) }()
+		go func() {
+			if a := srv.Addr(); a != "" {
+				d.adminAddr <- a
+			}
+		}()
+	} else {
+		close(httpDone)
+	}
+	d.running.Store(true)
+	log.Info("daemon started", "nats", d.base.NATSURL, "admin", d.base.AdminAddr)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errs:
+		log.Error("a part of the daemon failed; shutting down", "err", runErr)
+	case err := <-httpDone:
+		if err != nil {
+			runErr = fmt.Errorf("%s: admin server: %w", d.spec.Name, err)
+		}
+	}
+	d.running.Store(false)
+
+	// Ordered shutdown: consumers and workers, then HTTP, then the daemon's own cleanup,
+	// then traces; NATS closes last (deferred).
+	stopWork()
+	wg.Wait()
+	stopHTTP()
+	<-httpDone
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if d.spec.Stop != nil {
+		if err := d.spec.Stop(stopCtx); err != nil {
+			log.Warn("stop", "err", err)
+		}
+	}
+	if shutdownTracing != nil {
+		_ = shutdownTracing(stopCtx)
+	}
+	if err := nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		log.Debug("nats drain", "err", err)
+	}
+	log.Info("daemon stopped")
+	return runErr
+}

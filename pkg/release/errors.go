@@ -1,0 +1,10 @@
+package release
+
+import "errors"
+
+var (
+	// ErrUnknownComponent is returned by Binary for a component hostplane does not run.
+	ErrUnknownComponent = errors.New("unknown component")
+	// ErrBinaryMissing is returned by Binary when the release's binary has not been built.
+	ErrBinaryMissing = errors.New("binary not built")
+)

@@ -1,0 +1,99 @@
+package testenv
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hostplane/hostplane/pkg/localkube"
+	"github.com/hostplane/hostplane/pkg/process"
+	"github.com/hostplane/hostplane/pkg/release"
+)
+
+// KubeAPIServer starts a real etcd and kube-apiserver of release.Latest() in a fresh
+// t.TempDir(), with its own process.Supervisor, and stops both when the test ends. The
+// returned cluster's Kubeconfig and RESTConfig are admin (system:masters) credentials.
+//
+// When the binaries are not built the test is skipped with instructions (`make k8s-bins`);
+// under CI=true it fails instead.
+func KubeAPIServer(t testing.TB) *localkube.Cluster {
+	t.Helper()
+	rel := release.Latest()
+	RequireBinaries(t, rel, release.Etcd, release.KubeAPIServer)
+
+	dir := t.TempDir()
+	log := slog.New(slog.NewTextHandler(testWriter(t), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	sup, err := process.NewSupervisor(filepath.Join(dir, "run"), log)
+	if err != nil {
+		t.Fatalf("testenv: new supervisor: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := sup.StopAll(ctx); err != nil {
+			t.Errorf("testenv: stop kube-apiserver and etcd: %v", err)
+		}
+		_ = sup.Close()
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, err := localkube.Start(ctx, localkube.Config{
+		Dir:        filepath.Join(dir, "kube"),
+		Release:    rel,
+		Supervisor: sup,
+		Log:        log,
+	})
+	if err != nil {
+		t.Fatalf("testenv: start kube-apiserver: %v", err)
+	}
+	return c
+}
+
+// RequireBinaries skips t (or, under CI=true, fails it) unless the release's binaries of
+// every named component are built, saying how to build them.
+func RequireBinaries(t testing.TB, rel release.Release, components ...string) {
+	t.Helper()
+	for _, c := range components {
+		if _, err := rel.Binary(c); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("testenv: %v", err)
+			}
+			t.Skipf("testenv: %v", err)
+		}
+	}
+}
+
+// testWriter returns a writer into the test's output that goes quiet once the test's
+// cleanups have run, so a late log line from a supervisor goroutine cannot fail the test.
+func testWriter(t testing.TB) io.Writer {
+	w := &quietAfterCleanup{out: t.Output()}
+	// Registered before the supervisor's cleanup, so it runs after it (cleanups run last
+	// registered, first run).
+	t.Cleanup(func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.done = true
+	})
+	return w
+}
+
+type quietAfterCleanup struct {
+	mu   sync.Mutex
+	out  io.Writer
+	done bool
+}
+
+func (w *quietAfterCleanup) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done {
+		return len(p), nil
+	}
+	return w.out.Write(p)
+}
