@@ -1,0 +1,36 @@
+package certs
+
+import (
+	"bytes"
+	"errors"
+	"path/filepath"
+	"testing"
+)
+
+func TestSealKey_RoundTripAndTamper(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pki.key")
+	k, err := LoadOrCreateSealKey(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed := k.Seal([]byte("private key"))
+	if bytes.Contains(sealed, []byte("private key")) {
+		t.Fatal("sealed bytes contain the plaintext")
+	}
+	again, err := LoadOrCreateSealKey(path) // another daemon reads the same key
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := again.Open(sealed)
+	if err != nil || string(got) != "private key" {
+		t.Fatalf("open = %q, %v", got, err)
+	}
+	sealed[len(sealed)-1] ^= 1
+	if _, err := again.Open(sealed); !errors.Is(err, ErrSealed) {
+		t.Fatalf("tampered open err = %v, want ErrSealed", err)
+	}
+	other, _ := LoadOrCreateSealKey(filepath.Join(t.TempDir(), "other.key"))
+	if _, err := other.Open(k.Seal([]byte("x"))); !errors.Is(err, ErrSealed) {
+		t.Fatalf("wrong key open err = %v, want ErrSealed", err)
+	}
+}
