@@ -4,10 +4,18 @@ import "time"
 
 // ClusterPKI is every certificate, key and kubeconfig of one cluster (bucket "pki", key =
 // cluster name). pkid is its only writer. Private keys and kubeconfigs (which embed keys) are
-// sealed with AES-GCM (certs.Seal) before they are stored; readers open them with the same key.
+// sealed with AES-GCM (certs.SealKey.Seal) before they are stored; readers open them with the
+// same key (certs.LoadOrCreateSealKey of HOSTPLANE_PKI_KEY_FILE, default <data dir>/pki.key).
+//
+// Layout: Certs holds the four CAs (root-ca, etcd-ca, front-proxy-ca, kubelet-signer; IsCA,
+// their keys sealed too, since kube-controller-manager signs with kubelet-signer and
+// root-ca) and every leaf, each CertPEM a single PEM certificate signed by its CA and each
+// SealedKey a sealed PKCS #8 "PRIVATE KEY" PEM. ServiceAccount.SealedPriv is a sealed PKCS #8
+// PEM, PublicPEM a PKIX "PUBLIC KEY" PEM. Kubeconfigs are sealed YAML with the client
+// certificate and key embedded. CAs are never rotated; leaves are renewed before expiry.
 type ClusterPKI struct {
 	ObjectMeta
-	// ClusterGeneration and InfraRevision are what this bundle was issued for.
+	// ClusterGeneration is the cluster generation this bundle was last reconciled for.
 	ClusterGeneration int64 `json:"clusterGeneration"`
 	// Serial changes on every issuance or rotation; components fold it into their config hash.
 	Serial string `json:"serial"`
@@ -17,9 +25,20 @@ type ClusterPKI struct {
 	ServiceAccount KeyBundle `json:"serviceAccount"`
 	// Kubeconfigs by name (admin, controller-manager, scheduler), sealed.
 	Kubeconfigs map[string][]byte `json:"kubeconfigs"`
-	Ready       bool              `json:"ready"`
+	// KubeconfigServer is the URL (https://host:port of the infra endpoint) the kubeconfigs
+	// point at.
+	KubeconfigServer string `json:"kubeconfigServer,omitempty"`
+	Ready            bool   `json:"ready"`
 	// NextRotation is when the earliest leaf is due for renewal.
 	NextRotation time.Time `json:"nextRotation"`
+	// RotationRequestedAt is set by POST /v1/clusters/{c}/pki/rotate: pkid renews every leaf
+	// and clears it.
+	RotationRequestedAt *time.Time `json:"rotationRequestedAt,omitempty"`
+	// AnnouncedSerial is the Serial pkid last published an event (pki.ready or pki.rotated)
+	// for; a Serial not yet announced is announced on the next reconcile.
+	AnnouncedSerial string `json:"announcedSerial,omitempty"`
+	// Message says what pkid waits for, if anything (for example during deletion).
+	Message string `json:"message,omitempty"`
 }
 
 // CertBundle is one certificate and its sealed private key.
@@ -66,6 +85,10 @@ type PKIStatus struct {
 	Serial       string     `json:"serial"`
 	NextRotation time.Time  `json:"nextRotation"`
 	Certificates []CertInfo `json:"certificates"`
+	// RotationRequestedAt is set while a requested rotation is pending.
+	RotationRequestedAt *time.Time `json:"rotationRequestedAt,omitempty"`
+	// Message says what pkid waits for, if anything.
+	Message string `json:"message,omitempty"`
 }
 
 // CertInfo describes one certificate.

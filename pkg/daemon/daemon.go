@@ -257,8 +257,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	var srv *httpapi.Server
 	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHTTP()
-	httpDone := make(chan error, 1)
+	var httpDone chan error // nil (never ready) without an admin server
 	if d.base.AdminAddr != "" {
+		httpDone = make(chan error, 1)
 		router := httpapi.NewRouter(httpapi.Config{Name: d.spec.Name, Logger: log, Registry: d.registry, Ready: d.Ready, TracerProvider: tp})
 		d.Routes(router)
 		srv = httpapi.NewServer(d.base.AdminAddr, router, log)
@@ -268,8 +269,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 				d.adminAddr <- a
 			}
 		}()
-	} else {
-		close(httpDone)
 	}
 	d.running.Store(true)
 	log.Info("daemon started", "nats", d.base.NATSURL, "admin", d.base.AdminAddr)
@@ -291,7 +290,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 	stopWork()
 	wg.Wait()
 	stopHTTP()
-	<-httpDone
+	if httpDone != nil && srv != nil {
+		select {
+		case <-httpDone:
+		case <-time.After(10 * time.Second):
+		}
+	}
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if d.spec.Stop != nil {

@@ -28,6 +28,12 @@ type Config struct {
 	MaxBodyBytes int64
 	// Ready answers /readyz: nil error means ready, an error names what is not. Nil: always ready.
 	Ready func(ctx context.Context) error
+	// Health, when set, answers /healthz instead of a plain {"status":"ok"}: it returns a
+	// detail to show (for example every daemon's state) and whether all is healthy (503 if not).
+	Health func(ctx context.Context) (detail any, healthy bool)
+	// Gatherer, when set, is served on /metrics instead of Registry (for a front door that
+	// shows several daemons' registries); the HTTP metrics still go to Registry.
+	Gatherer prometheus.Gatherer
 	// TracerProvider, when set, starts a server span per request, continuing a W3C trace
 	// context sent by the caller.
 	TracerProvider trace.TracerProvider
@@ -79,14 +85,33 @@ func NewRouter(cfg Config) chi.Router {
 	r.NotFound(notFound)
 	r.MethodNotAllowed(methodNotAllowed)
 
-	r.Get(PathHealthz, func(w http.ResponseWriter, _ *http.Request) {
-		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
+	r.Get(PathHealthz, healthz(cfg.Health))
 	r.Get(PathReadyz, readyz(cfg.Ready))
-	r.Method(http.MethodGet, PathMetrics, promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{
+	var gatherer prometheus.Gatherer = cfg.Registry
+	if cfg.Gatherer != nil {
+		gatherer = cfg.Gatherer
+	}
+	r.Method(http.MethodGet, PathMetrics, promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{
 		ErrorHandling: promhttp.ContinueOnError,
 	}))
 	return r
+}
+
+func healthz(health func(context.Context) (any, bool)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if health == nil {
+			WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+		detail, ok := health(ctx)
+		cancel()
+		status, code := "ok", http.StatusOK
+		if !ok {
+			status, code = "unhealthy", http.StatusServiceUnavailable
+		}
+		WriteJSON(w, code, map[string]any{"status": status, "components": detail})
+	}
 }
 
 func readyz(ready func(context.Context) error) http.HandlerFunc {

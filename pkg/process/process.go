@@ -524,3 +524,30 @@ func (p *Process) Stop(ctx context.Context) error {
 		return fmt.Errorf("process %q: waiting for it to stop: %w", p.spec.Name, ctx.Err())
 	}
 }
+
+// Terminate stops the process called name: the supervised one as Process.Stop does, or else
+// the still-running process its pidfile names (left by an earlier Supervisor and not
+// re-adopted), and removes the pidfile. A name with neither is a no-op. Processes of other
+// names are untouched. It is how a daemon that restarted tears down what it no longer
+// wants without first re-adopting it.
+func (s *Supervisor) Terminate(ctx context.Context, name string) error {
+	if p, ok := s.Get(name); ok {
+		return p.Stop(ctx)
+	}
+	spec := Spec{Name: name, Path: "-"}
+	if err := spec.validate(); err != nil {
+		return err
+	}
+	spec = spec.withDefaults(s.dir)
+	done, err := s.begin(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if p, ok := s.Get(name); ok { // started while we waited
+		return p.Stop(ctx)
+	}
+	// An empty hash never matches a pidfile's: a live process is stopped.
+	_, err = s.adoptOrClear(spec, "", s.log.With("process", name))
+	return err
+}

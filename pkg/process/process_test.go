@@ -709,3 +709,45 @@ func TestHTTPProbe(t *testing.T) {
 		t.Errorf("TCPProbe: %v", err)
 	}
 }
+
+func TestSupervisor_Terminate_StopsProcessLeftByEarlierSupervisor(t *testing.T) {
+	h := newHarness(t)
+	spec, addr := childSpec(t, "orphan")
+	spec.Probe = TCPProbe(addr)
+
+	s1 := h.supervisor()
+	p1 := start(t, s1, spec)
+	waitReady(t, p1)
+	pid := h.pid(p1.Status().Pid)
+	if err := s1.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s2 := h.supervisor()
+	if err := s2.Terminate(context.Background(), "unknown"); err != nil {
+		t.Errorf("Terminate of an unknown name: %v, want nil", err)
+	}
+	if err := s2.Terminate(context.Background(), spec.Name); err != nil {
+		t.Fatalf("Terminate: %v", err)
+	}
+	if !processGone(pid) {
+		t.Errorf("pid %d still runs after Terminate", pid)
+	}
+	if _, err := os.Stat(filepath.Join(h.dir, "orphan.pid")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("pidfile left after Terminate: %v", err)
+	}
+
+	// A supervised process is stopped like Process.Stop.
+	p2 := start(t, s2, spec)
+	waitReady(t, p2)
+	pid2 := h.pid(p2.Status().Pid)
+	if err := s2.Terminate(context.Background(), spec.Name); err != nil {
+		t.Fatalf("Terminate supervised: %v", err)
+	}
+	if !processGone(pid2) {
+		t.Errorf("pid %d still runs after Terminate", pid2)
+	}
+	if _, ok := s2.Get(spec.Name); ok {
+		t.Errorf("process still supervised after Terminate")
+	}
+}

@@ -1,0 +1,97 @@
+package dev_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hostplane/hostplane/cmd/hostplane/dev"
+	"github.com/hostplane/hostplane/pkg/release"
+	"github.com/hostplane/hostplane/pkg/testenv"
+)
+
+func getJSON(t *testing.T, url string) (int, map[string]any, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, nil, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return resp.StatusCode, m, resp.Header.Get("Content-Type")
+}
+
+func start(t *testing.T, dir string) *dev.Stack {
+	t.Helper()
+	s, err := dev.Start(context.Background(), dev.Config{
+		DataDir: dir, Addr: "127.0.0.1:0", NATSPort: -1,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestDev_EveryDaemonReportsReadyThroughTheFrontDoor_AndARestartResumes(t *testing.T) {
+	testenv.RequireBinaries(t, release.Latest(), release.Etcd, release.KubeAPIServer)
+	dir := t.TempDir()
+	s := start(t, dir)
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			s.Stop(context.Background())
+		}
+	})
+
+	var health map[string]any
+	testenv.Eventually(t, time.Minute, func() bool {
+		code, m, _ := getJSON(t, s.URL()+"/healthz")
+		health = m
+		return code == http.StatusOK
+	}, "front door /healthz never said ok: %v", health)
+	comps, _ := health["components"].(map[string]any)
+	for _, name := range []string{"clusterd", "nodepoold", "componentd", "pkid", "infrad", "ignitiond", "nats", "management-apiserver"} {
+		if comps[name] != "ready" {
+			t.Errorf("/healthz: %s = %v, want ready", name, comps[name])
+		}
+	}
+	if code, _, _ := getJSON(t, s.URL()+"/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz = %d", code)
+	}
+	code, problem, ctype := getJSON(t, s.URL()+"/v1/no-such-thing")
+	if code != http.StatusNotFound || ctype != "application/problem+json" || problem["detail"] == nil {
+		t.Errorf("unknown route: %d %s %v", code, ctype, problem)
+	}
+
+	// The management apiserver is real: a client lists its namespaces.
+	cs, err := s.Management.Clientset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Namespaces().List(context.Background(), metav1ListOptions()); err != nil {
+		t.Fatalf("management apiserver: %v", err)
+	}
+	mgmtPid := s.Management.APIServer().Status().Pid
+
+	s.Stop(context.Background())
+	stopped = true
+	if err := syscall.Kill(mgmtPid, 0); err == nil {
+		t.Fatalf("management kube-apiserver (pid %d) still runs after Stop", mgmtPid)
+	}
+
+	// Same data dir: it resumes.
+	s2 := start(t, dir)
+	t.Cleanup(func() { s2.Stop(context.Background()) })
+	testenv.Eventually(t, time.Minute, func() bool {
+		code, _, _ := getJSON(t, s2.URL()+"/healthz")
+		return code == http.StatusOK
+	}, "restarted stack never became healthy")
+}

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hostplane/hostplane/cmd/hostplane/dev"
+	"github.com/hostplane/hostplane/pkg/daemon"
+	"github.com/hostplane/hostplane/pkg/observe"
+)
+
+func newDevCommand() *cobra.Command {
+	var cfg dev.Config
+	var logLevel string
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run all of Hostplane in one process: NATS, a management apiserver, the six daemons and the API on one address",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return usageError{err}
+			}
+			cfg.Logger = observe.NewLogger(os.Stderr, level)
+			ctx := cmd.Context()
+			s, err := dev.Start(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			var runErr error
+			select {
+			case <-ctx.Done():
+			case runErr = <-s.Err():
+			}
+			s.Stop(ctx)
+			return runErr
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.DataDir, "data-dir", daemon.Env("HOSTPLANE_DATA_DIR", ".hostplane"), "data directory; state survives restarts (HOSTPLANE_DATA_DIR)")
+	f.StringVar(&cfg.Addr, "addr", daemon.Env("HOSTPLANE_ADDR", "127.0.0.1:8080"), "address of the HTTP API (HOSTPLANE_ADDR)")
+	f.IntVar(&cfg.NATSPort, "nats-port", 4222, "port of the embedded NATS server (-1: any free port)")
+	f.StringVar(&logLevel, "log-level", daemon.Env("HOSTPLANE_LOG_LEVEL", "info"), "debug, info, warn or error")
+	return cmd
+}
