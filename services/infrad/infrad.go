@@ -1,15 +1,31 @@
 // Package infrad is hostplane's infrad daemon: platform infrastructure (endpoints, load balancers) and machines.
 //
+// For every live cluster on the local (or none) platform infrad allocates, once, the endpoint
+// and every port of the control plane and records them in its bucket "infra" (api.Infra, key =
+// cluster name); for a HighlyAvailable cluster it runs a TCP load balancer on the endpoint in
+// front of the kube-apiserver replicas. A record never changes its ports: a second reconcile or
+// an infrad restart re-reads it (and re-opens the load balancer). When the cluster is deleting
+// or gone, infrad waits until componentd removed every controlplane key of the cluster, then
+// closes the load balancer, deletes the record and publishes infra.deleted
+// (docs/control-plane-flow.md).
+//
+// Machines (the platform's Cluster API infrastructure provider) come later; they will be
+// another controller returned by setup, beside the endpoint controller.
+//
 // It is an importable package: New(cfg) and Run(ctx), so hostplane dev and the tests run the
 // very code cmd/infrad runs.
 package infrad
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
 
-	"github.com/go-chi/chi/v5"
-
+	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/bus"
 	"github.com/hostplane/hostplane/pkg/daemon"
 	"github.com/hostplane/hostplane/pkg/events"
@@ -20,49 +36,121 @@ import (
 // Name is the daemon's name.
 const Name = "infrad"
 
-// Config is infrad's configuration.
+// Defaults of Config's own fields.
+const (
+	DefaultHost           = "127.0.0.1"
+	DefaultHealthInterval = time.Second
+	DefaultDeletePoll     = 2 * time.Second
+)
+
+// Config is infrad's configuration. Zero fields get defaults in New.
 type Config struct {
 	daemon.Base
+	// Host is the address every endpoint, port and load balancer of the local platform is on
+	// (HOSTPLANE_INFRA_HOST, default 127.0.0.1).
+	Host string
+	// HealthInterval is how often a load balancer dials its backends (default 1s).
+	HealthInterval time.Duration
+	// DeletePoll is how often a deleting cluster's controlplane keys are checked again,
+	// besides the component events that trigger a check at once (default 2s).
+	DeletePoll time.Duration
+}
+
+func (c *Config) defaults() error {
+	if c.Host == "" {
+		c.Host = DefaultHost
+	}
+	if c.HealthInterval <= 0 {
+		c.HealthInterval = DefaultHealthInterval
+	}
+	if c.DeletePoll <= 0 {
+		c.DeletePoll = DefaultDeletePoll
+	}
+	return nil
 }
 
 // RegisterFlags adds infrad's own flags to fs and returns the constructor daemon.Main calls.
 func RegisterFlags(fs *flag.FlagSet) func(daemon.Base) (daemon.Runner, error) {
-	return func(base daemon.Base) (daemon.Runner, error) { return New(Config{Base: base}) }
+	var cfg Config
+	fs.StringVar(&cfg.Host, "endpoint-host", daemon.Env("HOSTPLANE_INFRA_HOST", DefaultHost), "address of the control planes' endpoints and load balancers (HOSTPLANE_INFRA_HOST)")
+	fs.DurationVar(&cfg.HealthInterval, "lb-health-interval", DefaultHealthInterval, "how often a load balancer dials its kube-apiserver backends")
+	return func(base daemon.Base) (daemon.Runner, error) {
+		cfg.Base = base
+		return New(cfg)
+	}
 }
 
 // Daemon is a running infrad.
 type Daemon struct {
 	*daemon.Daemon
-	cfg   Config
-	store *store.Store[struct{}]
+	cfg        Config
+	log        *slog.Logger
+	metrics    *metrics
+	publisher  *bus.Publisher
+	infra      *store.Store[api.Infra]
+	clusters   *store.Store[api.Cluster]
+	components *store.Store[api.ControlPlaneComponent]
+
+	// allocMu serialises allocations, so two clusters reconciled at once never pick the same
+	// port (the other records are listed under it).
+	allocMu sync.Mutex
+
+	mu      sync.Mutex
+	lbs     map[string]*loadBalancer // cluster → its running load balancer
+	ready   map[string]bool          // clusters with a ready record (the clusters gauge)
+	unsent  map[string]string        // cluster → verb of an event whose publish failed
+	stopped bool
 }
 
 // New validates cfg and returns the daemon; Run starts it.
 func New(cfg Config) (*Daemon, error) {
-	d := &Daemon{cfg: cfg}
+	if err := cfg.defaults(); err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	d := &Daemon{cfg: cfg, lbs: map[string]*loadBalancer{}, ready: map[string]bool{}, unsent: map[string]string{}}
 	core, err := daemon.New(cfg.Base, daemon.Spec{
 		Name:    Name,
 		Buckets: []string{bus.BucketInfra},
 		Setup:   d.setup,
 		Routes:  d.routes,
+		Stop:    d.stop,
 	})
 	if err != nil {
 		return nil, err
 	}
 	d.Daemon = core
+	d.log = core.Logger()
 	return d, nil
 }
 
 func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnable, error) {
+	m, err := newMetrics(rt.Registry)
+	if err != nil {
+		return nil, err
+	}
+	d.metrics = m
+	d.publisher = rt.Publisher
 	kv, err := rt.Bucket(ctx, bus.BucketInfra)
 	if err != nil {
 		return nil, err
 	}
-	d.store = store.New[struct{}](kv)
+	d.infra = store.New[api.Infra](kv)
+	if kv, err = rt.Bucket(ctx, bus.BucketClusters); err != nil {
+		return nil, err
+	}
+	d.clusters = store.New[api.Cluster](kv)
+	if kv, err = rt.Bucket(ctx, bus.BucketControlPlane); err != nil {
+		return nil, err
+	}
+	d.components = store.New[api.ControlPlaneComponent](kv)
+	d.mu.Lock()
+	d.stopped = false
+	d.mu.Unlock()
+
 	c, err := rt.Controller(reconcile.Config{
 		Name:           Name,
 		FilterSubjects: []string{events.ClusterFilter(events.ResourceCluster), events.ClusterFilter(events.ResourceComponent)},
-		ListKeys:       func(ctx context.Context) ([]string, error) { return d.store.Keys(ctx) },
+		ListKeys:       d.listKeys,
 	}, reconcile.Func(d.reconcile))
 	if err != nil {
 		return nil, err
@@ -70,10 +158,40 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	return []daemon.Runnable{c}, nil
 }
 
-func (d *Daemon) reconcile(ctx context.Context, key string) (reconcile.Result, error) {
-	return reconcile.Result{}, nil
+// listKeys is the resync set: every record (so load balancers come back after a restart and
+// orphans are released) and every cluster (so one whose event was lost is allocated).
+func (d *Daemon) listKeys(ctx context.Context) ([]string, error) {
+	infra, err := d.infra.Keys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	clusters, err := d.clusters.Keys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var keys []string
+	for _, k := range append(infra, clusters...) {
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	return keys, nil
 }
 
-func (d *Daemon) routes(r chi.Router) {}
-
-var _ = events.ClusterFilter
+// stop closes every load balancer; the records stay, so the next infrad re-opens them.
+func (d *Daemon) stop(ctx context.Context) error {
+	d.mu.Lock()
+	d.stopped = true
+	lbs := d.lbs
+	d.lbs = map[string]*loadBalancer{}
+	d.mu.Unlock()
+	var errs []error
+	for cluster, lb := range lbs {
+		if err := lb.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close load balancer of %s: %w", cluster, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,155 @@
+package infrad
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/hostplane/hostplane/pkg/api"
+)
+
+// topology is how many of each part one control plane has.
+type topology struct {
+	etcd, apiServers, controllerManagers, schedulers int
+	// loadBalanced puts infrad's TCP load balancer on the endpoint, in front of the apiservers.
+	loadBalanced bool
+}
+
+// topologyFor maps a controllerAvailabilityPolicy to the parts it needs ("" is SingleReplica).
+func topologyFor(policy string) topology {
+	if policy == api.HighlyAvailable {
+		return topology{etcd: 3, apiServers: 2, controllerManagers: 2, schedulers: 2, loadBalanced: true}
+	}
+	return topology{etcd: 1, apiServers: 1, controllerManagers: 1, schedulers: 1}
+}
+
+// satisfiedBy reports whether inf already holds exactly the ports t needs, so nothing is
+// allocated again: a record, once written, keeps its ports.
+func (t topology) satisfiedBy(inf *api.Infra) bool {
+	if len(inf.Etcd) != t.etcd || len(inf.APIServers) != t.apiServers ||
+		len(inf.ControllerManagerPorts) != t.controllerManagers || len(inf.SchedulerPorts) != t.schedulers {
+		return false
+	}
+	if inf.Endpoint.Port == 0 {
+		return false
+	}
+	if t.loadBalanced {
+		return !isAPIServerPort(inf, inf.Endpoint.Port)
+	}
+	return inf.Endpoint == inf.APIServers[0]
+}
+
+func isAPIServerPort(inf *api.Infra, port int) bool {
+	for _, e := range inf.APIServers {
+		if e.Port == port {
+			return true
+		}
+	}
+	return false
+}
+
+// portsOf lists every port inf records.
+func portsOf(inf *api.Infra) []int {
+	ports := []int{inf.Endpoint.Port}
+	for _, e := range inf.APIServers {
+		ports = append(ports, e.Port)
+	}
+	for _, m := range inf.Etcd {
+		ports = append(ports, m.ClientPort, m.PeerPort)
+	}
+	ports = append(ports, inf.ControllerManagerPorts...)
+	ports = append(ports, inf.SchedulerPorts...)
+	return ports
+}
+
+// portAllocator hands out ports the kernel reports free on host and no record holds.
+type portAllocator struct {
+	host string
+	used map[int]bool
+}
+
+func newPortAllocator(host string) *portAllocator {
+	return &portAllocator{host: host, used: map[int]bool{0: true}}
+}
+
+// reserve marks ports as taken.
+func (a *portAllocator) reserve(ports ...int) {
+	for _, p := range ports {
+		a.used[p] = true
+	}
+}
+
+// next picks a free port by listening on port 0 and closing the listener.
+func (a *portAllocator) next() (int, error) {
+	for range 200 {
+		ln, err := net.Listen("tcp", net.JoinHostPort(a.host, "0"))
+		if err != nil {
+			return 0, fmt.Errorf("%w on %s: %w", ErrNoFreePort, a.host, err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		_ = ln.Close()
+		if a.used[port] {
+			continue
+		}
+		a.used[port] = true
+		return port, nil
+	}
+	return 0, fmt.Errorf("%w on %s: every port the kernel offered is recorded", ErrNoFreePort, a.host)
+}
+
+// allocate gives inf the ports t needs on host. Ports inf already has are kept (a policy
+// change adds or drops replicas at the end); only what is missing is allocated.
+func allocate(inf *api.Infra, host string, t topology, a *portAllocator) error {
+	a.reserve(portsOf(inf)...)
+	inf.Etcd = inf.Etcd[:min(len(inf.Etcd), t.etcd)]
+	for i := len(inf.Etcd); i < t.etcd; i++ {
+		client, err := a.next()
+		if err != nil {
+			return err
+		}
+		peer, err := a.next()
+		if err != nil {
+			return err
+		}
+		inf.Etcd = append(inf.Etcd, api.EtcdMember{Name: "etcd-" + strconv.Itoa(i), Host: host, ClientPort: client, PeerPort: peer})
+	}
+	inf.APIServers = inf.APIServers[:min(len(inf.APIServers), t.apiServers)]
+	for len(inf.APIServers) < t.apiServers {
+		p, err := a.next()
+		if err != nil {
+			return err
+		}
+		inf.APIServers = append(inf.APIServers, api.Endpoint{Host: host, Port: p})
+	}
+	var err error
+	if inf.ControllerManagerPorts, err = fill(inf.ControllerManagerPorts, t.controllerManagers, a); err != nil {
+		return err
+	}
+	if inf.SchedulerPorts, err = fill(inf.SchedulerPorts, t.schedulers, a); err != nil {
+		return err
+	}
+	switch {
+	case !t.loadBalanced:
+		inf.Endpoint = inf.APIServers[0]
+	case inf.Endpoint.Port == 0 || isAPIServerPort(inf, inf.Endpoint.Port):
+		p, err := a.next()
+		if err != nil {
+			return err
+		}
+		inf.Endpoint = api.Endpoint{Host: host, Port: p}
+	}
+	return nil
+}
+
+// fill trims or extends ports to n, allocating the new ones.
+func fill(ports []int, n int, a *portAllocator) ([]int, error) {
+	ports = ports[:min(len(ports), n)]
+	for len(ports) < n {
+		p, err := a.next()
+		if err != nil {
+			return nil, err
+		}
+		ports = append(ports, p)
+	}
+	return ports, nil
+}

@@ -1,0 +1,71 @@
+package infrad
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/hostplane/hostplane/pkg/api"
+)
+
+func TestAllocate_KeepsRecordedPortsAndAllocatesOnlyWhatIsMissing(t *testing.T) {
+	tests := []struct {
+		name       string
+		from, to   string
+		wantEtcd   int
+		wantAPI    int
+		wantLBPort bool
+	}{
+		{"new single replica", "", api.SingleReplica, 1, 1, false},
+		{"new highly available", "", api.HighlyAvailable, 3, 2, true},
+		{"single replica grows", api.SingleReplica, api.HighlyAvailable, 3, 2, true},
+		{"highly available shrinks", api.HighlyAvailable, api.SingleReplica, 1, 1, false},
+		{"unchanged", api.HighlyAvailable, api.HighlyAvailable, 3, 2, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inf := &api.Infra{}
+			if tt.from != "" {
+				if err := allocate(inf, DefaultHost, topologyFor(tt.from), newPortAllocator(DefaultHost)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := *inf
+			before.Etcd = slices.Clone(inf.Etcd)
+			before.APIServers = slices.Clone(inf.APIServers)
+			to := topologyFor(tt.to)
+			if err := allocate(inf, DefaultHost, to, newPortAllocator(DefaultHost)); err != nil {
+				t.Fatal(err)
+			}
+			if !to.satisfiedBy(inf) {
+				t.Fatalf("allocation %+v does not satisfy %s", inf, tt.to)
+			}
+			if len(inf.Etcd) != tt.wantEtcd || len(inf.APIServers) != tt.wantAPI {
+				t.Errorf("%d etcd, %d apiservers; want %d, %d", len(inf.Etcd), len(inf.APIServers), tt.wantEtcd, tt.wantAPI)
+			}
+			if got := !isAPIServerPort(inf, inf.Endpoint.Port); got != tt.wantLBPort {
+				t.Errorf("endpoint %+v has its own port: %v, want %v", inf.Endpoint, got, tt.wantLBPort)
+			}
+			for i := range min(len(before.Etcd), len(inf.Etcd)) {
+				if inf.Etcd[i] != before.Etcd[i] {
+					t.Errorf("etcd member %d changed from %+v to %+v", i, before.Etcd[i], inf.Etcd[i])
+				}
+			}
+			for i := range min(len(before.APIServers), len(inf.APIServers)) {
+				if inf.APIServers[i] != before.APIServers[i] {
+					t.Errorf("apiserver %d changed from %+v to %+v", i, before.APIServers[i], inf.APIServers[i])
+				}
+			}
+			if tt.from == tt.to && inf.Endpoint != before.Endpoint {
+				t.Errorf("endpoint changed from %+v to %+v", before.Endpoint, inf.Endpoint)
+			}
+			distinct := slices.Compact(slices.Sorted(slices.Values(portsOf(inf))))
+			want := 2*tt.wantEtcd + 3*tt.wantAPI // apiservers, kcm and scheduler have one port per replica
+			if tt.wantLBPort {
+				want++
+			}
+			if len(distinct) != want {
+				t.Errorf("%d distinct ports %v, want %d", len(distinct), distinct, want)
+			}
+		})
+	}
+}

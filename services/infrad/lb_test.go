@@ -1,0 +1,87 @@
+package infrad
+
+import (
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// tlsBackend is an HTTPS server answering name, like one kube-apiserver replica.
+func tlsBackend(t *testing.T, name string) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, name)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestLoadBalancer_PassesTLSThroughAndSkipsABackendWhoseDialFails(t *testing.T) {
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := tlsBackend(t, "a"), tlsBackend(t, "b")
+	backends := []string{a.Listener.Addr().String(), b.Listener.Addr().String()}
+	// A health interval longer than the test: only the dial fallback can save requests to a
+	// stopped backend.
+	lb, err := startLoadBalancer("c1", "127.0.0.1:0", backends, time.Hour, m, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lb.Close() })
+
+	// Both httptest servers use the same certificate, so a's client trusts b too.
+	tr := a.Client().Transport.(*http.Transport).Clone()
+	tr.DisableKeepAlives = true
+	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	url := "https://" + lb.ln.Addr().String() + "/"
+	seen := map[string]int{}
+	for i := range 10 {
+		resp, err := client.Get(url)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		seen[string(body)]++
+	}
+	if seen["a"] != 5 || seen["b"] != 5 {
+		t.Errorf("round-robin answers %v, want 5 each", seen)
+	}
+
+	a.Close()
+	for i := range 10 {
+		resp, err := client.Get(url)
+		if err != nil {
+			t.Fatalf("request %d after stopping a: %v", i, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if string(body) != "b" {
+			t.Fatalf("request %d after stopping a answered %q", i, body)
+		}
+	}
+	if n := testutil.ToFloat64(m.lbDialFailures.WithLabelValues("c1", backends[0])); n < 1 {
+		t.Errorf("dial failures of the stopped backend = %v, want at least 1", n)
+	}
+	if n := testutil.ToFloat64(m.lbConnections.WithLabelValues("c1", backends[1])); n != 15 {
+		t.Errorf("connections to b = %v, want 15", n)
+	}
+
+	addr := lb.ln.Addr().String()
+	if err := lb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		_ = c.Close()
+		t.Errorf("closed load balancer still accepts on %s", addr)
+	}
+}

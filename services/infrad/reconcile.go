@@ -1,0 +1,285 @@
+package infrad
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+
+	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/events"
+	"github.com/hostplane/hostplane/pkg/reconcile"
+	"github.com/hostplane/hostplane/pkg/store"
+)
+
+// Event verbs infrad publishes.
+const (
+	VerbReady   = "ready"
+	VerbDeleted = "deleted"
+)
+
+// reconcile converges the infrastructure of one cluster (key = cluster name).
+func (d *Daemon) reconcile(ctx context.Context, cluster string) (reconcile.Result, error) {
+	log := d.log.With("cluster", cluster)
+	c, _, err := d.clusters.Get(ctx, cluster)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return d.release(ctx, cluster, log)
+	case err != nil:
+		return reconcile.Result{}, err
+	case c.DeletionTimestamp != nil:
+		return d.release(ctx, cluster, log)
+	}
+	return reconcile.Result{}, d.ensure(ctx, c, log)
+}
+
+// supportedPlatform reports whether this infrad provides infrastructure for platform.
+func supportedPlatform(platform string) bool {
+	return platform == api.PlatformLocal || platform == api.PlatformNone
+}
+
+// ensure allocates the cluster's record if it has none, keeps the record's ports otherwise,
+// runs or closes the load balancer and marks the record ready.
+func (d *Daemon) ensure(ctx context.Context, c *api.Cluster, log *slog.Logger) error {
+	name := c.Name
+	if name == "" {
+		return fmt.Errorf("cluster record has no name")
+	}
+	platform := c.Spec.Platform.Type
+	if platform == "" {
+		platform = api.PlatformLocal
+	}
+	inf, rev, err := d.infra.Get(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		inf, rev = &api.Infra{ObjectMeta: api.ObjectMeta{Name: name}}, 0
+	} else if err != nil {
+		return err
+	}
+	before, _ := json.Marshal(inf)
+	inf.Platform = platform
+	inf.ClusterGeneration = c.Generation
+
+	if !supportedPlatform(platform) {
+		d.closeLB(name)
+		inf.Ready = false
+		inf.Message = fmt.Sprintf("platform %q is not supported; infrad provides %q and %q", platform, api.PlatformLocal, api.PlatformNone)
+		_, err := d.write(ctx, inf, rev, before, false)
+		d.setReady(name, false)
+		return err
+	}
+
+	t := topologyFor(c.Spec.ControllerAvailabilityPolicy)
+	allocated := false
+	if !t.satisfiedBy(inf) {
+		// Held until the record is written, so a concurrent allocation sees these ports.
+		d.allocMu.Lock()
+		defer d.allocMu.Unlock()
+		a := newPortAllocator(d.cfg.Host)
+		if err := d.reserveRecorded(ctx, a, name); err != nil {
+			return err
+		}
+		if err := allocate(inf, d.cfg.Host, t, a); err != nil {
+			return err
+		}
+		allocated = true
+		log.Info("allocated control-plane endpoint and ports", "endpoint", inf.Endpoint, "policy", c.Spec.ControllerAvailabilityPolicy)
+	}
+
+	if t.loadBalanced {
+		if err := d.ensureLB(name, inf); err != nil {
+			inf.Ready = false
+			inf.Message = "load balancer: " + err.Error()
+			d.setReady(name, false)
+			if _, werr := d.write(ctx, inf, rev, before, allocated); werr != nil {
+				return errors.Join(err, werr)
+			}
+			return fmt.Errorf("load balancer of %s: %w", name, err)
+		}
+	} else {
+		d.closeLB(name)
+	}
+
+	inf.Ready = true
+	inf.Message = ""
+	changed, err := d.write(ctx, inf, rev, before, allocated)
+	if err != nil {
+		if allocated {
+			d.closeLB(name) // the next attempt allocates again
+		}
+		return err
+	}
+	d.setReady(name, true)
+	if changed {
+		d.markUnsent(name, VerbReady)
+	}
+	return d.flush(ctx, name, log)
+}
+
+// write stores inf if it differs from before (its JSON at revision rev; rev 0 creates it),
+// bumping the record's generation when its allocation changed. It reports whether it wrote.
+func (d *Daemon) write(ctx context.Context, inf *api.Infra, rev uint64, before []byte, allocated bool) (bool, error) {
+	after, err := json.Marshal(inf)
+	if err != nil {
+		return false, err
+	}
+	if rev != 0 && string(after) == string(before) {
+		return false, nil
+	}
+	if rev == 0 {
+		_, err = d.infra.Create(ctx, inf.Name, inf)
+		return err == nil, err
+	}
+	if allocated {
+		inf.Generation++
+	}
+	_, err = d.infra.Update(ctx, inf.Name, inf, rev)
+	return err == nil, err
+}
+
+// reserveRecorded marks every port another cluster's record holds as taken.
+func (d *Daemon) reserveRecorded(ctx context.Context, a *portAllocator, except string) error {
+	entries, err := d.infra.List(ctx)
+	if err != nil {
+		return fmt.Errorf("list infra records: %w", err)
+	}
+	for _, e := range entries {
+		if e.Key != except {
+			a.reserve(portsOf(e.Value)...)
+		}
+	}
+	return nil
+}
+
+// release tears a deleting (or vanished) cluster's infrastructure down once componentd has
+// removed every controlplane key of it: load balancer, then the record, then infra.deleted.
+func (d *Daemon) release(ctx context.Context, cluster string, log *slog.Logger) (reconcile.Result, error) {
+	inf, rev, err := d.infra.Get(ctx, cluster)
+	if errors.Is(err, store.ErrNotFound) {
+		d.closeLB(cluster)
+		d.setReady(cluster, false)
+		d.mu.Lock()
+		if d.unsent[cluster] == VerbReady {
+			delete(d.unsent, cluster) // the record it announced is gone
+		}
+		d.mu.Unlock()
+		return reconcile.Result{}, d.flush(ctx, cluster, log)
+	}
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	keys, err := d.components.Keys(ctx, cluster+".>")
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("list controlplane keys of %s: %w", cluster, err)
+	}
+	if len(keys) > 0 {
+		msg := fmt.Sprintf("deleting: waiting for %d control-plane components to be deleted", len(keys))
+		if inf.Message != msg {
+			inf.Message = msg
+			if _, err := d.infra.Update(ctx, cluster, inf, rev); err != nil {
+				return reconcile.Result{}, err
+			}
+			log.Info("cluster is deleting; waiting for its control-plane components to go", "components", len(keys))
+		}
+		return reconcile.Result{RequeueAfter: d.cfg.DeletePoll}, nil
+	}
+	d.closeLB(cluster)
+	if err := d.infra.Delete(ctx, cluster, rev); err != nil {
+		return reconcile.Result{}, err
+	}
+	d.setReady(cluster, false)
+	d.metrics.forget(cluster)
+	d.markUnsent(cluster, VerbDeleted)
+	log.Info("released the cluster's infrastructure", "endpoint", inf.Endpoint)
+	return reconcile.Result{}, d.flush(ctx, cluster, log)
+}
+
+// markUnsent records that verb must be published for cluster (replacing an older one).
+func (d *Daemon) markUnsent(cluster, verb string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.unsent[cluster] = verb
+}
+
+// flush publishes the cluster's pending event, if any; a failed publish stays pending and the
+// reconcile's error makes the controller retry it.
+func (d *Daemon) flush(ctx context.Context, cluster string, log *slog.Logger) error {
+	d.mu.Lock()
+	verb, ok := d.unsent[cluster]
+	d.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	if _, err := d.publisher.Publish(ctx, cluster, events.ResourceInfra, verb, cluster, nil); err != nil {
+		return fmt.Errorf("publish infra.%s: %w", verb, err)
+	}
+	d.mu.Lock()
+	if d.unsent[cluster] == verb {
+		delete(d.unsent, cluster)
+	}
+	d.mu.Unlock()
+	log.Info("published", "event", "infra."+verb)
+	return nil
+}
+
+// ensureLB runs the cluster's load balancer on the record's endpoint in front of its
+// apiservers, restarting it if either changed.
+func (d *Daemon) ensureLB(cluster string, inf *api.Infra) error {
+	addr := net.JoinHostPort(inf.Endpoint.Host, strconv.Itoa(inf.Endpoint.Port))
+	backends := make([]string, 0, len(inf.APIServers))
+	for _, e := range inf.APIServers {
+		backends = append(backends, net.JoinHostPort(e.Host, strconv.Itoa(e.Port)))
+	}
+	d.mu.Lock()
+	if d.stopped {
+		d.mu.Unlock()
+		return errors.New("infrad is stopping")
+	}
+	old := d.lbs[cluster]
+	d.mu.Unlock()
+	if old != nil {
+		if old.matches(addr, backends) {
+			return nil
+		}
+		d.closeLB(cluster)
+	}
+	lb, err := startLoadBalancer(cluster, addr, backends, d.cfg.HealthInterval, d.metrics, d.log)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stopped {
+		_ = lb.Close()
+		return errors.New("infrad is stopping")
+	}
+	d.lbs[cluster] = lb
+	return nil
+}
+
+// closeLB stops the cluster's load balancer, if it runs.
+func (d *Daemon) closeLB(cluster string) {
+	d.mu.Lock()
+	lb := d.lbs[cluster]
+	delete(d.lbs, cluster)
+	d.mu.Unlock()
+	if lb != nil {
+		if err := lb.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			d.log.Warn("close load balancer", "cluster", cluster, "err", err)
+		}
+	}
+}
+
+// setReady keeps the clusters gauge.
+func (d *Daemon) setReady(cluster string, ready bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if ready {
+		d.ready[cluster] = true
+	} else {
+		delete(d.ready, cluster)
+	}
+	d.metrics.clusters.Set(float64(len(d.ready)))
+}
