@@ -2,44 +2,103 @@
 //
 // It is an importable package: New(cfg) and Run(ctx), so hostplane dev and the tests run the
 // very code cmd/clusterd runs.
+//
+// clusterd owns the "clusters" KV bucket. Its HTTP API (http.go) validates and stores what
+// users ask for and publishes cluster.created / updated / deleting. Its reconciler
+// (reconcile.go) aggregates what infrad, pkid and componentd report into the cluster's status
+// (status.go) and finishes a deletion once every other daemon has released the cluster.
 package clusterd
 
 import (
 	"context"
 	"flag"
+	"path/filepath"
+	"sync"
+	"time"
 
-	"github.com/go-chi/chi/v5"
-
+	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/bus"
+	"github.com/hostplane/hostplane/pkg/certs"
 	"github.com/hostplane/hostplane/pkg/daemon"
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/reconcile"
+	"github.com/hostplane/hostplane/pkg/release"
 	"github.com/hostplane/hostplane/pkg/store"
 )
 
 // Name is the daemon's name.
 const Name = "clusterd"
 
+// Defaults of Config.
+const (
+	DefaultRequeue         = 30 * time.Second
+	DefaultDeletingRequeue = 5 * time.Second
+)
+
 // Config is clusterd's configuration.
 type Config struct {
 	daemon.Base
+	// SealKeyFile holds the AES key pkid seals kubeconfigs with (HOSTPLANE_PKI_KEY_FILE);
+	// default <DataDir>/pki.key.
+	SealKeyFile string
+	// Requeue is how often a live cluster is reconciled without an event (default 30s);
+	// DeletingRequeue the same for a cluster being deleted (default 5s).
+	Requeue, DeletingRequeue time.Duration
+}
+
+// Validate fills defaults and checks the fields.
+func (c *Config) Validate() error {
+	if err := c.Base.Validate(); err != nil {
+		return err
+	}
+	if c.SealKeyFile == "" {
+		c.SealKeyFile = filepath.Join(c.DataDir, "pki.key")
+	}
+	if c.Requeue <= 0 {
+		c.Requeue = DefaultRequeue
+	}
+	if c.DeletingRequeue <= 0 {
+		c.DeletingRequeue = DefaultDeletingRequeue
+	}
+	return nil
 }
 
 // RegisterFlags adds clusterd's own flags to fs and returns the constructor daemon.Main calls.
 func RegisterFlags(fs *flag.FlagSet) func(daemon.Base) (daemon.Runner, error) {
-	return func(base daemon.Base) (daemon.Runner, error) { return New(Config{Base: base}) }
+	var cfg Config
+	fs.StringVar(&cfg.SealKeyFile, "pki-key-file", daemon.Env("HOSTPLANE_PKI_KEY_FILE", ""),
+		"file with the key pkid seals kubeconfigs with (HOSTPLANE_PKI_KEY_FILE; default <data-dir>/pki.key)")
+	return func(base daemon.Base) (daemon.Runner, error) {
+		cfg.Base = base
+		return New(cfg)
+	}
 }
 
 // Daemon is a running clusterd.
 type Daemon struct {
 	*daemon.Daemon
-	cfg   Config
-	store *store.Store[struct{}]
+	cfg     Config
+	metrics *metrics
+
+	// Set in setup, before the runtime is published; handlers reach them only after
+	// d.Runtime() succeeded.
+	clusters   *store.Store[api.Cluster]
+	infra      *store.Store[api.Infra]
+	pki        *store.Store[api.ClusterPKI]
+	components *store.Store[api.ControlPlaneComponent]
+	publisher  *bus.Publisher
+	controller *reconcile.Controller
+
+	sealMu sync.Mutex
+	seal   *certs.SealKey
 }
 
 // New validates cfg and returns the daemon; Run starts it.
 func New(cfg Config) (*Daemon, error) {
-	d := &Daemon{cfg: cfg}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	d := &Daemon{cfg: cfg, metrics: newMetrics()}
 	core, err := daemon.New(cfg.Base, daemon.Spec{
 		Name:    Name,
 		Buckets: []string{bus.BucketClusters},
@@ -53,27 +112,63 @@ func New(cfg Config) (*Daemon, error) {
 	return d, nil
 }
 
+// releases is the catalogue validation checks against.
+var releases = api.ReleaseCatalogue{
+	Known:        func(v string) error { _, err := release.Lookup(v); return err },
+	CheckUpgrade: release.CheckUpgrade,
+}
+
 func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnable, error) {
+	if err := d.metrics.register(rt.Registry); err != nil {
+		return nil, err
+	}
 	kv, err := rt.Bucket(ctx, bus.BucketClusters)
 	if err != nil {
 		return nil, err
 	}
-	d.store = store.New[struct{}](kv)
+	d.clusters = store.New[api.Cluster](kv)
+	if kv, err = rt.Bucket(ctx, bus.BucketInfra); err != nil {
+		return nil, err
+	}
+	d.infra = store.New[api.Infra](kv)
+	if kv, err = rt.Bucket(ctx, bus.BucketPKI); err != nil {
+		return nil, err
+	}
+	d.pki = store.New[api.ClusterPKI](kv)
+	if kv, err = rt.Bucket(ctx, bus.BucketControlPlane); err != nil {
+		return nil, err
+	}
+	d.components = store.New[api.ControlPlaneComponent](kv)
+	d.publisher = rt.Publisher
+
 	c, err := rt.Controller(reconcile.Config{
-		Name:           Name,
-		FilterSubjects: []string{events.ClusterFilter(events.ResourceCluster), events.ClusterFilter(events.ResourceInfra), events.ClusterFilter(events.ResourcePKI), events.ClusterFilter(events.ResourceComponent)},
-		ListKeys:       func(ctx context.Context) ([]string, error) { return d.store.Keys(ctx) },
-	}, reconcile.Func(d.reconcile))
+		Name: Name,
+		FilterSubjects: []string{
+			events.ClusterFilter(events.ResourceCluster),
+			events.ClusterFilter(events.ResourceInfra),
+			events.ClusterFilter(events.ResourcePKI),
+			events.ClusterFilter(events.ResourceComponent),
+		},
+		ListKeys: func(ctx context.Context) ([]string, error) { return d.clusters.Keys(ctx) },
+	}, reconcile.Func(d.Reconcile))
 	if err != nil {
 		return nil, err
 	}
+	d.controller = c
 	return []daemon.Runnable{c}, nil
 }
 
-func (d *Daemon) reconcile(ctx context.Context, key string) (reconcile.Result, error) {
-	return reconcile.Result{}, nil
+// sealKey loads the seal key on first use: pkid may create the file after clusterd started.
+func (d *Daemon) sealKey() (*certs.SealKey, error) {
+	d.sealMu.Lock()
+	defer d.sealMu.Unlock()
+	if d.seal != nil {
+		return d.seal, nil
+	}
+	k, err := certs.LoadOrCreateSealKey(d.cfg.SealKeyFile)
+	if err != nil {
+		return nil, err
+	}
+	d.seal = k
+	return k, nil
 }
-
-func (d *Daemon) routes(r chi.Router) {}
-
-var _ = events.ClusterFilter

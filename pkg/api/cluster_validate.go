@@ -1,0 +1,210 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"time"
+)
+
+// MaxClusterNameLength bounds cluster names below the 63 characters of a DNS label, so that
+// names derived from them ("<cluster>-kube-apiserver-0", "<ns>-<cluster>") stay valid.
+const MaxClusterNameLength = 40
+
+// dnsLabelRE is an RFC 1123 label: lower-case alphanumerics and '-', starting and ending
+// with an alphanumeric.
+var dnsLabelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// ReleaseCatalogue answers the release questions validation asks. pkg/release implements
+// them (release.Lookup and release.CheckUpgrade); api cannot import release, which imports api.
+type ReleaseCatalogue struct {
+	// Known returns nil if version is in the catalogue, else an error whose message lists the
+	// known versions.
+	Known func(version string) error
+	// CheckUpgrade returns nil if a cluster at release from may move to release to.
+	CheckUpgrade func(from, to string) error
+}
+
+// Default fills the fields a user may leave out: platform local, SingleReplica, and the
+// default service and pod networks.
+func (s *ClusterSpec) Default() {
+	if s.Platform.Type == "" {
+		s.Platform.Type = PlatformLocal
+	}
+	if s.ControllerAvailabilityPolicy == "" {
+		s.ControllerAvailabilityPolicy = SingleReplica
+	}
+	if s.Networking.ServiceCIDR == "" {
+		s.Networking.ServiceCIDR = DefaultServiceCIDR
+	}
+	if s.Networking.PodCIDR == "" {
+		s.Networking.PodCIDR = DefaultPodCIDR
+	}
+}
+
+// ValidateClusterName reports whether name can name a cluster: an RFC 1123 label of at most
+// MaxClusterNameLength characters.
+func ValidateClusterName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("is required")
+	case len(name) > MaxClusterNameLength:
+		return fmt.Errorf("must be at most %d characters (it is %d), so the names derived from it stay valid DNS labels", MaxClusterNameLength, len(name))
+	case !dnsLabelRE.MatchString(name):
+		return fmt.Errorf("%q must be a DNS label: lower-case letters, digits and '-', starting and ending with a letter or digit", name)
+	}
+	return nil
+}
+
+// ValidateCluster checks a new cluster (defaults already applied) and returns an Invalid
+// error naming every bad field, or nil.
+func ValidateCluster(c *Cluster, releases ReleaseCatalogue) error {
+	var fe FieldErrors
+	if err := ValidateClusterName(c.Name); err != nil {
+		fe.Add("name", "%s", err)
+	}
+	validateClusterSpec(&fe, &c.Spec, releases)
+	return fe.Err()
+}
+
+// ValidateClusterSpec checks a spec (defaults already applied) on its own; field paths start
+// at "spec.".
+func ValidateClusterSpec(s *ClusterSpec, releases ReleaseCatalogue) error {
+	var fe FieldErrors
+	validateClusterSpec(&fe, s, releases)
+	return fe.Err()
+}
+
+// ValidateClusterUpdate checks a change of a cluster's spec from old to updated (defaults
+// applied to both): updated must be valid, the immutable fields unchanged, and a release
+// change an allowed upgrade.
+func ValidateClusterUpdate(old, updated *ClusterSpec, releases ReleaseCatalogue) error {
+	var fe FieldErrors
+	validateClusterSpec(&fe, updated, releases)
+	if updated.Platform.Type != old.Platform.Type {
+		fe.Add("spec.platform.type", "is immutable (it is %q)", old.Platform.Type)
+	}
+	if updated.ControllerAvailabilityPolicy != old.ControllerAvailabilityPolicy {
+		fe.Add("spec.controllerAvailabilityPolicy", "is immutable (it is %q)", old.ControllerAvailabilityPolicy)
+	}
+	if updated.Networking.ServiceCIDR != old.Networking.ServiceCIDR {
+		fe.Add("spec.networking.serviceCIDR", "is immutable (it is %q)", old.Networking.ServiceCIDR)
+	}
+	if updated.Networking.PodCIDR != old.Networking.PodCIDR {
+		fe.Add("spec.networking.podCIDR", "is immutable (it is %q)", old.Networking.PodCIDR)
+	}
+	if updated.Release.Version != old.Release.Version && updated.Release.Version != "" && releases.CheckUpgrade != nil {
+		if err := releases.CheckUpgrade(old.Release.Version, updated.Release.Version); err != nil && !hasField(fe, "spec.release.version") {
+			fe.Add("spec.release.version", "%s", message(err))
+		}
+	}
+	return fe.Err()
+}
+
+func validateClusterSpec(fe *FieldErrors, s *ClusterSpec, releases ReleaseCatalogue) {
+	switch {
+	case s.Release.Version == "":
+		fe.Add("spec.release.version", "is required")
+	case releases.Known != nil:
+		if err := releases.Known(s.Release.Version); err != nil {
+			fe.Add("spec.release.version", "%s", message(err))
+		}
+	}
+	switch s.Platform.Type {
+	case PlatformLocal, PlatformNone:
+	default:
+		fe.Add("spec.platform.type", "%q is not a platform; use %q or %q", s.Platform.Type, PlatformLocal, PlatformNone)
+	}
+	switch s.ControllerAvailabilityPolicy {
+	case SingleReplica, HighlyAvailable:
+	default:
+		fe.Add("spec.controllerAvailabilityPolicy", "%q is not an availability policy; use %q or %q",
+			s.ControllerAvailabilityPolicy, SingleReplica, HighlyAvailable)
+	}
+	validateNetworking(fe, s.Networking)
+	if s.PKI != nil {
+		ca := validateLifetime(fe, "spec.pki.caLifetime", s.PKI.CALifetime)
+		leaf := validateLifetime(fe, "spec.pki.leafLifetime", s.PKI.LeafLifetime)
+		if ca > 0 && leaf > 0 && leaf >= ca {
+			fe.Add("spec.pki.leafLifetime", "%s must be shorter than the CA lifetime %s", s.PKI.LeafLifetime, s.PKI.CALifetime)
+		}
+	}
+}
+
+// maxServiceAddressBits is the largest service network kube-apiserver accepts: 2^20 addresses.
+const maxServiceAddressBits = 20
+
+func validateNetworking(fe *FieldErrors, n Networking) {
+	svc, svcOK := parseCIDR(fe, "spec.networking.serviceCIDR", n.ServiceCIDR)
+	pod, podOK := parseCIDR(fe, "spec.networking.podCIDR", n.PodCIDR)
+	if svcOK && svc.Addr().BitLen()-svc.Bits() > maxServiceAddressBits {
+		fe.Add("spec.networking.serviceCIDR", "%s is too large: a service network has at most 2^%d addresses (/%d for IPv4)",
+			svc, maxServiceAddressBits, 32-maxServiceAddressBits)
+		svcOK = false
+	}
+	if !svcOK || !podOK {
+		return
+	}
+	switch {
+	case svc.Addr().Is4() != pod.Addr().Is4():
+		fe.Add("spec.networking.podCIDR", "%s and the service network %s must be of the same IP family", pod, svc)
+	case svc.Overlaps(pod):
+		fe.Add("spec.networking.podCIDR", "%s overlaps the service network %s", pod, svc)
+	}
+}
+
+func parseCIDR(fe *FieldErrors, field, s string) (netip.Prefix, bool) {
+	if s == "" {
+		fe.Add(field, "is required")
+		return netip.Prefix{}, false
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		fe.Add(field, "%q is not a CIDR such as 10.96.0.0/16", s)
+		return netip.Prefix{}, false
+	}
+	if p.Addr().Is4In6() || p.Addr().Zone() != "" {
+		fe.Add(field, "%q is not a plain IPv4 or IPv6 network", s)
+		return netip.Prefix{}, false
+	}
+	if m := p.Masked(); m != p {
+		fe.Add(field, "%q has host bits set; did you mean %s?", s, m)
+		return netip.Prefix{}, false
+	}
+	return p, true
+}
+
+func validateLifetime(fe *FieldErrors, field, s string) time.Duration {
+	if s == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		fe.Add(field, "%q is not a duration such as 8760h or 30m", s)
+		return 0
+	case d <= 0:
+		fe.Add(field, "%q must be positive", s)
+		return 0
+	}
+	return d
+}
+
+// message is what an error says to the caller: an Error's Message, else the error text.
+func message(err error) string {
+	var e *Error
+	if errors.As(err, &e) && e.Message != "" {
+		return e.Message
+	}
+	return err.Error()
+}
+
+func hasField(fe FieldErrors, field string) bool {
+	for _, f := range fe {
+		if f.Field == field {
+			return true
+		}
+	}
+	return false
+}

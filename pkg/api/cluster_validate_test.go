@@ -1,0 +1,172 @@
+package api_test
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/release"
+)
+
+var catalogue = api.ReleaseCatalogue{
+	Known:        func(v string) error { _, err := release.Lookup(v); return err },
+	CheckUpgrade: release.CheckUpgrade,
+}
+
+func validCluster() *api.Cluster {
+	c := &api.Cluster{Spec: api.ClusterSpec{Release: api.Release{Version: "1.34.4"}}}
+	c.Name = "demo"
+	c.Spec.Default()
+	return c
+}
+
+func fields(t *testing.T, err error) []string {
+	t.Helper()
+	if err == nil {
+		return nil
+	}
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Code != api.CodeInvalid {
+		t.Fatalf("error %v is not an Invalid api.Error", err)
+	}
+	var out []string
+	for _, f := range ae.Fields {
+		out = append(out, f.Field)
+	}
+	return out
+}
+
+func TestClusterSpecDefault_FillsPlatformPolicyAndNetworks(t *testing.T) {
+	var s api.ClusterSpec
+	s.Default()
+	want := api.ClusterSpec{
+		Platform:                     api.Platform{Type: api.PlatformLocal},
+		ControllerAvailabilityPolicy: api.SingleReplica,
+		Networking:                   api.Networking{ServiceCIDR: api.DefaultServiceCIDR, PodCIDR: api.DefaultPodCIDR},
+	}
+	if s != want {
+		t.Fatalf("Default() = %+v, want %+v", s, want)
+	}
+	s.Platform.Type = api.PlatformNone
+	s.Default()
+	if s.Platform.Type != api.PlatformNone {
+		t.Fatalf("Default overwrote a set platform: %q", s.Platform.Type)
+	}
+}
+
+func TestValidateCluster_NamesEachBadField(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(c *api.Cluster)
+		want   []string // the fields named, in order
+		detail string   // a fragment of the first field's detail
+	}{
+		{name: "valid", mutate: func(*api.Cluster) {}},
+		{name: "valid highly available on platform none", mutate: func(c *api.Cluster) {
+			c.Spec.ControllerAvailabilityPolicy = api.HighlyAvailable
+			c.Spec.Platform.Type = api.PlatformNone
+		}},
+		{name: "missing name", mutate: func(c *api.Cluster) { c.Name = "" }, want: []string{"name"}, detail: "required"},
+		{name: "upper-case name", mutate: func(c *api.Cluster) { c.Name = "Demo" }, want: []string{"name"}, detail: "DNS label"},
+		{name: "name with a dot", mutate: func(c *api.Cluster) { c.Name = "a.b" }, want: []string{"name"}, detail: "DNS label"},
+		{name: "name ending in a dash", mutate: func(c *api.Cluster) { c.Name = "demo-" }, want: []string{"name"}},
+		{name: "name of 41 characters", mutate: func(c *api.Cluster) { c.Name = strings.Repeat("a", 41) }, want: []string{"name"}, detail: "at most 40"},
+		{name: "name of 40 characters", mutate: func(c *api.Cluster) { c.Name = strings.Repeat("a", 40) }},
+		{name: "missing release", mutate: func(c *api.Cluster) { c.Spec.Release.Version = "" }, want: []string{"spec.release.version"}, detail: "required"},
+		{name: "unknown release lists the known ones", mutate: func(c *api.Cluster) { c.Spec.Release.Version = "1.20.0" },
+			want: []string{"spec.release.version"}, detail: "1.33.13, 1.34.4"},
+		{name: "unknown platform", mutate: func(c *api.Cluster) { c.Spec.Platform.Type = "aws" }, want: []string{"spec.platform.type"}, detail: `"aws"`},
+		{name: "unknown availability policy", mutate: func(c *api.Cluster) { c.Spec.ControllerAvailabilityPolicy = "Triple" },
+			want: []string{"spec.controllerAvailabilityPolicy"}, detail: "SingleReplica"},
+		{name: "service CIDR not a CIDR", mutate: func(c *api.Cluster) { c.Spec.Networking.ServiceCIDR = "10.96.0.0" },
+			want: []string{"spec.networking.serviceCIDR"}, detail: "not a CIDR"},
+		{name: "service CIDR with host bits", mutate: func(c *api.Cluster) { c.Spec.Networking.ServiceCIDR = "10.96.0.1/16" },
+			want: []string{"spec.networking.serviceCIDR"}, detail: "10.96.0.0/16"},
+		{name: "service CIDR too large", mutate: func(c *api.Cluster) { c.Spec.Networking.ServiceCIDR = "10.0.0.0/8" },
+			want: []string{"spec.networking.serviceCIDR"}, detail: "too large"},
+		{name: "pod CIDR garbage", mutate: func(c *api.Cluster) { c.Spec.Networking.PodCIDR = "pods" }, want: []string{"spec.networking.podCIDR"}},
+		{name: "overlapping networks", mutate: func(c *api.Cluster) { c.Spec.Networking.PodCIDR = "10.96.128.0/20" },
+			want: []string{"spec.networking.podCIDR"}, detail: "overlaps"},
+		{name: "mixed IP families", mutate: func(c *api.Cluster) { c.Spec.Networking.PodCIDR = "fd00::/48" },
+			want: []string{"spec.networking.podCIDR"}, detail: "same IP family"},
+		{name: "bad CA lifetime", mutate: func(c *api.Cluster) { c.Spec.PKI = &api.PKISpec{CALifetime: "a year"} },
+			want: []string{"spec.pki.caLifetime"}, detail: "duration"},
+		{name: "negative leaf lifetime", mutate: func(c *api.Cluster) { c.Spec.PKI = &api.PKISpec{LeafLifetime: "-5m"} },
+			want: []string{"spec.pki.leafLifetime"}, detail: "positive"},
+		{name: "leaf outliving its CA", mutate: func(c *api.Cluster) { c.Spec.PKI = &api.PKISpec{CALifetime: "1h", LeafLifetime: "2h"} },
+			want: []string{"spec.pki.leafLifetime"}, detail: "shorter"},
+		{name: "valid lifetimes in minutes", mutate: func(c *api.Cluster) { c.Spec.PKI = &api.PKISpec{CALifetime: "60m", LeafLifetime: "10m"} }},
+		{name: "every field at once", mutate: func(c *api.Cluster) {
+			c.Name = "-"
+			c.Spec = api.ClusterSpec{Release: api.Release{Version: "x"}, Platform: api.Platform{Type: "gcp"},
+				ControllerAvailabilityPolicy: "x", Networking: api.Networking{ServiceCIDR: "x", PodCIDR: "y"},
+				PKI: &api.PKISpec{CALifetime: "x", LeafLifetime: "y"}}
+		}, want: []string{"name", "spec.release.version", "spec.platform.type", "spec.controllerAvailabilityPolicy",
+			"spec.networking.serviceCIDR", "spec.networking.podCIDR", "spec.pki.caLifetime", "spec.pki.leafLifetime"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := validCluster()
+			tt.mutate(c)
+			err := api.ValidateCluster(c, catalogue)
+			got := fields(t, err)
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("fields = %v, want %v (error: %v)", got, tt.want, err)
+			}
+			if tt.detail != "" {
+				var ae *api.Error
+				errors.As(err, &ae)
+				if !strings.Contains(ae.Fields[0].Detail, tt.detail) {
+					t.Fatalf("detail %q does not mention %q", ae.Fields[0].Detail, tt.detail)
+				}
+			}
+		})
+	}
+}
+
+func TestValidateClusterUpdate_RefusesImmutableFieldsAndBadUpgrades(t *testing.T) {
+	tests := []struct {
+		name   string
+		from   string
+		mutate func(s *api.ClusterSpec)
+		want   []string
+		detail string
+	}{
+		{name: "no change", from: "1.34.4", mutate: func(*api.ClusterSpec) {}},
+		{name: "upgrade by one minor", from: "1.33.13", mutate: func(s *api.ClusterSpec) { s.Release.Version = "1.34.4" }},
+		{name: "pki lifetimes may change", from: "1.34.4", mutate: func(s *api.ClusterSpec) { s.PKI = &api.PKISpec{LeafLifetime: "30m"} }},
+		{name: "downgrade", from: "1.34.4", mutate: func(s *api.ClusterSpec) { s.Release.Version = "1.33.13" },
+			want: []string{"spec.release.version"}, detail: "downgrade"},
+		{name: "unknown target release", from: "1.34.4", mutate: func(s *api.ClusterSpec) { s.Release.Version = "1.35.0" },
+			want: []string{"spec.release.version"}, detail: "known releases"},
+		{name: "platform", from: "1.34.4", mutate: func(s *api.ClusterSpec) { s.Platform.Type = api.PlatformNone },
+			want: []string{"spec.platform.type"}, detail: "immutable"},
+		{name: "availability policy", from: "1.34.4", mutate: func(s *api.ClusterSpec) { s.ControllerAvailabilityPolicy = api.HighlyAvailable },
+			want: []string{"spec.controllerAvailabilityPolicy"}, detail: "immutable"},
+		{name: "networks", from: "1.34.4", mutate: func(s *api.ClusterSpec) {
+			s.Networking = api.Networking{ServiceCIDR: "10.100.0.0/16", PodCIDR: "10.200.0.0/16"}
+		}, want: []string{"spec.networking.serviceCIDR", "spec.networking.podCIDR"}, detail: "immutable"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			old := validCluster().Spec
+			old.Release.Version = tt.from
+			updated := old
+			tt.mutate(&updated)
+			err := api.ValidateClusterUpdate(&old, &updated, catalogue)
+			got := fields(t, err)
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("fields = %v, want %v (error: %v)", got, tt.want, err)
+			}
+			if tt.detail != "" {
+				var ae *api.Error
+				errors.As(err, &ae)
+				if !strings.Contains(ae.Fields[0].Detail, tt.detail) {
+					t.Fatalf("detail %q does not mention %q", ae.Fields[0].Detail, tt.detail)
+				}
+			}
+		})
+	}
+}

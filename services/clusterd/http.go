@@ -1,0 +1,354 @@
+package clusterd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/events"
+	"github.com/hostplane/hostplane/pkg/httpapi"
+	"github.com/hostplane/hostplane/pkg/store"
+)
+
+// Event verbs clusterd publishes on hostplane.evt.<cluster>.cluster.<verb>.
+const (
+	VerbCreated  = "created"
+	VerbUpdated  = "updated"
+	VerbDeleting = "deleting"
+	VerbDeleted  = "deleted"
+	VerbStatus   = "status"
+)
+
+// ContentTypeYAML is the media type of the kubeconfig answer.
+const ContentTypeYAML = "application/yaml"
+
+func (d *Daemon) routes(r chi.Router) {
+	r.Post("/v1/clusters", httpapi.Handle(d.createCluster))
+	r.Get("/v1/clusters", httpapi.Handle(d.listClusters))
+	r.Get("/v1/clusters/{cluster}", httpapi.Handle(d.getCluster))
+	r.Patch("/v1/clusters/{cluster}", httpapi.Handle(d.patchCluster))
+	r.Delete("/v1/clusters/{cluster}", httpapi.Handle(d.deleteCluster))
+	r.Get("/v1/clusters/{cluster}/kubeconfig", httpapi.Handle(d.getKubeconfig))
+}
+
+// started returns an Unavailable error until Run has set the daemon up.
+func (d *Daemon) started() error {
+	_, err := d.Runtime()
+	return err
+}
+
+func (d *Daemon) createCluster(w http.ResponseWriter, r *http.Request) error {
+	if err := d.started(); err != nil {
+		return err
+	}
+	var in api.Cluster
+	if err := httpapi.DecodeJSON(r, &in); err != nil {
+		return err
+	}
+	// Only name and spec are the caller's; metadata and status are the server's.
+	c := api.Cluster{Spec: in.Spec}
+	c.Name = in.Name
+	c.Spec.Default()
+	if err := api.ValidateCluster(&c, releases); err != nil {
+		return err
+	}
+	ctx := r.Context()
+	if _, err := d.clusters.Create(ctx, c.Name, &c); err != nil {
+		if errors.Is(err, store.ErrExists) {
+			return api.Errorf(api.CodeConflict, "cluster %q already exists", c.Name)
+		}
+		return err
+	}
+	d.clusterLog(c.Name).InfoContext(ctx, "cluster created", "release", c.Spec.Release.Version,
+		"platform", c.Spec.Platform.Type, "policy", c.Spec.ControllerAvailabilityPolicy)
+	d.announce(ctx, c.Name, VerbCreated)
+	httpapi.WriteJSON(w, http.StatusAccepted, c)
+	return nil
+}
+
+func (d *Daemon) listClusters(w http.ResponseWriter, r *http.Request) error {
+	if err := d.started(); err != nil {
+		return err
+	}
+	entries, err := d.clusters.List(r.Context())
+	if err != nil {
+		return err
+	}
+	list := api.ClusterList{Items: make([]api.Cluster, 0, len(entries))}
+	for _, e := range entries {
+		list.Items = append(list.Items, *e.Value)
+	}
+	slices.SortFunc(list.Items, func(a, b api.Cluster) int { return strings.Compare(a.Name, b.Name) })
+	httpapi.WriteJSON(w, http.StatusOK, list)
+	return nil
+}
+
+func (d *Daemon) getCluster(w http.ResponseWriter, r *http.Request) error {
+	if err := d.started(); err != nil {
+		return err
+	}
+	c, _, err := d.lookup(r.Context(), chi.URLParam(r, "cluster"))
+	if err != nil {
+		return err
+	}
+	httpapi.WriteJSON(w, http.StatusOK, c)
+	return nil
+}
+
+// patchCluster applies a JSON merge patch (RFC 7386) to the cluster's spec. The patch is
+// either the spec itself ({"release":{"version":"1.34.4"}}) or the object with only a spec
+// ({"spec":{"release":{"version":"1.34.4"}}}), as kubectl sends it.
+func (d *Daemon) patchCluster(w http.ResponseWriter, r *http.Request) error {
+	if err := d.started(); err != nil {
+		return err
+	}
+	var patch json.RawMessage
+	if err := httpapi.DecodeJSON(r, &patch); err != nil {
+		return err
+	}
+	specPatch, err := specOfPatch(patch)
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	name := chi.URLParam(r, "cluster")
+	if _, _, err := d.lookup(ctx, name); err != nil {
+		return err
+	}
+	var before int64
+	c, _, err := d.clusters.Mutate(ctx, name, true, func(c *api.Cluster) error {
+		before = c.Generation
+		if c.DeletionTimestamp != nil {
+			return api.Errorf(api.CodeConflict, "cluster %q is being deleted; its spec can no longer change", name)
+		}
+		spec, err := applySpecPatch(ctx, c.Spec, specPatch)
+		if err != nil {
+			return err
+		}
+		spec.Default()
+		if err := api.ValidateClusterUpdate(&c.Spec, &spec, releases); err != nil {
+			return err
+		}
+		c.Spec = spec
+		return nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound(name)
+	}
+	if err != nil {
+		return err
+	}
+	if c.Generation != before {
+		d.clusterLog(name).InfoContext(ctx, "cluster spec changed", "generation", c.Generation, "release", c.Spec.Release.Version)
+		d.announce(ctx, name, VerbUpdated)
+	}
+	httpapi.WriteJSON(w, http.StatusOK, c)
+	return nil
+}
+
+func (d *Daemon) deleteCluster(w http.ResponseWriter, r *http.Request) error {
+	if err := d.started(); err != nil {
+		return err
+	}
+	ctx := r.Context()
+	name := chi.URLParam(r, "cluster")
+	if _, _, err := d.lookup(ctx, name); err != nil {
+		return err
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	requested := false
+	c, _, err := d.clusters.Mutate(ctx, name, false, func(c *api.Cluster) error {
+		requested = false
+		if c.DeletionTimestamp != nil {
+			return store.ErrNoChange
+		}
+		c.DeletionTimestamp = &now
+		c.Status.Conditions.Set(api.Condition{
+			Type: api.ConditionDeleting, Status: api.ConditionTrue, Reason: ReasonDeletionRequested,
+			Message: "waiting for componentd to stop the control plane", ObservedGeneration: c.Generation,
+		}, now)
+		requested = true
+		return nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound(name)
+	}
+	if err != nil {
+		return err
+	}
+	if requested {
+		d.clusterLog(name).InfoContext(ctx, "cluster deletion requested")
+		d.announce(ctx, name, VerbDeleting)
+	}
+	httpapi.WriteJSON(w, http.StatusAccepted, c)
+	return nil
+}
+
+func (d *Daemon) getKubeconfig(w http.ResponseWriter, r *http.Request) error {
+	if err := d.started(); err != nil {
+		return err
+	}
+	ctx := r.Context()
+	name := chi.URLParam(r, "cluster")
+	c, _, err := d.lookup(ctx, name)
+	if err != nil {
+		return err
+	}
+	if c.DeletionTimestamp != nil {
+		return api.Errorf(api.CodeConflict, "cluster %q is being deleted; its kubeconfig is no longer handed out", name)
+	}
+	notReady := api.Errorf(api.CodeUnavailable,
+		"the admin kubeconfig of cluster %q is not ready yet: pkid issues it once the infrastructure is ready; see the PKIReady condition", name)
+	p, _, err := d.pki.Get(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return notReady
+	}
+	if err != nil {
+		return err
+	}
+	sealed := p.Kubeconfigs[api.KubeconfigAdmin]
+	if !p.Ready || len(sealed) == 0 {
+		return notReady
+	}
+	key, err := d.sealKey()
+	if err != nil {
+		return fmt.Errorf("seal key %s: %w", d.cfg.SealKeyFile, err)
+	}
+	kubeconfig, err := key.Open(sealed)
+	if err != nil {
+		return fmt.Errorf("open the admin kubeconfig of %s (is %s the key pkid seals with?): %w", name, d.cfg.SealKeyFile, err)
+	}
+	w.Header().Set("Content-Type", ContentTypeYAML)
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(kubeconfig)
+	return nil
+}
+
+// lookup returns the named cluster, or a NotFound error (also for names no cluster can have).
+func (d *Daemon) lookup(ctx context.Context, name string) (*api.Cluster, uint64, error) {
+	if api.ValidateClusterName(name) != nil {
+		return nil, 0, notFound(name)
+	}
+	c, rev, err := d.clusters.Get(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, 0, notFound(name)
+	}
+	return c, rev, err
+}
+
+func notFound(name string) error {
+	return api.Errorf(api.CodeNotFound, "cluster %q not found", name)
+}
+
+// announce publishes a cluster event and wakes the reconciler. A failed publish is logged,
+// not returned: the change is stored, and the reconciler's cluster.status event and every
+// daemon's resync carry it to the others.
+func (d *Daemon) announce(ctx context.Context, name, verb string) {
+	if _, err := d.publisher.Publish(ctx, name, events.ResourceCluster, verb, name, nil); err != nil {
+		d.clusterLog(name).WarnContext(ctx, "publish cluster event", "verb", verb, "err", err)
+	}
+	d.controller.Enqueue(name)
+}
+
+// specOfPatch returns the spec part of a merge patch: the value of "spec" when the patch is
+// object-shaped, else the patch itself. Name and status cannot be patched.
+func specOfPatch(patch json.RawMessage) (map[string]any, error) {
+	var doc map[string]any
+	dec := json.NewDecoder(bytes.NewReader(patch))
+	dec.UseNumber()
+	if err := dec.Decode(&doc); err != nil || doc == nil {
+		return nil, api.Errorf(api.CodeInvalid, "a merge patch must be a JSON object, such as {\"release\":{\"version\":\"1.34.4\"}}")
+	}
+	var fe api.FieldErrors
+	for _, k := range []string{"status", "name", "generation", "creationTimestamp", "deletionTimestamp"} {
+		if _, ok := doc[k]; ok {
+			fe.Add(k, "cannot be patched; only spec can")
+		}
+	}
+	if err := fe.Err(); err != nil {
+		return nil, err
+	}
+	spec, ok := doc["spec"]
+	if !ok {
+		return doc, nil
+	}
+	if len(doc) > 1 {
+		// Spec members next to "spec": the caller mixed the two shapes.
+		for k := range doc {
+			if k != "spec" {
+				fe.Add(k, "unknown field; patch either the spec or {\"spec\":{...}}")
+			}
+		}
+		return nil, fe.Err()
+	}
+	m, ok := spec.(map[string]any)
+	if !ok {
+		return nil, &api.Error{Code: api.CodeInvalid, Message: "spec must be an object",
+			Fields: []api.FieldError{{Field: "spec", Detail: "must be an object"}}}
+	}
+	return m, nil
+}
+
+// applySpecPatch merges patch into spec (RFC 7386) and decodes the result strictly, so an
+// unknown or mistyped field is an Invalid error naming it by its path ("spec.release.versoin").
+func applySpecPatch(ctx context.Context, spec api.ClusterSpec, patch map[string]any) (api.ClusterSpec, error) {
+	cur, err := json.Marshal(spec)
+	if err != nil {
+		return api.ClusterSpec{}, err
+	}
+	var target any
+	dec := json.NewDecoder(bytes.NewReader(cur))
+	dec.UseNumber()
+	if err := dec.Decode(&target); err != nil {
+		return api.ClusterSpec{}, err
+	}
+	merged, err := json.Marshal(map[string]any{"spec": mergePatch(target, patch)})
+	if err != nil {
+		return api.ClusterSpec{}, err
+	}
+	// httpapi.DecodeJSON is the one strict decoder that names fields by their JSON path;
+	// feed it the merged document.
+	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, "/", bytes.NewReader(merged))
+	if err != nil {
+		return api.ClusterSpec{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	var out struct {
+		Spec api.ClusterSpec `json:"spec"`
+	}
+	if err := httpapi.DecodeJSON(req, &out); err != nil {
+		return api.ClusterSpec{}, err
+	}
+	return out.Spec, nil
+}
+
+// mergePatch applies an RFC 7386 merge patch to target and returns the result.
+func mergePatch(target, patch any) any {
+	p, ok := patch.(map[string]any)
+	if !ok {
+		return patch
+	}
+	t, ok := target.(map[string]any)
+	if !ok {
+		t = map[string]any{}
+	}
+	for k, v := range p {
+		if v == nil {
+			delete(t, k)
+			continue
+		}
+		t[k] = mergePatch(t[k], v)
+	}
+	return t
+}

@@ -1,0 +1,122 @@
+package clusterd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/events"
+	"github.com/hostplane/hostplane/pkg/reconcile"
+	"github.com/hostplane/hostplane/pkg/store"
+)
+
+// Reconcile converges the cluster named key: it aggregates the other daemons' state into the
+// cluster's status and, for a deleting cluster, removes it once nothing is left of it.
+func (d *Daemon) Reconcile(ctx context.Context, key string) (reconcile.Result, error) {
+	c, rev, err := d.clusters.Get(ctx, key)
+	if errors.Is(err, store.ErrNotFound) {
+		d.metrics.forget(key)
+		return reconcile.Result{}, nil
+	}
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	o, err := d.observe(ctx, key)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if c.DeletionTimestamp != nil && o.empty() {
+		return reconcile.Result{}, d.finishDeletion(ctx, c, rev)
+	}
+
+	now := time.Now().UTC().Truncate(time.Second)
+	var ch statusChange
+	updated, _, err := d.clusters.Mutate(ctx, key, false, func(c *api.Cluster) error {
+		ch = computeStatus(c, o, now)
+		return nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		d.metrics.forget(key)
+		return reconcile.Result{}, nil
+	}
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("write status of %s: %w", key, err)
+	}
+	d.metrics.set(key, updated.Status.Conditions)
+	if ch.firstAvailable {
+		d.metrics.createToAvailable.Observe(now.Sub(updated.CreationTimestamp).Seconds())
+	}
+	if ch.conditions {
+		d.logStatus(ctx, updated)
+		if _, err := d.publisher.Publish(ctx, key, events.ResourceCluster, VerbStatus, key, nil); err != nil {
+			// The status is stored; the next change or a resync publishes again.
+			d.clusterLog(key).WarnContext(ctx, "publish cluster.status", "err", err)
+		}
+	}
+	if updated.DeletionTimestamp != nil {
+		return reconcile.Result{RequeueAfter: d.cfg.DeletingRequeue}, nil
+	}
+	return reconcile.Result{RequeueAfter: d.cfg.Requeue}, nil
+}
+
+// observe reads what infrad, pkid and componentd hold for the cluster.
+func (d *Daemon) observe(ctx context.Context, name string) (observed, error) {
+	o := observed{components: map[string]*api.ControlPlaneComponent{}}
+	infra, _, err := d.infra.Get(ctx, name)
+	switch {
+	case err == nil:
+		o.infra = infra
+	case !errors.Is(err, store.ErrNotFound):
+		return o, fmt.Errorf("read infra: %w", err)
+	}
+	p, _, err := d.pki.Get(ctx, name)
+	switch {
+	case err == nil:
+		o.pki = p
+	case !errors.Is(err, store.ErrNotFound):
+		return o, fmt.Errorf("read pki: %w", err)
+	}
+	entries, err := d.components.List(ctx, name+".>")
+	if err != nil {
+		return o, fmt.Errorf("read components: %w", err)
+	}
+	for _, e := range entries {
+		o.componentKeys = append(o.componentKeys, e.Key)
+		o.components[strings.TrimPrefix(e.Key, name+".")] = e.Value
+	}
+	return o, nil
+}
+
+// finishDeletion removes a deleting cluster's key once every other daemon has released it.
+func (d *Daemon) finishDeletion(ctx context.Context, c *api.Cluster, rev uint64) error {
+	if err := d.clusters.Delete(ctx, c.Name, rev); err != nil {
+		return fmt.Errorf("delete cluster %s: %w", c.Name, err)
+	}
+	d.metrics.forget(c.Name)
+	d.clusterLog(c.Name).InfoContext(ctx, "cluster deleted",
+		"deletion_seconds", time.Since(*c.DeletionTimestamp).Round(time.Second).Seconds())
+	if _, err := d.publisher.Publish(ctx, c.Name, events.ResourceCluster, VerbDeleted, c.Name, nil); err != nil {
+		d.clusterLog(c.Name).WarnContext(ctx, "publish cluster.deleted", "err", err)
+	}
+	return nil
+}
+
+// logStatus logs a condition change with the conditions that matter to a reader.
+func (d *Daemon) logStatus(ctx context.Context, c *api.Cluster) {
+	attrs := []any{"generation", c.Generation}
+	for _, t := range []string{api.ConditionAvailable, api.ConditionProgressing, api.ConditionDegraded, api.ConditionDeleting} {
+		if cond, ok := c.Status.Conditions.Get(t); ok {
+			attrs = append(attrs, strings.ToLower(t), string(cond.Status)+" "+cond.Reason+": "+cond.Message)
+		}
+	}
+	d.clusterLog(c.Name).InfoContext(ctx, "cluster status changed", attrs...)
+}
+
+// clusterLog is the daemon's logger for one cluster.
+func (d *Daemon) clusterLog(cluster string) *slog.Logger {
+	return d.Logger().With("cluster", cluster)
+}

@@ -1,0 +1,353 @@
+package clusterd
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/release"
+)
+
+// Condition reasons clusterd sets.
+const (
+	ReasonAsExpected               = "AsExpected"
+	ReasonInvalidConfiguration     = "InvalidConfiguration"
+	ReasonWaitingForInfrastructure = "WaitingForInfrastructure"
+	ReasonWaitingForPKI            = "WaitingForPKI"
+	ReasonWaitingForComponent      = "WaitingForComponent"
+	ReasonComponentUnavailable     = "ComponentUnavailable"
+	ReasonProvisioning             = "Provisioning"
+	ReasonUpgrading                = "UpgradingVersion"
+	ReasonRollingOut               = "RollingOut"
+	ReasonComponentDegraded        = "ComponentDegraded"
+	ReasonNotImplemented           = "NotImplemented"
+	ReasonDeletionRequested        = "DeletionRequested"
+	ReasonWaitingForCleanup        = "WaitingForCleanup"
+)
+
+// Version history states (HyperShift's).
+const (
+	UpdatePartial   = "Partial"
+	UpdateCompleted = "Completed"
+)
+
+// maxHistory bounds status.version.history.
+const maxHistory = 10
+
+// components are the control-plane components a cluster needs, in dependency order.
+var components = []string{api.ComponentEtcd, api.ComponentKubeAPIServer, api.ComponentControllerManager, api.ComponentScheduler}
+
+// observed is what the other daemons report about one cluster.
+type observed struct {
+	infra      *api.Infra
+	pki        *api.ClusterPKI
+	components map[string]*api.ControlPlaneComponent // by component name ("etcd")
+	// componentKeys are every controlplane key of the cluster, the four above and any other.
+	componentKeys []string
+}
+
+// empty reports whether no daemon holds anything for the cluster any more.
+func (o observed) empty() bool {
+	return o.infra == nil && o.pki == nil && len(o.componentKeys) == 0
+}
+
+// statusChange says what computeStatus changed, for events and metrics.
+type statusChange struct {
+	conditions     bool // a condition's status, reason or message changed
+	firstAvailable bool // Available became True for the first time in the cluster's life
+}
+
+// computeStatus sets c's status from what the other daemons report. It is pure: the same
+// inputs give the same status, and times move only when something transitions.
+func computeStatus(c *api.Cluster, o observed, now time.Time) statusChange {
+	var ch statusChange
+	st := &c.Status
+	gen := c.Generation
+	set := func(typ string, status api.ConditionStatus, reason, msg string) {
+		if st.Conditions.Set(api.Condition{Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: gen}, now) {
+			ch.conditions = true
+		}
+	}
+	wasAvailable := st.Conditions.IsTrue(api.ConditionAvailable)
+	everCompleted := st.Version != nil && slices.ContainsFunc(st.Version.History, func(h api.UpdateHistory) bool { return h.State == UpdateCompleted })
+
+	// ValidConfiguration: the stored spec against today's release catalogue.
+	if err := api.ValidateClusterSpec(&c.Spec, releases); err != nil {
+		set(api.ConditionValidConfiguration, api.ConditionFalse, ReasonInvalidConfiguration, fieldMessage(err))
+	} else {
+		set(api.ConditionValidConfiguration, api.ConditionTrue, ReasonAsExpected, "the configuration is valid")
+	}
+
+	// InfrastructureReady and the endpoint.
+	switch {
+	case o.infra == nil:
+		set(api.ConditionInfrastructureReady, api.ConditionFalse, ReasonWaitingForInfrastructure,
+			"waiting for infrad to allocate the control-plane endpoint and ports")
+		st.ControlPlaneEndpoint = nil
+	case !o.infra.Ready:
+		msg := "waiting for infrad to finish provisioning the infrastructure"
+		if o.infra.Message != "" {
+			msg += ": " + o.infra.Message
+		}
+		set(api.ConditionInfrastructureReady, api.ConditionFalse, ReasonWaitingForInfrastructure, msg)
+		st.ControlPlaneEndpoint = nil
+	default:
+		ep := o.infra.Endpoint
+		st.ControlPlaneEndpoint = &ep
+		set(api.ConditionInfrastructureReady, api.ConditionTrue, ReasonAsExpected,
+			fmt.Sprintf("the control-plane endpoint is %s", hostPort(ep)))
+	}
+
+	// PKIReady.
+	pkiReady := o.pki != nil && o.pki.Ready
+	switch {
+	case pkiReady:
+		set(api.ConditionPKIReady, api.ConditionTrue, ReasonAsExpected, "certificates and kubeconfigs are issued")
+	case o.infra == nil || !o.infra.Ready:
+		set(api.ConditionPKIReady, api.ConditionFalse, ReasonWaitingForInfrastructure,
+			"pkid issues the certificates once the infrastructure is ready")
+	default:
+		set(api.ConditionPKIReady, api.ConditionFalse, ReasonWaitingForPKI,
+			"waiting for pkid to issue the certificates and kubeconfigs")
+	}
+	st.KubeconfigAvailable = pkiReady && len(o.pki.Kubeconfigs[api.KubeconfigAdmin]) > 0 && c.DeletionTimestamp == nil
+
+	// EtcdAvailable and KubeAPIServerAvailable.
+	setComponent := func(typ, name string) {
+		comp := o.components[name]
+		switch {
+		case comp == nil:
+			set(typ, api.ConditionFalse, ReasonWaitingForComponent, waitingFor(name, nil, o))
+		case componentAvailable(comp):
+			set(typ, api.ConditionTrue, ReasonAsExpected, fmt.Sprintf("%d/%d replicas ready", comp.Status.ReadyReplicas, comp.Spec.Replicas))
+		default:
+			reason := ReasonComponentUnavailable
+			if cond, ok := comp.Status.Conditions.Get(api.ConditionAvailable); ok && cond.Reason != "" {
+				reason = cond.Reason
+			}
+			set(typ, api.ConditionFalse, reason, waitingFor(name, comp, o))
+		}
+	}
+	setComponent(api.ConditionEtcdAvailable, api.ComponentEtcd)
+	setComponent(api.ConditionKubeAPIServerAvailable, api.ComponentKubeAPIServer)
+
+	// Available: every component is.
+	available := true
+	for _, name := range components {
+		if comp := o.components[name]; comp == nil || !componentAvailable(comp) {
+			available = false
+			reason := ReasonWaitingForComponent
+			switch {
+			case o.infra == nil || !o.infra.Ready:
+				reason = ReasonWaitingForInfrastructure
+			case !pkiReady:
+				reason = ReasonWaitingForPKI
+			case comp != nil:
+				reason = ReasonComponentUnavailable
+			}
+			set(api.ConditionAvailable, api.ConditionFalse, reason, waitingFor(name, comp, o))
+			break
+		}
+	}
+	if available {
+		msg := "the control plane is available"
+		if st.ControlPlaneEndpoint != nil {
+			msg += " at " + hostPort(*st.ControlPlaneEndpoint)
+		}
+		set(api.ConditionAvailable, api.ConditionTrue, ReasonAsExpected, msg)
+		ch.firstAvailable = !wasAvailable && !everCompleted
+	}
+
+	// Progressing and the version history.
+	desired := c.Spec.Release.Version
+	var pending []string
+	for _, name := range components {
+		if p := rolloutPending(name, o.components[name], desired); p != "" {
+			pending = append(pending, p)
+		}
+	}
+	complete := len(pending) == 0
+	updateVersion(st, desired, complete, now)
+	if complete {
+		set(api.ConditionProgressing, api.ConditionFalse, ReasonAsExpected, "the control plane runs "+desired)
+	} else {
+		reason := ReasonRollingOut
+		switch {
+		case !everCompleted:
+			reason = ReasonProvisioning
+		case len(st.Version.History) > 1 && st.Version.History[0].State == UpdatePartial:
+			reason = ReasonUpgrading
+		}
+		set(api.ConditionProgressing, api.ConditionTrue, reason, "rolling out "+desired+": "+strings.Join(pending, "; "))
+	}
+
+	// Degraded: any component says so.
+	var degraded []string
+	for _, name := range components {
+		comp := o.components[name]
+		if comp == nil {
+			continue
+		}
+		if cond, ok := comp.Status.Conditions.Get(api.ConditionDegraded); ok && cond.Status == api.ConditionTrue {
+			degraded = append(degraded, withDetail(name+" is degraded", cond.Message))
+		}
+	}
+	if len(degraded) > 0 {
+		set(api.ConditionDegraded, api.ConditionTrue, ReasonComponentDegraded, strings.Join(degraded, "; "))
+	} else {
+		set(api.ConditionDegraded, api.ConditionFalse, ReasonAsExpected, "no component is degraded")
+	}
+
+	set(api.ConditionIgnitionEndpointAvailable, api.ConditionUnknown, ReasonNotImplemented,
+		"ignition comes with NodePools: no ignition endpoint serves this cluster yet")
+
+	if c.DeletionTimestamp != nil {
+		set(api.ConditionDeleting, api.ConditionTrue, ReasonWaitingForCleanup, deletionMessage(o))
+	}
+	st.ObservedGeneration = gen
+	return ch
+}
+
+// componentAvailable reports whether the component's Available condition is True.
+func componentAvailable(comp *api.ControlPlaneComponent) bool {
+	return comp.Status.Conditions.IsTrue(api.ConditionAvailable)
+}
+
+// waitingFor says what the cluster waits for before name is available.
+func waitingFor(name string, comp *api.ControlPlaneComponent, o observed) string {
+	if comp == nil {
+		switch {
+		case o.infra == nil || !o.infra.Ready:
+			return fmt.Sprintf("waiting for %s: componentd starts it once infrad has allocated the infrastructure", name)
+		case o.pki == nil || !o.pki.Ready:
+			return fmt.Sprintf("waiting for %s: componentd starts it once pkid has issued the certificates", name)
+		}
+		return fmt.Sprintf("waiting for componentd to start %s", name)
+	}
+	msg := fmt.Sprintf("waiting for %s: %d/%d replicas ready", name, comp.Status.ReadyReplicas, comp.Spec.Replicas)
+	if cond, ok := comp.Status.Conditions.Get(api.ConditionAvailable); ok {
+		msg = withDetail(msg, cond.Message)
+	}
+	return msg
+}
+
+// rolloutPending says why name has not finished rolling out desired, or "" when it has: it
+// exists, its generation is observed, it runs the desired version and RolloutComplete is True.
+func rolloutPending(name string, comp *api.ControlPlaneComponent, desired string) string {
+	switch {
+	case comp == nil:
+		return name + " is not created yet"
+	case comp.Status.ObservedGeneration < comp.Generation:
+		return fmt.Sprintf("%s has not observed generation %d yet", name, comp.Generation)
+	case !atVersion(name, comp.Status.Version, desired):
+		have := comp.Status.Version
+		if have == "" {
+			have = "no version"
+		}
+		return fmt.Sprintf("%s runs %s", name, have)
+	}
+	cond, ok := comp.Status.Conditions.Get(api.ConditionRolloutComplete)
+	if !ok || cond.Status != api.ConditionTrue {
+		return withDetail(fmt.Sprintf("%s is rolling out (%d/%d replicas ready)", name, comp.Status.ReadyReplicas, comp.Spec.Replicas), cond.Message)
+	}
+	return ""
+}
+
+// atVersion reports whether a component reporting version runs the desired release. etcd may
+// report either the Kubernetes release or the etcd version that release runs.
+func atVersion(name, version, desired string) bool {
+	v := strings.TrimPrefix(version, "v")
+	if v == "" {
+		return false
+	}
+	if v == strings.TrimPrefix(desired, "v") {
+		return true
+	}
+	if name == api.ComponentEtcd {
+		if r, err := release.Lookup(desired); err == nil && v == r.EtcdVersion {
+			return true
+		}
+	}
+	return false
+}
+
+// updateVersion keeps status.version: a new desired version starts a Partial entry; the entry
+// is Completed once every component runs it.
+func updateVersion(st *api.ClusterStatus, desired string, complete bool, now time.Time) {
+	if st.Version == nil {
+		st.Version = &api.VersionStatus{}
+	}
+	st.Version.Desired = api.Release{Version: desired}
+	h := st.Version.History
+	if len(h) == 0 || h[0].Version != desired {
+		if len(h) > 0 && h[0].CompletionTime == nil {
+			t := now // superseded before it completed: it stays Partial
+			h[0].CompletionTime = &t
+		}
+		h = append([]api.UpdateHistory{{Version: desired, State: UpdatePartial, StartedTime: now}}, h...)
+		if len(h) > maxHistory {
+			h = h[:maxHistory]
+		}
+	}
+	if h[0].State == UpdatePartial && h[0].CompletionTime == nil && complete {
+		t := now
+		h[0].State = UpdateCompleted
+		h[0].CompletionTime = &t
+	}
+	st.Version.History = h
+}
+
+// deletionMessage says what a deleting cluster waits for.
+func deletionMessage(o observed) string {
+	var waits []string
+	if n := len(o.componentKeys); n > 0 {
+		names := make([]string, 0, n)
+		for _, k := range o.componentKeys {
+			_, name, _ := strings.Cut(k, ".")
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		noun := "components"
+		if n == 1 {
+			noun = "component"
+		}
+		waits = append(waits, fmt.Sprintf("waiting for componentd to stop %d %s (%s)", n, noun, strings.Join(names, ", ")))
+	}
+	if o.infra != nil {
+		waits = append(waits, "waiting for infrad to release the infrastructure")
+	}
+	if o.pki != nil {
+		waits = append(waits, "waiting for pkid to remove the certificates")
+	}
+	if len(waits) == 0 {
+		return "everything is released; removing the cluster"
+	}
+	return strings.Join(waits, "; ")
+}
+
+func withDetail(msg, detail string) string {
+	if detail == "" {
+		return msg
+	}
+	return msg + ": " + detail
+}
+
+func hostPort(ep api.Endpoint) string {
+	return fmt.Sprintf("%s:%d", ep.Host, ep.Port)
+}
+
+// fieldMessage renders a validation error as one line: "field: detail; field: detail".
+func fieldMessage(err error) string {
+	var ae *api.Error
+	if !errors.As(err, &ae) || len(ae.Fields) == 0 {
+		return err.Error()
+	}
+	parts := make([]string, 0, len(ae.Fields))
+	for _, f := range ae.Fields {
+		parts = append(parts, f.Field+": "+f.Detail)
+	}
+	return strings.Join(parts, "; ")
+}
