@@ -1,16 +1,17 @@
-// Package pkid is hostplane's pkid daemon: certificates, kubeconfigs, rotation, node CSR approval and break-glass.
-//
-// It is an importable package: New(cfg) and Run(ctx), so hostplane dev and the tests run the
-// very code cmd/pkid runs.
 package pkid
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"time"
 
-	"github.com/go-chi/chi/v5"
-
+	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/bus"
+	"github.com/hostplane/hostplane/pkg/certs"
 	"github.com/hostplane/hostplane/pkg/daemon"
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/reconcile"
@@ -20,26 +21,97 @@ import (
 // Name is the daemon's name.
 const Name = "pkid"
 
-// Config is pkid's configuration.
+// Defaults of Config.
+const (
+	DefaultCALifetime    = 10 * 365 * 24 * time.Hour
+	DefaultLeafLifetime  = 365 * 24 * time.Hour
+	DefaultRenewFraction = 2.0 / 3.0
+	// SealKeyFileName is the seal key's file name in the top data dir.
+	SealKeyFileName = "pki.key"
+)
+
+// Config is pkid's configuration. Zero values get defaults.
 type Config struct {
 	daemon.Base
+	// SealKeyFile is the AES-256 key private keys and kubeconfigs are sealed with
+	// (HOSTPLANE_PKI_KEY_FILE); default <Base.DataDir>/pki.key, created on first use.
+	SealKeyFile string
+	// RenewFraction is the part of a leaf's lifetime after which it is renewed, in (0, 1);
+	// default 2/3.
+	RenewFraction float64
+	// CALifetime and LeafLifetime apply when a cluster's spec.pki does not say (or says
+	// something invalid); defaults 10 years and 1 year.
+	CALifetime, LeafLifetime time.Duration
+}
+
+// Validate fills defaults and checks the fields.
+func (c *Config) Validate() error {
+	if err := c.Base.Validate(); err != nil {
+		return err
+	}
+	if c.SealKeyFile == "" {
+		c.SealKeyFile = filepath.Join(c.DataDir, SealKeyFileName)
+	}
+	if c.RenewFraction == 0 {
+		c.RenewFraction = DefaultRenewFraction
+	}
+	if c.RenewFraction <= 0 || c.RenewFraction >= 1 {
+		return fmt.Errorf("%w: renew fraction %v must be between 0 and 1", ErrInvalidConfig, c.RenewFraction)
+	}
+	if c.CALifetime == 0 {
+		c.CALifetime = DefaultCALifetime
+	}
+	if c.LeafLifetime == 0 {
+		c.LeafLifetime = DefaultLeafLifetime
+	}
+	if c.CALifetime < 0 || c.LeafLifetime < 0 {
+		return fmt.Errorf("%w: lifetimes must be positive", ErrInvalidConfig)
+	}
+	return nil
 }
 
 // RegisterFlags adds pkid's own flags to fs and returns the constructor daemon.Main calls.
 func RegisterFlags(fs *flag.FlagSet) func(daemon.Base) (daemon.Runner, error) {
-	return func(base daemon.Base) (daemon.Runner, error) { return New(Config{Base: base}) }
+	var cfg Config
+	fs.StringVar(&cfg.SealKeyFile, "pki-key-file", daemon.Env("HOSTPLANE_PKI_KEY_FILE", ""),
+		"AES-256 key file sealing private keys at rest; default <data-dir>/pki.key (HOSTPLANE_PKI_KEY_FILE)")
+	fs.Float64Var(&cfg.RenewFraction, "renew-fraction", envFloat("HOSTPLANE_PKI_RENEW_FRACTION", DefaultRenewFraction),
+		"part of a leaf certificate's lifetime after which it is renewed (HOSTPLANE_PKI_RENEW_FRACTION)")
+	return func(base daemon.Base) (daemon.Runner, error) {
+		cfg.Base = base
+		return New(cfg)
+	}
+}
+
+func envFloat(key string, def float64) float64 {
+	if f, err := strconv.ParseFloat(daemon.Env(key, ""), 64); err == nil {
+		return f
+	}
+	return def
 }
 
 // Daemon is a running pkid.
 type Daemon struct {
 	*daemon.Daemon
-	cfg   Config
-	store *store.Store[struct{}]
+	cfg     Config
+	metrics *metrics
+
+	// Set by setup, before the runtime is published (handlers check Runtime first).
+	seal         *certs.SealKey
+	pki          *store.Store[api.ClusterPKI]
+	clusters     *store.Store[api.Cluster]
+	infra        *store.Store[api.Infra]
+	controlplane *store.Store[api.ControlPlaneComponent]
+	publisher    *bus.Publisher
+	controller   *reconcile.Controller
 }
 
 // New validates cfg and returns the daemon; Run starts it.
 func New(cfg Config) (*Daemon, error) {
-	d := &Daemon{cfg: cfg}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	d := &Daemon{cfg: cfg, metrics: newMetrics()}
 	core, err := daemon.New(cfg.Base, daemon.Spec{
 		Name:    Name,
 		Buckets: []string{bus.BucketPKI},
@@ -54,26 +126,89 @@ func New(cfg Config) (*Daemon, error) {
 }
 
 func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnable, error) {
-	kv, err := rt.Bucket(ctx, bus.BucketPKI)
+	seal, err := loadSealKey(ctx, d.cfg.SealKeyFile)
 	if err != nil {
 		return nil, err
 	}
-	d.store = store.New[struct{}](kv)
+	d.seal = seal
+	if err := d.metrics.register(rt.Registry); err != nil {
+		return nil, err
+	}
+	if d.pki, err = openStore[api.ClusterPKI](ctx, rt, bus.BucketPKI); err != nil {
+		return nil, err
+	}
+	if d.clusters, err = openStore[api.Cluster](ctx, rt, bus.BucketClusters); err != nil {
+		return nil, err
+	}
+	if d.infra, err = openStore[api.Infra](ctx, rt, bus.BucketInfra); err != nil {
+		return nil, err
+	}
+	if d.controlplane, err = openStore[api.ControlPlaneComponent](ctx, rt, bus.BucketControlPlane); err != nil {
+		return nil, err
+	}
+	d.publisher = rt.Publisher
+
 	c, err := rt.Controller(reconcile.Config{
-		Name:           Name,
-		FilterSubjects: []string{events.ClusterFilter(events.ResourceCluster), events.ClusterFilter(events.ResourceInfra), events.ClusterFilter(events.ResourceComponent)},
-		ListKeys:       func(ctx context.Context) ([]string, error) { return d.store.Keys(ctx) },
+		Name: Name,
+		FilterSubjects: []string{
+			events.ClusterFilter(events.ResourceCluster),
+			events.ClusterFilter(events.ResourceInfra),
+			events.ClusterFilter(events.ResourceComponent),
+		},
+		ListKeys: d.listKeys,
 	}, reconcile.Func(d.reconcile))
 	if err != nil {
 		return nil, err
 	}
+	d.controller = c
 	return []daemon.Runnable{c}, nil
 }
 
-func (d *Daemon) reconcile(ctx context.Context, key string) (reconcile.Result, error) {
-	return reconcile.Result{}, nil
+// openStore opens a bucket (pkid's own, or another daemon's to read) as a typed store.
+func openStore[T any](ctx context.Context, rt *daemon.Runtime, bucket string) (*store.Store[T], error) {
+	kv, err := rt.Bucket(ctx, bucket)
+	if err != nil {
+		return nil, err
+	}
+	return store.New[T](kv), nil
 }
 
-func (d *Daemon) routes(r chi.Router) {}
+// listKeys is every cluster pkid may have work for: the clusters (issuance) and its own
+// records (rotation, deletion of records whose cluster is gone).
+func (d *Daemon) listKeys(ctx context.Context) ([]string, error) {
+	clusters, err := d.clusters.Keys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	own, err := d.pki.Keys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var keys []string
+	for _, k := range append(clusters, own...) {
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	return keys, nil
+}
 
-var _ = events.ClusterFilter
+// loadSealKey loads (or creates) the seal key, retrying briefly while another daemon is
+// writing the file at the same moment.
+func loadSealKey(ctx context.Context, path string) (*certs.SealKey, error) {
+	var err error
+	for range 20 {
+		var k *certs.SealKey
+		if k, err = certs.LoadOrCreateSealKey(path); err == nil {
+			return k, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, errors.Join(err, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil, fmt.Errorf("seal key %s: %w", path, err)
+}

@@ -1,0 +1,56 @@
+// Package pkid is hostplane's pkid daemon: the certificates, keys and kubeconfigs of every
+// hosted control plane, and their rotation.
+//
+// It is an importable package: New(cfg) and Run(ctx), so hostplane dev and the tests run the
+// very code cmd/pkid runs.
+//
+// # What it does
+//
+// The reconciler is keyed by cluster name and fed by cluster, infra and component events
+// (docs/control-plane-flow.md). Once the cluster exists, is not being deleted and its
+// api.Infra is Ready, pkid issues an api.ClusterPKI into the "pki" bucket: a root CA, an
+// etcd CA, a front-proxy CA, a kubelet signer CA, a service-account key pair, the leaf
+// certificates of every component (api.Cert* names) and the admin, controller-manager and
+// scheduler kubeconfigs pointing at https://<infra endpoint>. Private keys (CA keys included)
+// and kubeconfigs are sealed with certs.SealKey (Config.SealKeyFile, default
+// <data dir>/pki.key). The first issuance publishes pki.ready.
+//
+// # Rotation
+//
+// Every leaf is renewed once Config.RenewFraction (default 2/3) of its lifetime has passed;
+// the reconcile asks to run again at NextRotation. A renewal also re-renders the kubeconfigs
+// that embed a renewed client certificate. A leaf is reissued early when its SANs no longer
+// cover the infra (endpoint, apiserver or etcd hosts, service CIDR), when its subject or
+// issuer no longer match, when the cluster's leaf lifetime was shortened below what the leaf
+// still has, or when POST /v1/clusters/{cluster}/pki/rotate asked for it. Every change gets a
+// new Serial and publishes pki.rotated, so componentd rolls the components that use it.
+//
+// Lifetimes come from the cluster's spec.pki (caLifetime, leafLifetime; Go durations). A
+// value that does not parse or is not positive falls back to the default (10 years for CAs,
+// 1 year for leaves) and is logged; it never blocks issuance.
+//
+// CAs are NOT rotated: they live as long as caLifetime says (10 years by default). A leaf is
+// never valid past its CA (certs caps it), and a leaf capped at its CA's expiry is not
+// renewed, since renewal could not extend it. CA rotation (trust bundles with old and new
+// CA, staged rollout) is future work.
+//
+// # Events
+//
+// Publishing follows a small outbox: the record's AnnouncedSerial is the Serial last
+// published, so a Serial written but not announced (pkid crashed or NATS failed between the
+// KV write and the publish) is announced on the next reconcile. pki.deleted is published
+// after the key is deleted; a crash between the two loses that event, which clusterd's
+// resync covers.
+//
+// # Deletion
+//
+// A cluster that is missing, or has a deletionTimestamp, is being deleted: pkid waits until
+// no "<cluster>.>" key is left in the "controlplane" bucket (Message on the record says so
+// meanwhile), then deletes its key and publishes pki.deleted.
+//
+// # Replicas
+//
+// Several replicas share the durable consumer; writes are compare-and-swap on the key's
+// revision, so a replica that loses a race re-reads and reconciles again. Two replicas may
+// both issue for a new cluster, but only the first Create wins.
+package pkid

@@ -1,0 +1,87 @@
+package pkid
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hostplane/hostplane/pkg/api"
+)
+
+// metrics are pkid's own series. Certificate expiry is computed at scrape time from the
+// NotAfter of every certificate pkid last saw, so it never goes stale between reconciles.
+type metrics struct {
+	expiryDesc *prometheus.Desc
+	rotations  *prometheus.CounterVec
+
+	mu       sync.Mutex
+	notAfter map[string]map[string]time.Time // cluster → cert → NotAfter
+}
+
+func newMetrics() *metrics {
+	return &metrics{
+		expiryDesc: prometheus.NewDesc("hostplane_pki_cert_expiry_seconds",
+			"Seconds until the certificate's NotAfter (negative once expired).",
+			[]string{"cluster", "cert"}, nil),
+		rotations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hostplane_pki_rotations_total",
+			Help: "Times a cluster's PKI changed after its first issuance (renewals, reissues, requested rotations).",
+		}, []string{"cluster"}),
+		notAfter: map[string]map[string]time.Time{},
+	}
+}
+
+// register adds the series to reg; registering the same metrics again (a second Run) is a no-op.
+func (m *metrics) register(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{m, m.rotations} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) && are.ExistingCollector == c {
+				continue
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// Describe implements prometheus.Collector.
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) { ch <- m.expiryDesc }
+
+// Collect implements prometheus.Collector.
+func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	for cluster, certs := range m.notAfter {
+		for name, na := range certs {
+			ch <- prometheus.MustNewConstMetric(m.expiryDesc, prometheus.GaugeValue, na.Sub(now).Seconds(), cluster, name)
+		}
+	}
+}
+
+// observe records the expiry of every certificate of p.
+func (m *metrics) observe(cluster string, p *api.ClusterPKI) {
+	certs := make(map[string]time.Time, len(p.Certs))
+	for name, b := range p.Certs {
+		certs[name] = b.NotAfter
+	}
+	m.mu.Lock()
+	m.notAfter[cluster] = certs
+	m.mu.Unlock()
+}
+
+// rotated counts one rotation of cluster's PKI.
+func (m *metrics) rotated(cluster string) { m.rotations.WithLabelValues(cluster).Inc() }
+
+// forget drops a deleted cluster's series.
+func (m *metrics) forget(cluster string) {
+	m.mu.Lock()
+	delete(m.notAfter, cluster)
+	m.mu.Unlock()
+	m.rotations.DeleteLabelValues(cluster)
+}
+
+var _ prometheus.Collector = (*metrics)(nil)

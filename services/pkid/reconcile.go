@@ -1,0 +1,235 @@
+package pkid
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/events"
+	"github.com/hostplane/hostplane/pkg/reconcile"
+	"github.com/hostplane/hostplane/pkg/store"
+)
+
+// Event verbs pkid publishes (resource "pki").
+const (
+	VerbReady   = "ready"
+	VerbRotated = "rotated"
+	VerbDeleted = "deleted"
+)
+
+const (
+	// deletionPoll re-checks the controlplane bucket while waiting to delete (component
+	// events trigger a reconcile too; this covers a lost one).
+	deletionPoll = 5 * time.Second
+	// infraWaitPoll re-checks a bundle whose infra is not ready, for renewals that are due.
+	infraWaitPoll = 30 * time.Second
+	// minRequeue bounds how soon a bundle is looked at again after a reconcile.
+	minRequeue = 200 * time.Millisecond
+)
+
+// reconcile converges the PKI of cluster key.
+func (d *Daemon) reconcile(ctx context.Context, key string) (reconcile.Result, error) {
+	log := d.Logger().With("cluster", key)
+	cluster, _, err := d.clusters.Get(ctx, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return d.reconcileDelete(ctx, log, key)
+	}
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if cluster.DeletionTimestamp != nil {
+		return d.reconcileDelete(ctx, log, key)
+	}
+	return d.reconcileLive(ctx, log, key, cluster)
+}
+
+// reconcileDelete waits until componentd removed every controlplane key of the cluster,
+// then deletes the cluster's PKI and publishes pki.deleted.
+func (d *Daemon) reconcileDelete(ctx context.Context, log *slog.Logger, name string) (reconcile.Result, error) {
+	p, rev, err := d.pki.Get(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		d.metrics.forget(name)
+		return reconcile.Result{}, nil
+	}
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	left, err := d.controlplane.Keys(ctx, name+".>")
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if len(left) > 0 {
+		slices.Sort(left)
+		msg := fmt.Sprintf("cluster is being deleted; waiting for %d control-plane component(s) to be removed: %s",
+			len(left), strings.Join(left, ", "))
+		if p.Message != msg {
+			p.Message = msg
+			if _, err := d.pki.Update(ctx, name, p, rev); err != nil {
+				return reconcile.Result{}, err
+			}
+			log.Info("waiting for control-plane components before deleting the pki", "components", left)
+		}
+		return reconcile.Result{RequeueAfter: deletionPoll}, nil
+	}
+	if err := d.pki.Delete(ctx, name, rev); err != nil {
+		return reconcile.Result{}, err
+	}
+	d.metrics.forget(name)
+	if _, err := d.publisher.Publish(ctx, name, events.ResourcePKI, VerbDeleted, name, nil); err != nil {
+		// The key is gone, so no later reconcile will publish again; clusterd's resync
+		// notices the missing key.
+		log.Warn("publish pki.deleted", "err", err)
+	}
+	log.Info("pki deleted")
+	return reconcile.Result{}, nil
+}
+
+// reconcileLive issues the PKI of a live cluster once its infra is ready, and keeps it
+// renewed and covering the infra.
+func (d *Daemon) reconcileLive(ctx context.Context, log *slog.Logger, name string, cluster *api.Cluster) (reconcile.Result, error) {
+	inf, _, err := d.infra.Get(ctx, name)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return reconcile.Result{}, err
+	}
+	infraReady := err == nil && inf.Ready
+
+	p, rev, err := d.pki.Get(ctx, name)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return reconcile.Result{}, err
+	}
+	if p == nil && !infraReady {
+		return reconcile.Result{}, nil // infra.ready triggers the issuance
+	}
+	if p != nil && !infraReady {
+		// Keep the bundle as it is (renewals need the infra's hosts); look again later.
+		if err := d.announce(ctx, log, p, rev); err != nil {
+			return reconcile.Result{}, err
+		}
+		d.metrics.observe(name, p)
+		return reconcile.Result{RequeueAfter: max(untilNext(p), infraWaitPoll)}, nil
+	}
+
+	t, err := d.target(log, name, cluster, inf)
+	if err != nil {
+		// Nothing to retry until infrad writes a usable record (which publishes an event).
+		log.Warn("cannot issue the pki", "err", err)
+		return reconcile.Result{}, nil
+	}
+	b := d.bundler()
+
+	if p == nil {
+		p, err := b.fresh(t)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		p.ClusterGeneration = cluster.Generation
+		rev, err := d.pki.Create(ctx, name, p)
+		if err != nil {
+			return reconcile.Result{}, err // ErrExists: another replica won; retry re-reads
+		}
+		log.Info("pki issued", "serial", p.Serial, "next_rotation", p.NextRotation)
+		d.metrics.observe(name, p)
+		if err := d.announce(ctx, log, p, rev); err != nil {
+			return reconcile.Result{}, err
+		}
+		return requeue(p), nil
+	}
+
+	cas, err := b.openCAs(p)
+	var pl plan
+	switch {
+	case errors.Is(err, ErrIncomplete):
+		log.Warn("pki record is incomplete; issuing a new bundle", "err", err)
+		fresh, err := b.fresh(t)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		fresh.ObjectMeta = p.ObjectMeta
+		fresh.AnnouncedSerial = p.AnnouncedSerial
+		p, pl = fresh, plan{kubeconfigs: "incomplete"}
+	case err != nil:
+		return reconcile.Result{}, err
+	default:
+		if pl = b.plan(p, cas, t, time.Now()); !pl.empty() {
+			if err := b.apply(p, cas, t, pl); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
+	}
+	changed := !pl.empty() || p.Message != "" || p.ClusterGeneration != cluster.Generation
+	p.Message = ""
+	p.ClusterGeneration = cluster.Generation
+	if changed {
+		if rev, err = d.pki.Update(ctx, name, p, rev); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	if !pl.empty() {
+		d.metrics.rotated(name)
+		log.Info("pki rotated", "serial", p.Serial, "reasons", pl.String(), "next_rotation", p.NextRotation)
+	}
+	d.metrics.observe(name, p)
+	if err := d.announce(ctx, log, p, rev); err != nil {
+		return reconcile.Result{}, err
+	}
+	return requeue(p), nil
+}
+
+// announce publishes the event for a Serial not yet announced (pki.ready for the first,
+// pki.rotated for later ones) and records it in AnnouncedSerial.
+func (d *Daemon) announce(ctx context.Context, log *slog.Logger, p *api.ClusterPKI, rev uint64) error {
+	if p.Serial == "" || p.AnnouncedSerial == p.Serial {
+		return nil
+	}
+	verb := VerbRotated
+	if p.AnnouncedSerial == "" {
+		verb = VerbReady
+	}
+	if _, err := d.publisher.Publish(ctx, p.Name, events.ResourcePKI, verb, p.Name, map[string]string{"serial": p.Serial}); err != nil {
+		return err
+	}
+	p.AnnouncedSerial = p.Serial
+	if _, err := d.pki.Update(ctx, p.Name, p, rev); err != nil {
+		// A conflict re-reads and may announce again: a duplicate "key changed" is harmless.
+		return fmt.Errorf("record announcement: %w", err)
+	}
+	log.Debug("pki announced", "verb", verb, "serial", p.Serial)
+	return nil
+}
+
+// target is what the PKI of cluster name (spec c) must look like on infra inf.
+func (d *Daemon) target(log *slog.Logger, name string, c *api.Cluster, inf *api.Infra) (target, error) {
+	life, problems := lifetimesOf(c.Spec.PKI, lifetimes{CA: d.cfg.CALifetime, Leaf: d.cfg.LeafLifetime})
+	leaves, more, err := leafSpecs(c, inf)
+	if err != nil {
+		return target{}, err
+	}
+	for _, p := range append(problems, more...) {
+		log.Warn("invalid cluster setting; using the default", "problem", p)
+	}
+	return target{cluster: name, life: life, leaves: leaves, server: kubeconfigServer(inf)}, nil
+}
+
+func (d *Daemon) bundler() *bundler {
+	return &bundler{seal: d.seal, fraction: d.cfg.RenewFraction}
+}
+
+// requeue asks to look at p again when its next leaf is due.
+func requeue(p *api.ClusterPKI) reconcile.Result {
+	if p.NextRotation.IsZero() {
+		return reconcile.Result{}
+	}
+	return reconcile.Result{RequeueAfter: untilNext(p)}
+}
+
+func untilNext(p *api.ClusterPKI) time.Duration {
+	if p.NextRotation.IsZero() {
+		return 0
+	}
+	return max(time.Until(p.NextRotation), minRequeue)
+}
