@@ -1,18 +1,33 @@
-// Package componentd is hostplane's componentd daemon: control-plane component rollout through a runtime (process or kubernetes).
+// Package componentd is hostplane's componentd daemon: it runs every hosted cluster's
+// control plane — etcd, kube-apiserver, kube-controller-manager and kube-scheduler — with
+// the process runtime, rolls it out in dependency order, rolls replicas one at a time when
+// a release or certificate changes, and reports one api.ControlPlaneComponent per component
+// (bucket "controlplane", key "<cluster>.<component>").
 //
 // It is an importable package: New(cfg) and Run(ctx), so hostplane dev and the tests run the
-// very code cmd/componentd runs.
+// very code cmd/componentd runs. Stopping the daemon leaves the control planes running: the
+// next componentd re-adopts them without a restart. StopAll stops them for good.
 package componentd
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
-	"github.com/go-chi/chi/v5"
-
+	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/bus"
+	"github.com/hostplane/hostplane/pkg/certs"
 	"github.com/hostplane/hostplane/pkg/daemon"
 	"github.com/hostplane/hostplane/pkg/events"
+	"github.com/hostplane/hostplane/pkg/process"
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/store"
 )
@@ -20,49 +35,164 @@ import (
 // Name is the daemon's name.
 const Name = "componentd"
 
+// RuntimeProcess is the runtime that runs components as child processes (the only one so far).
+const RuntimeProcess = "process"
+
 // Config is componentd's configuration.
 type Config struct {
 	daemon.Base
+	// SealKeyFile opens the keys and kubeconfigs pkid sealed (HOSTPLANE_PKI_KEY_FILE);
+	// default <DataDir>/pki.key, created on first use.
+	SealKeyFile string
+	// Runtime runs the components; default and only value so far: "process".
+	Runtime string
+	// ProgressInterval is how soon a cluster whose components are still rolling out is
+	// looked at again (default 750ms); SteadyInterval is how often a converged cluster is
+	// (default 10s), so a crashed process shows in its status.
+	ProgressInterval, SteadyInterval time.Duration
+}
+
+func (c *Config) defaults() error {
+	if err := c.Base.Validate(); err != nil {
+		return err
+	}
+	abs, err := filepath.Abs(c.DataDir)
+	if err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	c.DataDir = abs
+	if c.SealKeyFile == "" {
+		c.SealKeyFile = filepath.Join(c.DataDir, "pki.key")
+	}
+	if c.Runtime == "" {
+		c.Runtime = RuntimeProcess
+	}
+	if c.Runtime != RuntimeProcess {
+		return fmt.Errorf("%w %q (want %q)", ErrUnsupportedRuntime, c.Runtime, RuntimeProcess)
+	}
+	if c.ProgressInterval <= 0 {
+		c.ProgressInterval = 750 * time.Millisecond
+	}
+	if c.SteadyInterval <= 0 {
+		c.SteadyInterval = 10 * time.Second
+	}
+	return nil
 }
 
 // RegisterFlags adds componentd's own flags to fs and returns the constructor daemon.Main calls.
 func RegisterFlags(fs *flag.FlagSet) func(daemon.Base) (daemon.Runner, error) {
-	return func(base daemon.Base) (daemon.Runner, error) { return New(Config{Base: base}) }
+	var cfg Config
+	fs.StringVar(&cfg.SealKeyFile, "pki-key-file", daemon.Env("HOSTPLANE_PKI_KEY_FILE", ""),
+		"key that opens the sealed PKI (HOSTPLANE_PKI_KEY_FILE; default <data dir>/pki.key)")
+	fs.StringVar(&cfg.Runtime, "runtime", daemon.Env("HOSTPLANE_COMPONENTD_RUNTIME", RuntimeProcess),
+		"control-plane runtime: process (HOSTPLANE_COMPONENTD_RUNTIME)")
+	return func(base daemon.Base) (daemon.Runner, error) {
+		cfg.Base = base
+		return New(cfg)
+	}
 }
 
 // Daemon is a running componentd.
 type Daemon struct {
 	*daemon.Daemon
-	cfg   Config
-	store *store.Store[struct{}]
+	cfg Config
+	log *slog.Logger
+
+	// Set up by setup, read-only afterwards.
+	rt         *daemon.Runtime
+	clusters   *store.Store[api.Cluster]
+	infra      *store.Store[api.Infra]
+	pki        *store.Store[api.ClusterPKI]
+	components *store.Store[api.ControlPlaneComponent]
+	seal       *certs.SealKey
+	metrics    *metrics
+
+	supMu     sync.Mutex
+	sup       *process.Supervisor
+	supClosed bool
+
+	// Reconciles hold halt for reading; StopAll takes it for writing, so no reconcile
+	// starts a process once StopAll began.
+	halt   sync.RWMutex
+	halted atomic.Bool
+
+	restartsMu sync.Mutex
+	restarts   map[string]int // process name → restarts already counted in the metric
 }
 
 // New validates cfg and returns the daemon; Run starts it.
 func New(cfg Config) (*Daemon, error) {
-	d := &Daemon{cfg: cfg}
+	if err := cfg.defaults(); err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	d := &Daemon{cfg: cfg, restarts: map[string]int{}}
 	core, err := daemon.New(cfg.Base, daemon.Spec{
 		Name:    Name,
 		Buckets: []string{bus.BucketControlPlane},
 		Setup:   d.setup,
 		Routes:  d.routes,
+		Stop:    d.stop,
 	})
 	if err != nil {
 		return nil, err
 	}
 	d.Daemon = core
+	d.log = core.Logger()
 	return d, nil
 }
 
+// dir is componentd's own directory, <data dir>/componentd.
+func (d *Daemon) dir() string { return filepath.Join(d.cfg.DataDir, Name) }
+
+// RunDir is the process supervisor's state directory (pidfiles).
+func (d *Daemon) RunDir() string { return filepath.Join(d.dir(), "run") }
+
+// ClusterDir is where a cluster's certificates, kubeconfigs, etcd data and logs live.
+func (d *Daemon) ClusterDir(cluster string) string {
+	return filepath.Join(d.dir(), "clusters", cluster)
+}
+
 func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnable, error) {
+	d.rt = rt
 	kv, err := rt.Bucket(ctx, bus.BucketControlPlane)
 	if err != nil {
 		return nil, err
 	}
-	d.store = store.New[struct{}](kv)
+	d.components = store.New[api.ControlPlaneComponent](kv)
+	if kv, err = rt.Bucket(ctx, bus.BucketClusters); err != nil {
+		return nil, err
+	}
+	d.clusters = store.New[api.Cluster](kv)
+	if kv, err = rt.Bucket(ctx, bus.BucketInfra); err != nil {
+		return nil, err
+	}
+	d.infra = store.New[api.Infra](kv)
+	if kv, err = rt.Bucket(ctx, bus.BucketPKI); err != nil {
+		return nil, err
+	}
+	d.pki = store.New[api.ClusterPKI](kv)
+	if d.seal, err = certs.LoadOrCreateSealKey(d.cfg.SealKeyFile); err != nil {
+		return nil, fmt.Errorf("seal key: %w", err)
+	}
+	if d.metrics, err = newMetrics(rt.Registry); err != nil {
+		return nil, err
+	}
+	sup, err := process.NewSupervisor(d.RunDir(), rt.Log.With("runtime", RuntimeProcess))
+	if err != nil {
+		return nil, err
+	}
+	d.supMu.Lock()
+	d.sup, d.supClosed = sup, false
+	d.supMu.Unlock()
+
 	c, err := rt.Controller(reconcile.Config{
-		Name:           Name,
-		FilterSubjects: []string{events.ClusterFilter(events.ResourceCluster), events.ClusterFilter(events.ResourcePKI), events.ClusterFilter(events.ResourceInfra)},
-		ListKeys:       func(ctx context.Context) ([]string, error) { return d.store.Keys(ctx) },
+		Name: Name,
+		FilterSubjects: []string{
+			events.ClusterFilter(events.ResourceCluster),
+			events.ClusterFilter(events.ResourcePKI),
+			events.ClusterFilter(events.ResourceInfra),
+		},
+		ListKeys: d.listClusters,
 	}, reconcile.Func(d.reconcile))
 	if err != nil {
 		return nil, err
@@ -70,10 +200,94 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	return []daemon.Runnable{c}, nil
 }
 
-func (d *Daemon) reconcile(ctx context.Context, key string) (reconcile.Result, error) {
-	return reconcile.Result{}, nil
+// listClusters returns every cluster componentd may have to act on: those in the clusters
+// bucket and those it still holds components of.
+func (d *Daemon) listClusters(ctx context.Context) ([]string, error) {
+	keys, err := d.clusters.Keys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	own, err := d.components.Keys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	seen := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		seen[k] = true
+	}
+	for _, k := range own {
+		if c, _, ok := strings.Cut(k, "."); ok && !seen[c] {
+			seen[c] = true
+			keys = append(keys, c)
+		}
+	}
+	return keys, nil
 }
 
-func (d *Daemon) routes(r chi.Router) {}
+// supervisor returns the process supervisor, or ErrStopped once the daemon stopped.
+func (d *Daemon) supervisor() (*process.Supervisor, error) {
+	d.supMu.Lock()
+	defer d.supMu.Unlock()
+	if d.sup == nil || d.supClosed {
+		return nil, ErrStopped
+	}
+	return d.sup, nil
+}
 
-var _ = events.ClusterFilter
+// stop is the daemon's Spec.Stop: it stops watching the processes and leaves them running,
+// so the next componentd re-adopts them.
+func (d *Daemon) stop(context.Context) error {
+	d.supMu.Lock()
+	sup, closed := d.sup, d.supClosed
+	d.supClosed = true
+	d.supMu.Unlock()
+	if sup == nil || closed {
+		return nil
+	}
+	return sup.Close()
+}
+
+// StopAll stops every control-plane process this componentd (or an earlier one on the same
+// data dir) started, for a full shutdown such as the end of hostplane dev. The cluster
+// records stay: a later componentd starts the control planes again. After StopAll the
+// daemon starts no more processes. It may be called before or after Run returned.
+func (d *Daemon) StopAll(ctx context.Context) error {
+	d.halted.Store(true)
+	d.halt.Lock() // waits for reconciles in flight
+	defer d.halt.Unlock()
+
+	sup, err := d.supervisor()
+	if errors.Is(err, ErrStopped) {
+		// Run has returned (or never ran): a supervisor of our own finds the pidfiles.
+		if sup, err = process.NewSupervisor(d.RunDir(), d.log); err != nil {
+			return err
+		}
+		defer func() { _ = sup.Close() }()
+	}
+	names := map[string]bool{}
+	for _, st := range sup.List() {
+		names[st.Name] = true
+	}
+	entries, err := os.ReadDir(d.RunDir())
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	for _, e := range entries {
+		if n, ok := strings.CutSuffix(e.Name(), ".pid"); ok && !strings.HasPrefix(n, ".") {
+			names[n] = true
+		}
+	}
+	errs := make(chan error, len(names))
+	var wg sync.WaitGroup
+	for n := range names {
+		wg.Go(func() { errs <- sup.Terminate(ctx, n) })
+	}
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	d.log.Info("stopped every control-plane process", "processes", len(names))
+	return errors.Join(all...)
+}

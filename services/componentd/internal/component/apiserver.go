@@ -1,0 +1,114 @@
+package component
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/process"
+)
+
+func kubeAPIServer() *Component {
+	return &Component{
+		Name:         api.ComponentKubeAPIServer,
+		DependsOn:    []string{api.ComponentEtcd},
+		ReleaseBound: true,
+		Uses: []string{
+			CertFile(api.CertEtcdCA),
+			CertFile(api.CertAPIServerEtcdClient), KeyFile(api.CertAPIServerEtcdClient),
+			CertFile(api.CertAPIServer), KeyFile(api.CertAPIServer),
+			CertFile(api.CertRootCA),
+			CertFile(api.CertAPIServerKubelet), KeyFile(api.CertAPIServerKubelet),
+			CertFile(api.CertFrontProxyCA),
+			CertFile(api.CertFrontProxyClient), KeyFile(api.CertFrontProxyClient),
+			FileSAPublic, FileSAPrivate,
+		},
+		single: 1, ha: 2,
+		// kube-apiserver stops listening at once on SIGTERM, then may wait a long time for
+		// clients' long-running requests to end; nothing of value happens meanwhile.
+		StopTimeout: 5 * time.Second,
+		args:        apiServerArgs,
+		probe:       apiServerProbe,
+	}
+}
+
+// apiServerEndpoint is where replica n listens.
+func apiServerEndpoint(in *Inputs, n int) (api.Endpoint, error) {
+	if len(in.Infra.APIServers) <= n || in.Infra.APIServers[n].Port <= 0 {
+		return api.Endpoint{}, fmt.Errorf("%w: no kube-apiserver port for replica %d", ErrIncompleteInfra, n)
+	}
+	ep := in.Infra.APIServers[n]
+	if ep.Host == "" {
+		ep.Host = loopback
+	}
+	return ep, nil
+}
+
+// APIServerCertDir is replica n's --cert-dir, relative to the cluster's directory.
+func APIServerCertDir(n int) string { return "kube-apiserver-" + strconv.Itoa(n) }
+
+func apiServerArgs(in *Inputs, n int) ([]string, error) {
+	ep, err := apiServerEndpoint(in, n)
+	if err != nil {
+		return nil, err
+	}
+	members, err := etcdMembers(in)
+	if err != nil {
+		return nil, err
+	}
+	etcdURLs := make([]string, len(members))
+	for i, m := range members {
+		etcdURLs[i] = etcdClientURL(m)
+	}
+	return []string{
+		"--etcd-servers=" + strings.Join(etcdURLs, ","),
+		"--etcd-cafile=" + in.path(CertFile(api.CertEtcdCA)),
+		"--etcd-certfile=" + in.path(CertFile(api.CertAPIServerEtcdClient)),
+		"--etcd-keyfile=" + in.path(KeyFile(api.CertAPIServerEtcdClient)),
+		"--bind-address=" + ep.Host,
+		"--secure-port=" + strconv.Itoa(ep.Port),
+		// A loopback advertise address keeps the "kubernetes" Endpoints from being written
+		// and the lease reconciler from settling (ARCHITECTURE §11).
+		"--advertise-address=" + loopback,
+		"--endpoint-reconciler-type=none",
+		"--tls-cert-file=" + in.path(CertFile(api.CertAPIServer)),
+		"--tls-private-key-file=" + in.path(KeyFile(api.CertAPIServer)),
+		"--client-ca-file=" + in.path(CertFile(api.CertRootCA)),
+		"--kubelet-client-certificate=" + in.path(CertFile(api.CertAPIServerKubelet)),
+		"--kubelet-client-key=" + in.path(KeyFile(api.CertAPIServerKubelet)),
+		"--requestheader-client-ca-file=" + in.path(CertFile(api.CertFrontProxyCA)),
+		"--proxy-client-cert-file=" + in.path(CertFile(api.CertFrontProxyClient)),
+		"--proxy-client-key-file=" + in.path(KeyFile(api.CertFrontProxyClient)),
+		"--requestheader-allowed-names=front-proxy-client",
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--service-account-key-file=" + in.path(FileSAPublic),
+		"--service-account-signing-key-file=" + in.path(FileSAPrivate),
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-cluster-ip-range=" + in.serviceCIDR(),
+		"--authorization-mode=Node,RBAC",
+		"--enable-bootstrap-token-auth=true",
+		"--allow-privileged=true",
+		"--profiling=false",
+		// Without it kube-apiserver defaults to /var/run/kubernetes, which it may not own.
+		"--cert-dir=" + filepath.Join(in.Dir, APIServerCertDir(n)),
+	}, nil
+}
+
+// apiServerProbe GETs /readyz, trusting the cluster's root CA and presenting the admin
+// certificate (anonymous when the inputs carry none).
+func apiServerProbe(in *Inputs, n int) (process.Probe, error) {
+	ep, err := apiServerEndpoint(in, n)
+	if err != nil {
+		return nil, err
+	}
+	c, err := tlsClient(in.Files[CertFile(api.CertRootCA)], in.AdminCert, in.AdminKey)
+	if err != nil {
+		return nil, err
+	}
+	return process.HTTPProbe(c, httpsURL(ep.Host, ep.Port, "/readyz"), nil), nil
+}

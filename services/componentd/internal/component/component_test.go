@@ -1,0 +1,238 @@
+package component
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/certs"
+	"github.com/hostplane/hostplane/pkg/release"
+	"github.com/hostplane/hostplane/pkg/testenv"
+)
+
+// inputs returns Inputs with fake file contents (the specs never parse them) and the ports
+// of the policy's topology.
+func inputs(t *testing.T, version, policy string) *Inputs {
+	t.Helper()
+	rel, err := release.Lookup(version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.RequireBinaries(t, rel, release.Components()...)
+	n := 1
+	if policy == api.HighlyAvailable {
+		n = 3
+	}
+	inf := api.Infra{Endpoint: api.Endpoint{Host: "127.0.0.1", Port: 6443}, Ready: true}
+	for i := range n {
+		inf.Etcd = append(inf.Etcd, api.EtcdMember{Name: "etcd-" + string(rune('a'+i)), Host: "127.0.0.1", ClientPort: 2379 + 10*i, PeerPort: 2380 + 10*i})
+		if i < 2 && (policy == api.HighlyAvailable || i == 0) {
+			inf.APIServers = append(inf.APIServers, api.Endpoint{Host: "127.0.0.1", Port: 7443 + i})
+			inf.ControllerManagerPorts = append(inf.ControllerManagerPorts, 10257+i*10)
+			inf.SchedulerPorts = append(inf.SchedulerPorts, 10259+i*10)
+		}
+	}
+	files := map[string][]byte{}
+	for _, c := range All() {
+		for _, f := range c.Uses {
+			switch {
+			case strings.HasSuffix(f, "-ca.crt"):
+				files[f] = testCA.CertPEM()
+			case strings.HasSuffix(f, ".crt"):
+				files[f] = testLeaf.CertPEM()
+			default:
+				files[f] = testLeafKey
+			}
+		}
+	}
+	// The probes' client certificates.
+	files[CertFile(api.CertAPIServerEtcdClient)], files[KeyFile(api.CertAPIServerEtcdClient)] = testLeaf.CertPEM(), testLeafKey
+	return &Inputs{Cluster: "demo", Version: version, Policy: policy, Infra: inf, Dir: "/data/componentd/clusters/demo", Files: files}
+}
+
+var testCA, testLeaf, testLeafKey = func() (*certs.KeyPair, *certs.KeyPair, []byte) {
+	ca, err := certs.NewCA("test", time.Hour)
+	if err != nil {
+		panic(err)
+	}
+	leaf, err := ca.Issue(certs.Request{CommonName: "leaf", Usage: certs.UsageClient, Lifetime: time.Hour})
+	if err != nil {
+		panic(err)
+	}
+	key, err := leaf.KeyPEM()
+	if err != nil {
+		panic(err)
+	}
+	return ca, leaf, key
+}()
+
+func desired(t *testing.T, c *Component, in *Inputs) Desired {
+	t.Helper()
+	d, err := c.Desired(in)
+	if err != nil {
+		t.Fatalf("%s: %v", c.Name, err)
+	}
+	return d
+}
+
+func TestAll_IsInDependencyOrder(t *testing.T) {
+	seen := map[string]bool{}
+	for _, c := range All() {
+		for _, dep := range c.DependsOn {
+			if !seen[dep] {
+				t.Errorf("%s comes before its dependency %s", c.Name, dep)
+			}
+		}
+		seen[c.Name] = true
+	}
+	want := []string{api.ComponentEtcd, api.ComponentKubeAPIServer, api.ComponentControllerManager, api.ComponentScheduler}
+	if !slices.Equal(Names(), want) {
+		t.Errorf("Names() = %v, want %v", Names(), want)
+	}
+}
+
+func TestReplicas_PerAvailabilityPolicy(t *testing.T) {
+	want := map[string][2]int{
+		api.ComponentEtcd: {1, 3}, api.ComponentKubeAPIServer: {1, 2},
+		api.ComponentControllerManager: {1, 2}, api.ComponentScheduler: {1, 2},
+	}
+	for _, c := range All() {
+		got := [2]int{c.Replicas(api.SingleReplica), c.Replicas(api.HighlyAvailable)}
+		if got != want[c.Name] {
+			t.Errorf("%s replicas = %v, want %v", c.Name, got, want[c.Name])
+		}
+	}
+	if e, _ := Lookup(api.ComponentEtcd); e.Quorum(3) != 2 || e.Quorum(1) != 1 {
+		t.Errorf("etcd quorum of 3 = %d, of 1 = %d", e.Quorum(3), e.Quorum(1))
+	}
+	if k, _ := Lookup(api.ComponentKubeAPIServer); k.Quorum(2) != 1 {
+		t.Errorf("kube-apiserver quorum of 2 = %d, want 1", k.Quorum(2))
+	}
+}
+
+func TestDesired_IsDeterministic(t *testing.T) {
+	for _, c := range All() {
+		a, b := desired(t, c, inputs(t, "1.34.4", api.HighlyAvailable)), desired(t, c, inputs(t, "1.34.4", api.HighlyAvailable))
+		if a.Hash != b.Hash || len(a.Specs) != len(b.Specs) {
+			t.Fatalf("%s: hashes %s and %s differ", c.Name, a.Hash, b.Hash)
+		}
+		for i := range a.Specs {
+			if a.Specs[i].Hash() != b.Specs[i].Hash() || a.Specs[i].LogFile != b.Specs[i].LogFile {
+				t.Errorf("%s replica %d: process specs differ between two computations", c.Name, i)
+			}
+		}
+	}
+}
+
+func TestDesired_ReleaseChangesEveryComponentButEtcd(t *testing.T) {
+	for _, c := range All() {
+		old, upgraded := desired(t, c, inputs(t, "1.33.13", api.SingleReplica)), desired(t, c, inputs(t, "1.34.4", api.SingleReplica))
+		changed := old.Hash != upgraded.Hash
+		if changed != (c.Name != api.ComponentEtcd) {
+			t.Errorf("%s: hash changed on upgrade = %v", c.Name, changed)
+		}
+		if !changed && old.Specs[0].Hash() != upgraded.Specs[0].Hash() {
+			t.Errorf("%s: process spec changed on upgrade though its config did not", c.Name)
+		}
+	}
+}
+
+func TestDesired_FileContentChangesOnlyTheComponentsThatReadIt(t *testing.T) {
+	base := inputs(t, "1.34.4", api.SingleReplica)
+	rotated := inputs(t, "1.34.4", api.SingleReplica)
+	rotated.Files[KubeconfigFile(api.KubeconfigScheduler)] = []byte("renewed")
+	for _, c := range All() {
+		changed := desired(t, c, base).Hash != desired(t, c, rotated).Hash
+		if changed != (c.Name == api.ComponentScheduler) {
+			t.Errorf("%s: hash changed = %v after the scheduler kubeconfig was renewed", c.Name, changed)
+		}
+	}
+	rotated = inputs(t, "1.34.4", api.SingleReplica)
+	otherCA, err := certs.NewCA("other", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated.Files[CertFile(api.CertEtcdCA)] = otherCA.CertPEM()
+	for _, c := range All() {
+		changed := desired(t, c, base).Hash != desired(t, c, rotated).Hash
+		want := c.Name == api.ComponentEtcd || c.Name == api.ComponentKubeAPIServer
+		if changed != want {
+			t.Errorf("%s: hash changed = %v after the etcd CA changed, want %v", c.Name, changed, want)
+		}
+	}
+}
+
+func TestDesired_PortsAndNetworkingAreHashInputs(t *testing.T) {
+	base := inputs(t, "1.34.4", api.SingleReplica)
+	moved := inputs(t, "1.34.4", api.SingleReplica)
+	moved.Infra.Etcd[0].ClientPort++
+	moved.Networking.ServiceCIDR = "10.100.0.0/16"
+	for _, c := range []string{api.ComponentEtcd, api.ComponentKubeAPIServer, api.ComponentControllerManager} {
+		comp, _ := Lookup(c)
+		if desired(t, comp, base).Hash == desired(t, comp, moved).Hash {
+			t.Errorf("%s: hash unchanged after ports and service CIDR changed", c)
+		}
+	}
+}
+
+func TestDesired_HighlyAvailableEtcdFormsOneCluster(t *testing.T) {
+	in := inputs(t, "1.34.4", api.HighlyAvailable)
+	etcd, _ := Lookup(api.ComponentEtcd)
+	d := desired(t, etcd, in)
+	if len(d.Specs) != 3 {
+		t.Fatalf("%d etcd specs, want 3", len(d.Specs))
+	}
+	initial := ""
+	for i, s := range d.Specs {
+		if s.Name != ProcessName("demo", "etcd", i) {
+			t.Errorf("replica %d named %q", i, s.Name)
+		}
+		ic := flag(s.Args, "--initial-cluster")
+		if initial == "" {
+			initial = ic
+		}
+		if ic != initial || strings.Count(ic, "https://") != 3 {
+			t.Errorf("replica %d --initial-cluster=%s", i, ic)
+		}
+		if HashOf(s) != d.Hash {
+			t.Errorf("replica %d carries hash %q, want %q", i, HashOf(s), d.Hash)
+		}
+	}
+	kas, _ := Lookup(api.ComponentKubeAPIServer)
+	k := desired(t, kas, in)
+	if got := flag(k.Specs[1].Args, "--etcd-servers"); strings.Count(got, "https://") != 3 {
+		t.Errorf("kube-apiserver --etcd-servers=%s, want all three members", got)
+	}
+	kcm, _ := Lookup(api.ComponentControllerManager)
+	if got := flag(desired(t, kcm, in).Specs[0].Args, "--leader-elect"); got != "true" {
+		t.Errorf("HA kube-controller-manager --leader-elect=%s", got)
+	}
+	if got := flag(desired(t, kcm, inputs(t, "1.34.4", api.SingleReplica)).Specs[0].Args, "--leader-elect"); got != "false" {
+		t.Errorf("single kube-controller-manager --leader-elect=%s", got)
+	}
+}
+
+func TestDesired_MissingInputsAreErrors(t *testing.T) {
+	in := inputs(t, "1.34.4", api.HighlyAvailable)
+	in.Infra.APIServers = in.Infra.APIServers[:1]
+	kas, _ := Lookup(api.ComponentKubeAPIServer)
+	if _, err := kas.Desired(in); err == nil {
+		t.Error("kube-apiserver with one port for two replicas: no error")
+	}
+	in = inputs(t, "1.34.4", api.SingleReplica)
+	delete(in.Files, FileSAPrivate)
+	if _, err := kas.Desired(in); err == nil {
+		t.Error("kube-apiserver without the service-account key: no error")
+	}
+}
+
+func flag(args []string, name string) string {
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,13 @@
+package component
+
+import "errors"
+
+var (
+	// ErrUnknownComponent reports a component name that is not one of Names().
+	ErrUnknownComponent = errors.New("unknown control-plane component")
+	// ErrIncompletePKI reports a PKI record that lacks a certificate, key or kubeconfig a
+	// component needs.
+	ErrIncompletePKI = errors.New("incomplete PKI")
+	// ErrIncompleteInfra reports an infra record with fewer ports than the replicas need.
+	ErrIncompleteInfra = errors.New("incomplete infra allocation")
+)

@@ -1,0 +1,121 @@
+package component
+
+import (
+	"fmt"
+	"path"
+
+	"github.com/hostplane/hostplane/pkg/api"
+)
+
+// Directories inside a cluster's directory.
+const (
+	PKIDir        = "pki"
+	KubeconfigDir = "kubeconfigs"
+	LogDir        = "logs"
+)
+
+// Paths, relative to a cluster's directory, of the files the components read.
+const (
+	FileSAPublic  = PKIDir + "/sa.pub"
+	FileSAPrivate = PKIDir + "/sa.key"
+)
+
+// CertFile and KeyFile are where the certificate and key called name (one of the api.Cert*
+// names) are written, relative to the cluster's directory.
+func CertFile(name string) string { return path.Join(PKIDir, name+".crt") }
+
+// KeyFile: see CertFile.
+func KeyFile(name string) string { return path.Join(PKIDir, name+".key") }
+
+// KubeconfigFile is where the kubeconfig called name (api.Kubeconfig*) is written.
+func KubeconfigFile(name string) string { return path.Join(KubeconfigDir, name+".kubeconfig") }
+
+// LogFile is where replica n of component logs, relative to the cluster's directory.
+func LogFile(component string, n int) string {
+	return path.Join(LogDir, fmt.Sprintf("%s-%d.log", component, n))
+}
+
+// written lists the certificates whose files componentd writes, and whether their private
+// key is needed too. CA keys stay in the PKI record, except the kubelet signer's, which
+// kube-controller-manager signs with.
+var written = []struct {
+	name string
+	key  bool
+}{
+	{api.CertRootCA, false},
+	{api.CertEtcdCA, false},
+	{api.CertFrontProxyCA, false},
+	{api.CertKubeletSigner, true},
+	{api.CertEtcdServer, true},
+	{api.CertEtcdPeer, true},
+	{api.CertAPIServerEtcdClient, true},
+	{api.CertAPIServer, true},
+	{api.CertAPIServerKubelet, true},
+	{api.CertFrontProxyClient, true},
+}
+
+var writtenKubeconfigs = []string{api.KubeconfigControllerMgr, api.KubeconfigScheduler}
+
+// Opener opens what pkid sealed (certs.SealKey).
+type Opener interface {
+	Open(sealed []byte) ([]byte, error)
+}
+
+// Files returns the content of every file the components of a cluster read, keyed by path
+// relative to the cluster's directory. Sealed keys and kubeconfigs are opened with o.
+func Files(p *api.ClusterPKI, o Opener) (map[string][]byte, error) {
+	files := make(map[string][]byte, 2*len(written)+4)
+	for _, w := range written {
+		b, ok := p.Certs[w.name]
+		if !ok || len(b.CertPEM) == 0 {
+			return nil, fmt.Errorf("%w: no certificate %q", ErrIncompletePKI, w.name)
+		}
+		files[CertFile(w.name)] = b.CertPEM
+		if !w.key {
+			continue
+		}
+		if len(b.SealedKey) == 0 {
+			return nil, fmt.Errorf("%w: no key for certificate %q", ErrIncompletePKI, w.name)
+		}
+		key, err := o.Open(b.SealedKey)
+		if err != nil {
+			return nil, fmt.Errorf("open key of %q: %w", w.name, err)
+		}
+		files[KeyFile(w.name)] = key
+	}
+	if len(p.ServiceAccount.PublicPEM) == 0 || len(p.ServiceAccount.SealedPriv) == 0 {
+		return nil, fmt.Errorf("%w: no service-account key pair", ErrIncompletePKI)
+	}
+	files[FileSAPublic] = p.ServiceAccount.PublicPEM
+	sa, err := o.Open(p.ServiceAccount.SealedPriv)
+	if err != nil {
+		return nil, fmt.Errorf("open service-account key: %w", err)
+	}
+	files[FileSAPrivate] = sa
+	for _, name := range writtenKubeconfigs {
+		sealed, ok := p.Kubeconfigs[name]
+		if !ok || len(sealed) == 0 {
+			return nil, fmt.Errorf("%w: no kubeconfig %q", ErrIncompletePKI, name)
+		}
+		kc, err := o.Open(sealed)
+		if err != nil {
+			return nil, fmt.Errorf("open kubeconfig %q: %w", name, err)
+		}
+		files[KubeconfigFile(name)] = kc
+	}
+	return files, nil
+}
+
+// AdminCredentials opens the admin client certificate and key, which kube-apiserver's
+// readiness probe presents. They are never written to disk by componentd.
+func AdminCredentials(p *api.ClusterPKI, o Opener) (certPEM, keyPEM []byte, err error) {
+	b, ok := p.Certs[api.CertAdmin]
+	if !ok || len(b.CertPEM) == 0 || len(b.SealedKey) == 0 {
+		return nil, nil, fmt.Errorf("%w: no admin certificate", ErrIncompletePKI)
+	}
+	key, err := o.Open(b.SealedKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open admin key: %w", err)
+	}
+	return b.CertPEM, key, nil
+}

@@ -1,0 +1,30 @@
+// Package kuberuntime is componentd's kubernetes runtime: instead of starting processes it
+// applies, into the namespace "hostplane-<cluster>" of the management kube-apiserver, the
+// objects that run a hosted cluster's control plane:
+//
+//   - Secrets with the cluster's PKI (kubernetes.io/tls for every certificate with a key,
+//     Opaque for the root CA, the service-account key pair and the kubeconfigs), opened from
+//     the sealed api.ClusterPKI pkid keeps;
+//   - etcd as a StatefulSet (3 members for HighlyAvailable, 1 for SingleReplica) behind the
+//     headless Service "etcd-discovery", peer and client traffic over mutual TLS;
+//   - kube-apiserver (2 or 1 replicas), kube-controller-manager and kube-scheduler (2 or 1)
+//     as Deployments, and the Service "kube-apiserver" in front of the API servers;
+//   - for HighlyAvailable, a PodDisruptionBudget per component.
+//
+// Render is a pure function of Inputs: the same inputs give the same objects, byte for byte.
+// Each pod template carries the annotation hostplane.dev/config-hash, a digest of the pod
+// template and of the Secret data it mounts, so a new release or a renewed certificate rolls
+// exactly the components it concerns. Runtime applies the objects with server-side apply
+// (field manager "hostplane-componentd"), prunes what it applied before and no longer
+// renders, reports each workload's rollout from its status and deletes a cluster's namespace.
+//
+// etcd is not bound to the release, as in the process runtime: Runtime.Apply keeps the
+// image of an existing etcd StatefulSet unless Inputs.EtcdImage names another one, so a
+// Kubernetes upgrade rolls kube-apiserver, kube-controller-manager and kube-scheduler only.
+//
+// The serving certificates must name the in-cluster hosts: etcd-server and etcd-peer each
+// member's "etcd-<i>.etcd-discovery.hostplane-<cluster>.svc" (see EtcdMemberHosts; a
+// wildcard "*.etcd-discovery.hostplane-<cluster>.svc" does too), and the kube-apiserver
+// certificate either APIServerHost or "kubernetes.default.svc" (which pkid always includes).
+// Render fails with ErrCertificateSANs otherwise, rather than roll out pods that cannot talk.
+package kuberuntime

@@ -1,0 +1,241 @@
+package kuberuntime
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/certs"
+	"github.com/hostplane/hostplane/pkg/release"
+)
+
+func mustRelease(t testing.TB, v string) release.Release {
+	t.Helper()
+	r, err := release.Lookup(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func testInputs(t testing.TB, cluster, policy, version string) (Inputs, *testPKI) {
+	t.Helper()
+	tp := newTestPKI(t, cluster, EtcdMemberHosts(cluster, api.HighlyAvailable)...)
+	return Inputs{Cluster: cluster, Policy: policy, Release: mustRelease(t, version), PKI: tp.pki, Seal: tp.seal}, tp
+}
+
+func mustRender(t testing.TB, in Inputs) *Objects {
+	t.Helper()
+	o, err := Render(in)
+	if err != nil {
+		t.Fatalf("Render: %v", err)
+	}
+	return o
+}
+
+func TestRender_SameInputsGiveIdenticalObjects(t *testing.T) {
+	in, _ := testInputs(t, "det", api.HighlyAvailable, "1.34.4")
+	a, err := json.Marshal(mustRender(t, in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(mustRender(t, in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a, b) {
+		t.Fatal("two renders of the same inputs differ")
+	}
+}
+
+func TestRender_ReplicasAndDisruptionBudgetsFollowThePolicy(t *testing.T) {
+	for _, tc := range []struct {
+		name, policy          string
+		etcd, apiserver, rest int32
+		pdbs                  int
+	}{
+		{"SingleReplica", api.SingleReplica, 1, 1, 1, 0},
+		{"EmptyMeansSingleReplica", "", 1, 1, 1, 0},
+		{"HighlyAvailable", api.HighlyAvailable, 3, 2, 2, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in, _ := testInputs(t, "pol", tc.policy, "1.34.4")
+			o := mustRender(t, in)
+			if got := *o.StatefulSets[0].Spec.Replicas; got != tc.etcd {
+				t.Errorf("etcd replicas = %d, want %d", got, tc.etcd)
+			}
+			for _, d := range o.Deployments {
+				want := tc.rest
+				if *d.Name == api.ComponentKubeAPIServer {
+					want = tc.apiserver
+				}
+				if *d.Spec.Replicas != want {
+					t.Errorf("%s replicas = %d, want %d", *d.Name, *d.Spec.Replicas, want)
+				}
+			}
+			if len(o.PodDisruptionBudgets) != tc.pdbs {
+				t.Errorf("%d PodDisruptionBudgets, want %d", len(o.PodDisruptionBudgets), tc.pdbs)
+			}
+			// Every member is named in --initial-cluster.
+			args := o.StatefulSets[0].Spec.Template.Spec.Containers[0].Args
+			i := slices.IndexFunc(args, func(a string) bool { return strings.HasPrefix(a, "--initial-cluster=") })
+			if n := int32(strings.Count(args[i], "=https://")); n != tc.etcd {
+				t.Errorf("--initial-cluster names %d members, want %d: %s", n, tc.etcd, args[i])
+			}
+		})
+	}
+}
+
+func TestRender_ANewReleaseChangesTheKubernetesComponentsHashesButNotEtcds(t *testing.T) {
+	in, _ := testInputs(t, "up", api.SingleReplica, "1.33.13")
+	in.EtcdImage = mustRelease(t, "1.33.13").Images[release.Etcd] // what Apply pins
+	old := mustRender(t, in)
+	in.Release = mustRelease(t, "1.34.4")
+	upgraded := mustRender(t, in)
+	for _, c := range Components() {
+		changed := old.ConfigHashes[c] != upgraded.ConfigHashes[c]
+		if want := c != api.ComponentEtcd; changed != want {
+			t.Errorf("%s: hash changed = %v, want %v", c, changed, want)
+		}
+	}
+}
+
+func TestRender_ARenewedCertificateRollsOnlyTheComponentsMountingIt(t *testing.T) {
+	in, tp := testInputs(t, "rot", api.HighlyAvailable, "1.34.4")
+	before := mustRender(t, in)
+	tp.issue(t, api.CertEtcdServer)
+	after := mustRender(t, in)
+	for _, c := range Components() {
+		changed := before.ConfigHashes[c] != after.ConfigHashes[c]
+		if want := c == api.ComponentEtcd; changed != want {
+			t.Errorf("%s: hash changed = %v after renewing etcd-server, want %v", c, changed, want)
+		}
+	}
+	tp.issue(t, api.CertControllerManager)
+	again := mustRender(t, in)
+	for _, c := range Components() {
+		changed := after.ConfigHashes[c] != again.ConfigHashes[c]
+		if want := c == api.ComponentControllerManager; changed != want {
+			t.Errorf("%s: hash changed = %v after renewing controller-manager, want %v", c, changed, want)
+		}
+	}
+}
+
+func TestRender_RefusesEtcdCertificatesThatDoNotNameTheMembers(t *testing.T) {
+	tp := newTestPKI(t, "sans") // localhost and 127.0.0.1 only, as for the process runtime
+	_, err := Render(Inputs{Cluster: "sans", Release: mustRelease(t, "1.34.4"), PKI: tp.pki, Seal: tp.seal})
+	if !errors.Is(err, ErrCertificateSANs) {
+		t.Fatalf("Render = %v, want ErrCertificateSANs", err)
+	}
+
+	wild := newTestPKI(t, "wild", "*."+EtcdDiscoveryService+"."+Namespace("wild")+".svc")
+	if _, err := Render(Inputs{Cluster: "wild", Policy: api.HighlyAvailable, Release: mustRelease(t, "1.34.4"),
+		PKI: wild.pki, Seal: wild.seal}); err != nil {
+		t.Fatalf("a wildcard etcd certificate: Render = %v", err)
+	}
+}
+
+func TestRender_RejectsInvalidInputs(t *testing.T) {
+	good, _ := testInputs(t, "bad", api.SingleReplica, "1.34.4")
+	for name, tc := range map[string]struct {
+		mutate func(*Inputs)
+		want   error
+	}{
+		"no cluster":       {func(in *Inputs) { in.Cluster = "" }, ErrInvalidInputs},
+		"bad cluster name": {func(in *Inputs) { in.Cluster = "Not_A_Label" }, ErrInvalidInputs},
+		"unknown policy":   {func(in *Inputs) { in.Policy = "Sometimes" }, ErrInvalidInputs},
+		"no PKI":           {func(in *Inputs) { in.PKI = nil }, ErrInvalidInputs},
+		"no release":       {func(in *Inputs) { in.Release = release.Release{} }, ErrInvalidInputs},
+		"missing leaf": {func(in *Inputs) {
+			p := *in.PKI
+			p.Certs = map[string]api.CertBundle{}
+			for k, v := range in.PKI.Certs {
+				if k != api.CertFrontProxyClient {
+					p.Certs[k] = v
+				}
+			}
+			in.PKI = &p
+		}, ErrIncompletePKI},
+		"wrong seal key": {func(in *Inputs) { in.Seal = newSealKey(t) }, certs.ErrSealed},
+	} {
+		t.Run(name, func(t *testing.T) {
+			in := good
+			tc.mutate(&in)
+			if _, err := Render(in); !errors.Is(err, tc.want) {
+				t.Fatalf("Render = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestRender_PodsRunAsNonRootWithProbesAndRequests(t *testing.T) {
+	in, _ := testInputs(t, "pods", api.HighlyAvailable, "1.34.4")
+	o := mustRender(t, in)
+	templates := map[string]*corev1.PodTemplateSpec{}
+	for _, s := range o.StatefulSets {
+		templates[*s.Name] = roundTrip[corev1.PodTemplateSpec](t, s.Spec.Template)
+	}
+	for _, d := range o.Deployments {
+		templates[*d.Name] = roundTrip[corev1.PodTemplateSpec](t, d.Spec.Template)
+	}
+	for _, c := range Components() {
+		tmpl := templates[c]
+		if tmpl == nil {
+			t.Fatalf("no pod template for %s", c)
+		}
+		if tmpl.Annotations[AnnotationConfigHash] != o.ConfigHashes[c] || o.ConfigHashes[c] == "" {
+			t.Errorf("%s: config-hash annotation %q, ConfigHashes %q", c, tmpl.Annotations[AnnotationConfigHash], o.ConfigHashes[c])
+		}
+		ps := tmpl.Spec
+		if ps.SecurityContext == nil || ps.SecurityContext.RunAsNonRoot == nil || !*ps.SecurityContext.RunAsNonRoot ||
+			ps.SecurityContext.RunAsUser == nil || *ps.SecurityContext.RunAsUser == 0 {
+			t.Errorf("%s: pod does not run as a non-root user: %+v", c, ps.SecurityContext)
+		}
+		ctr := ps.Containers[0]
+		if ctr.Image != in.Release.Images[c] {
+			t.Errorf("%s: image %q, want %q", c, ctr.Image, in.Release.Images[c])
+		}
+		if ctr.ReadinessProbe == nil || ctr.ReadinessProbe.HTTPGet == nil || ctr.LivenessProbe == nil {
+			t.Errorf("%s: want httpGet readiness and liveness probes", c)
+		}
+		if ctr.Resources.Requests.Cpu().IsZero() || ctr.Resources.Requests.Memory().IsZero() {
+			t.Errorf("%s: no resource requests", c)
+		}
+		// Every file an argument names is in a mounted Secret.
+		for _, a := range ctr.Args {
+			_, path, ok := strings.Cut(a, "=")
+			if !ok || !strings.HasPrefix(path, "/etc/hostplane/") {
+				continue
+			}
+			if !slices.ContainsFunc(ctr.VolumeMounts, func(m corev1.VolumeMount) bool {
+				return strings.HasPrefix(path, m.MountPath+"/")
+			}) {
+				t.Errorf("%s: %s is not under a mounted volume", c, a)
+			}
+		}
+	}
+	probe := templates[api.ComponentKubeAPIServer].Spec.Containers[0].ReadinessProbe.HTTPGet
+	if probe.Path != "/readyz" || probe.Scheme != corev1.URISchemeHTTPS {
+		t.Errorf("kube-apiserver readiness probe = %s %s, want HTTPS /readyz", probe.Scheme, probe.Path)
+	}
+}
+
+// roundTrip converts an apply configuration into the typed object it describes.
+func roundTrip[T any](t testing.TB, v any) *T {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := new(T)
+	if err := json.Unmarshal(b, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

@@ -1,0 +1,261 @@
+package componentd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/events"
+	"github.com/hostplane/hostplane/pkg/process"
+	"github.com/hostplane/hostplane/pkg/store"
+	"github.com/hostplane/hostplane/services/componentd/internal/component"
+	"github.com/hostplane/hostplane/services/componentd/internal/rollout"
+)
+
+// Event verbs componentd publishes (resource "component", key "<cluster>/<component>").
+const (
+	VerbAvailable   = "available"
+	VerbProgressing = "progressing"
+	VerbDegraded    = "degraded"
+	VerbDeleted     = "deleted"
+)
+
+// Condition reasons.
+const (
+	ReasonAsExpected             = "AsExpected"
+	ReasonWaitingForDependencies = "WaitingForDependencies"
+	ReasonReplicasNotReady       = "ReplicasNotReady"
+	ReasonRollingOut             = "RollingOut"
+	ReasonCrashLooping           = "CrashLooping"
+)
+
+// crashLoopRestarts is how many restarts of a replica that is not ready make it Degraded.
+const crashLoopRestarts = 2
+
+// record computes the component's status from its replicas, stores it when it changed and
+// publishes an event when its Available, RolloutComplete or Degraded condition changed.
+func (d *Daemon) record(ctx context.Context, log *slog.Logger, cluster string, want component.Desired,
+	old *store.Entry[api.ControlPlaneComponent], reps []replica, gate rollout.Gate) (rollout.Summary, error) {
+	comp := want.Component
+	sum := rollout.Summarise(want.Hash, replicasOf(reps), comp.Quorum(want.Replicas))
+	now := time.Now().UTC()
+
+	var next api.ControlPlaneComponent
+	if old != nil {
+		if err := deepCopy(old.Value, &next); err != nil {
+			return sum, err
+		}
+	} else {
+		next = api.ControlPlaneComponent{ObjectMeta: api.ObjectMeta{Name: comp.Name}, Cluster: cluster}
+	}
+	spec := api.ControlPlaneComponentSpec{
+		Version: want.Version, Replicas: want.Replicas, DependsOn: comp.DependsOn, ConfigHash: want.Hash,
+	}
+	if old != nil && !jsonEqual(old.Value.Spec, spec) {
+		next.Generation++
+	}
+	next.Spec = spec
+
+	st := &next.Status
+	st.ObservedGeneration = next.Generation
+	st.ReadyReplicas = sum.Ready
+	if sum.Complete {
+		st.Version = want.Version
+	}
+	st.Replicas = make([]api.ReplicaStatus, len(reps))
+	var crashing []string
+	for i, r := range reps {
+		rs := api.ReplicaStatus{Name: r.name, Pid: r.status.Pid, Ready: r.Running && r.Ready}
+		if r.Running {
+			rs.ConfigHash = r.Hash
+		}
+		prev := previousReplica(old, r.name)
+		switch {
+		case r.Running && r.Hash == want.Hash:
+			rs.Version = want.Version
+		case prev != nil && prev.ConfigHash == rs.ConfigHash:
+			rs.Version = prev.Version
+		}
+		delta := d.countRestarts(cluster, comp.Name, r)
+		if prev != nil && prev.ConfigHash == rs.ConfigHash {
+			rs.Restarts = prev.Restarts
+		}
+		rs.Restarts += delta
+		st.Replicas[i] = rs
+		if r.supervised && r.status.State != process.StateReady && r.status.Restarts >= crashLoopRestarts {
+			crashing = append(crashing, fmt.Sprintf("%s restarted %d times (last: %s)", r.name, r.status.Restarts, r.status.LastError))
+		}
+	}
+
+	gen := next.Generation
+	set := func(t string, ok bool, reason, msg string) {
+		status := api.ConditionFalse
+		if ok {
+			status = api.ConditionTrue
+		}
+		st.Conditions.Set(api.Condition{Type: t, Status: status, Reason: reason, Message: msg, ObservedGeneration: gen}, now)
+	}
+	switch {
+	case sum.Available:
+		set(api.ConditionAvailable, true, ReasonAsExpected, fmt.Sprintf("%d of %d replicas ready", sum.Ready, want.Replicas))
+	case !gate.Available && sum.Ready == 0:
+		set(api.ConditionAvailable, false, ReasonWaitingForDependencies, "waiting for "+strings.Join(comp.DependsOn, ", ")+" to be Available")
+	default:
+		set(api.ConditionAvailable, false, ReasonReplicasNotReady, fmt.Sprintf("%d of %d replicas ready, %d needed%s",
+			sum.Ready, want.Replicas, comp.Quorum(want.Replicas), lastErrors(reps)))
+	}
+	switch {
+	case sum.Complete:
+		set(api.ConditionRolloutComplete, true, ReasonAsExpected, fmt.Sprintf("%d replicas ready at version %s, config %s", want.Replicas, want.Version, want.Hash))
+	case !gate.Settled:
+		set(api.ConditionRolloutComplete, false, ReasonWaitingForDependencies, fmt.Sprintf("%d of %d replicas at config %s; waiting for %s to finish rolling out",
+			sum.Updated, want.Replicas, want.Hash, strings.Join(comp.DependsOn, ", ")))
+	default:
+		set(api.ConditionRolloutComplete, false, ReasonRollingOut, fmt.Sprintf("%d of %d replicas ready at version %s, config %s", sum.Updated, want.Replicas, want.Version, want.Hash))
+	}
+	if len(crashing) > 0 {
+		set(api.ConditionDegraded, true, ReasonCrashLooping, strings.Join(crashing, "; "))
+	} else {
+		set(api.ConditionDegraded, false, ReasonAsExpected, "")
+	}
+
+	d.observeMetrics(cluster, comp.Name, old, &next, now)
+	if old != nil && jsonEqual(old.Value, next) {
+		return sum, nil
+	}
+	key := componentKey(cluster, comp.Name)
+	var err error
+	if old == nil {
+		_, err = d.components.Create(ctx, key, &next)
+	} else {
+		_, err = d.components.Update(ctx, key, &next, old.Revision)
+	}
+	if err != nil {
+		return sum, err
+	}
+	if verb := eventVerb(old, &next); verb != "" {
+		log.Info("component "+verb, "available", sum.Available, "rollout_complete", sum.Complete,
+			"ready", sum.Ready, "replicas", want.Replicas, "version", want.Version, "config_hash", want.Hash)
+		if _, err := d.rt.Publisher.Publish(ctx, cluster, events.ResourceComponent, verb, cluster+"/"+comp.Name, &next); err != nil {
+			return sum, err
+		}
+	}
+	return sum, nil
+}
+
+// eventVerb is the event to publish for a status change, or "" when the Available,
+// RolloutComplete and Degraded conditions kept their status.
+func eventVerb(old *store.Entry[api.ControlPlaneComponent], next *api.ControlPlaneComponent) string {
+	status := func(cs api.Conditions, t string) api.ConditionStatus {
+		c, ok := cs.Get(t)
+		if !ok {
+			return api.ConditionUnknown
+		}
+		return c.Status
+	}
+	var was api.Conditions
+	if old != nil {
+		was = old.Value.Status.Conditions
+	}
+	is := next.Status.Conditions
+	changed := false
+	for _, t := range []string{api.ConditionAvailable, api.ConditionRolloutComplete, api.ConditionDegraded} {
+		if status(was, t) != status(is, t) {
+			changed = true
+		}
+	}
+	switch {
+	case !changed:
+		return ""
+	case is.IsTrue(api.ConditionDegraded),
+		// Lost outside a rollout: a replica failed. Within one, a replica being replaced
+		// is expected (a single replica takes the component down for a moment).
+		was.IsTrue(api.ConditionAvailable) && !is.IsTrue(api.ConditionAvailable) &&
+			was.IsTrue(api.ConditionRolloutComplete) && old.Value.Spec.ConfigHash == next.Spec.ConfigHash:
+		return VerbDegraded
+	case is.IsTrue(api.ConditionAvailable) && is.IsTrue(api.ConditionRolloutComplete):
+		return VerbAvailable
+	default:
+		return VerbProgressing
+	}
+}
+
+// lastErrors describes why replicas are not ready, for condition messages.
+func lastErrors(reps []replica) string {
+	var b strings.Builder
+	for _, r := range reps {
+		if r.Ready || !r.supervised || r.status.LastError == "" {
+			continue
+		}
+		msg := r.status.LastError
+		if len(msg) > 200 {
+			msg = msg[:200] + "…"
+		}
+		fmt.Fprintf(&b, "; %s: %s", r.name, msg)
+	}
+	return b.String()
+}
+
+// countRestarts returns how many restarts of r the supervisor made since the last look, and
+// counts them in the restarts metric.
+func (d *Daemon) countRestarts(cluster, comp string, r replica) int {
+	if !r.supervised {
+		return 0
+	}
+	d.restartsMu.Lock()
+	last := d.restarts[r.name]
+	d.restarts[r.name] = r.status.Restarts
+	d.restartsMu.Unlock()
+	delta := r.status.Restarts - last
+	if delta < 0 { // a new process object: replaced or re-adopted
+		delta = r.status.Restarts
+	}
+	if delta > 0 {
+		d.metrics.restarts.WithLabelValues(cluster, comp).Add(float64(delta))
+	}
+	return delta
+}
+
+func (d *Daemon) forgetRestarts(cluster string) {
+	d.restartsMu.Lock()
+	defer d.restartsMu.Unlock()
+	for name := range d.restarts {
+		if strings.HasPrefix(name, cluster+"-") {
+			delete(d.restarts, name)
+		}
+	}
+}
+
+// observeMetrics updates the availability gauge and, when a rollout just completed, the
+// rollout duration (from the RolloutComplete condition's turn to False).
+func (d *Daemon) observeMetrics(cluster, comp string, old *store.Entry[api.ControlPlaneComponent], next *api.ControlPlaneComponent, now time.Time) {
+	avail := 0.0
+	if next.Status.Conditions.IsTrue(api.ConditionAvailable) {
+		avail = 1
+	}
+	d.metrics.available.WithLabelValues(cluster, comp).Set(avail)
+	if old == nil || !next.Status.Conditions.IsTrue(api.ConditionRolloutComplete) {
+		return
+	}
+	if was, ok := old.Value.Status.Conditions.Get(api.ConditionRolloutComplete); ok && was.Status != api.ConditionTrue {
+		d.metrics.rollout.WithLabelValues(comp).Observe(now.Sub(was.LastTransitionTime).Seconds())
+	}
+}
+
+func deepCopy[T any](in *T, out *T) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, out)
+}
+
+func jsonEqual(a, b any) bool {
+	ja, err1 := json.Marshal(a)
+	jb, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && string(ja) == string(jb)
+}
