@@ -1,10 +1,10 @@
-// Command hostplane is Hostplane's command line. `hostplane dev` runs everything in one
-// process (what `make run` runs).
+// Command hostplane is Hostplane's command line: kubectl-like commands over the /v1 API
+// (internal/cli) and `hostplane dev`, which runs everything in one process (what `make run`
+// runs).
 package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -12,10 +12,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRootCommand().ExecuteContext(ctx)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "Error:", err)
-		os.Exit(exitCode(err))
-	}
+	os.Exit(code)
 }

@@ -1,30 +1,43 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"io"
 
 	"github.com/spf13/cobra"
+
+	"github.com/hostplane/hostplane/cmd/hostplane/internal/cli"
 )
 
-// usageError marks a mistake in how the command was called (exit code 2).
+// usageError marks a mistake in how `hostplane dev` was called (exit code 2).
 type usageError struct{ error }
 
+// exitCode maps err to the documented exit codes (cli.ExitCodesHelp).
 func exitCode(err error) int {
 	var u usageError
 	if errors.As(err, &u) {
-		return 2
+		return cli.ExitUsage
 	}
-	return 1
+	return cli.ExitCode(err)
 }
 
-func newRootCommand() *cobra.Command {
-	root := &cobra.Command{
-		Use:           "hostplane",
-		Short:         "Hostplane runs real Kubernetes control planes and their worker pools",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newDevCommand())
+func newRootCommand(in io.Reader, out, errOut io.Writer) *cobra.Command {
+	root := cli.NewRoot(cli.Streams{In: in, Out: out, ErrOut: errOut})
+	dev := newDevCommand()
+	root.AddGroup(&cobra.Group{ID: "dev", Title: "Development:"})
+	dev.GroupID = "dev"
+	root.AddCommand(dev)
 	return root
+}
+
+// run executes the command line args and returns the process's exit code.
+func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer) int {
+	root := newRootCommand(in, out, errOut)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err != nil {
+		cli.PrintError(errOut, err)
+	}
+	return exitCode(err)
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/hostplane/hostplane/pkg/auth"
 )
 
 // Base is the configuration every daemon has. Zero values get defaults in Validate.
@@ -18,6 +20,18 @@ type Base struct {
 	AdminAddr    string // HOSTPLANE_<DAEMON>_ADDR; "" serves no admin port (hostplane dev's front door serves the routes)
 	LogLevel     string // HOSTPLANE_LOG_LEVEL: debug, info, warn, error
 	OTLPEndpoint string // HOSTPLANE_OTLP_ENDPOINT: traces are exported there when set
+
+	// Access control of the admin router (only used with an AdminAddr). Auth, when set, is
+	// used as is; else TokensFile and AdminToken, when either is set, make one (see
+	// pkg/auth). Without any of them, a daemon started by Main (the daemon binaries) refuses
+	// to start unless InsecureNoAuth is set; an embedding process (tests) that sets none gets
+	// an admin router without access control, and a warning in the log.
+	Auth               *auth.Authenticator
+	TokensFile         string // HOSTPLANE_TOKENS_FILE, --tokens-file
+	AdminToken         string // HOSTPLANE_ADMIN_TOKEN (no flag: a command line is visible to every user)
+	MetricsRequireAuth bool   // HOSTPLANE_METRICS_REQUIRE_AUTH=true, --metrics-require-auth
+	InsecureNoAuth     bool   // --insecure-no-auth: serve the admin API to anyone
+	requireAuth        bool   // set by Flags: a standalone daemon needs tokens
 
 	// Injected by an embedding process (hostplane dev, tests); created when nil.
 	Logger         *slog.Logger
@@ -57,7 +71,31 @@ func Flags(fs *flag.FlagSet, name string) *Base {
 	fs.StringVar(&b.AdminAddr, "addr", env(addrEnv, "127.0.0.1:0"), "admin and API listen address ("+addrEnv+")")
 	fs.StringVar(&b.LogLevel, "log-level", env("HOSTPLANE_LOG_LEVEL", "info"), "debug, info, warn or error (HOSTPLANE_LOG_LEVEL)")
 	fs.StringVar(&b.OTLPEndpoint, "otlp-endpoint", env("HOSTPLANE_OTLP_ENDPOINT", ""), "OTLP/HTTP trace endpoint host:port (HOSTPLANE_OTLP_ENDPOINT)")
+	fs.StringVar(&b.TokensFile, "tokens-file", env(auth.EnvTokensFile, ""), "YAML or JSON list of API tokens {token, role, clusters} ("+auth.EnvTokensFile+")")
+	b.AdminToken = os.Getenv(auth.EnvAdminToken)
+	fs.BoolVar(&b.MetricsRequireAuth, "metrics-require-auth", env("HOSTPLANE_METRICS_REQUIRE_AUTH", "") == "true", "require a token for /metrics (HOSTPLANE_METRICS_REQUIRE_AUTH)")
+	fs.BoolVar(&b.InsecureNoAuth, "insecure-no-auth", false, "serve the admin API without access control when no token is configured")
+	b.requireAuth = true
 	return b
+}
+
+// authenticator returns the admin router's access control: nil means none.
+func (b *Base) authenticator() (*auth.Authenticator, error) {
+	switch {
+	case b.AdminAddr == "":
+		return nil, nil
+	case b.Auth != nil:
+		return b.Auth, nil
+	case b.TokensFile != "" || b.AdminToken != "":
+		tokens, err := auth.Load(b.TokensFile, b.AdminToken)
+		if err != nil {
+			return nil, err
+		}
+		return auth.New(auth.Config{Tokens: tokens, MetricsRequireAuth: b.MetricsRequireAuth})
+	case b.requireAuth && !b.InsecureNoAuth:
+		return nil, ErrNoTokens
+	}
+	return nil, nil
 }
 
 // Env returns the environment variable key, or def when it is unset or empty.

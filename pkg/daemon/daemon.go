@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/auth"
 	"github.com/hostplane/hostplane/pkg/bus"
 	"github.com/hostplane/hostplane/pkg/httpapi"
 	"github.com/hostplane/hostplane/pkg/observe"
@@ -103,6 +104,7 @@ type Daemon struct {
 	mu          sync.Mutex
 	running     atomic.Bool
 	adminAddr   chan string
+	auth        *auth.Authenticator // nil: the admin router has no access control
 }
 
 // New validates the configuration; Run starts the daemon.
@@ -113,7 +115,11 @@ func New(base Base, spec Spec) (*Daemon, error) {
 	if err := base.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", spec.Name, err)
 	}
-	d := &Daemon{spec: spec, base: base, adminAddr: make(chan string, 1)}
+	a, err := base.authenticator()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", spec.Name, err)
+	}
+	d := &Daemon{spec: spec, base: base, adminAddr: make(chan string, 1), auth: a}
 	d.log = base.Logger
 	if d.log == nil {
 		d.log = observe.NewLogger(os.Stderr, base.level())
@@ -260,7 +266,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 	var httpDone chan error // nil (never ready) without an admin server
 	if d.base.AdminAddr != "" {
 		httpDone = make(chan error, 1)
-		router := httpapi.NewRouter(httpapi.Config{Name: d.spec.Name, Logger: log, Registry: d.registry, Ready: d.Ready, TracerProvider: tp})
+		hcfg := httpapi.Config{Name: d.spec.Name, Logger: log, Registry: d.registry, Ready: d.Ready, TracerProvider: tp,
+			OpenAPI: api.OpenAPI()}
+		if d.auth != nil {
+			hcfg.Middlewares = append(hcfg.Middlewares, d.auth.Middleware)
+		} else {
+			log.Warn("the admin API has no access control: anyone who reaches it may change every cluster", "addr", d.base.AdminAddr)
+		}
+		router := httpapi.NewRouter(hcfg)
 		d.Routes(router)
 		srv = httpapi.NewServer(d.base.AdminAddr, router, log)
 		go func() { httpDone <- srv.Start(httpCtx) }()

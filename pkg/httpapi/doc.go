@@ -7,4 +7,9 @@
 // (or more middleware with r.With and r.Group; the built-in stack is already in place, so
 // r.Use on the returned router panics — pass extra middleware in Config.Middlewares instead),
 // writes handlers as HandlerFunc that return errors, and serves it with NewServer(...).Start(ctx).
+//
+// Config.OpenAPI serves the API's description on /openapi.json; access control (pkg/auth)
+// goes in Config.Middlewares. Long-lived answers (Server-Sent Events) flush through the
+// router's middleware with http.ResponseController and end when Closing(ctx) closes, so a
+// shutdown does not wait for them.
 package httpapi

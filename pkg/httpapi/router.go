@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,6 +38,9 @@ type Config struct {
 	// TracerProvider, when set, starts a server span per request, continuing a W3C trace
 	// context sent by the caller.
 	TracerProvider trace.TracerProvider
+	// OpenAPI, when set, is served on /openapi.json as application/json (the API's
+	// description, api.OpenAPI()).
+	OpenAPI []byte
 	// Middlewares run after the built-in ones (request id, logging, metrics, recovery, body
 	// limit), for every route including /healthz. The returned router accepts no r.Use.
 	Middlewares []func(http.Handler) http.Handler
@@ -47,6 +51,7 @@ const (
 	PathHealthz = "/healthz"
 	PathReadyz  = "/readyz"
 	PathMetrics = "/metrics"
+	PathOpenAPI = "/openapi.json"
 )
 
 // readyTimeout bounds one Ready call.
@@ -94,7 +99,19 @@ func NewRouter(cfg Config) chi.Router {
 	r.Method(http.MethodGet, PathMetrics, promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{
 		ErrorHandling: promhttp.ContinueOnError,
 	}))
+	if cfg.OpenAPI != nil {
+		r.Get(PathOpenAPI, openAPI(cfg.OpenAPI))
+	}
 	return r
+}
+
+func openAPI(doc []byte) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Content-Length", strconv.Itoa(len(doc)))
+		_, _ = w.Write(doc)
+	}
 }
 
 func healthz(health func(context.Context) (any, bool)) http.HandlerFunc {

@@ -60,8 +60,12 @@ func (s *Server) Start(ctx context.Context) error {
 	s.bound = ln.Addr().String()
 	s.once.Do(func() { close(s.listening) })
 
+	closing := make(chan struct{})
 	srv := &http.Server{
-		Handler:           s.handler,
+		Handler: s.handler,
+		BaseContext: func(net.Listener) context.Context {
+			return context.WithValue(context.Background(), closingKey{}, closing)
+		},
 		TLSConfig:         s.TLSConfig,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -89,6 +93,7 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
+	close(closing) // long-lived answers (event streams) end now; the rest drain
 	shutdownErr := srv.Shutdown(sctx)
 	if serveErr := <-served; !errors.Is(serveErr, http.ErrServerClosed) {
 		return fmt.Errorf("httpapi: serve on %s: %w", s.bound, serveErr)
@@ -99,6 +104,16 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	s.log.Info("http server stopped", "addr", s.bound)
 	return nil
+}
+
+type closingKey struct{}
+
+// Closing returns a channel that is closed when the Server that accepted ctx's request begins
+// to shut down, or nil (never ready) outside a Server. Handlers of long-lived answers (Server-
+// Sent Events, log follows) end when it closes, so a shutdown does not wait for them.
+func Closing(ctx context.Context) <-chan struct{} {
+	ch, _ := ctx.Value(closingKey{}).(chan struct{})
+	return ch
 }
 
 // Addr returns the address the server listens on ("127.0.0.1:41234"), blocking until Start

@@ -14,18 +14,20 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/auth"
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/httpapi"
 	"github.com/hostplane/hostplane/pkg/store"
 )
 
-// Event verbs clusterd publishes on hostplane.evt.<cluster>.cluster.<verb>.
+// Event verbs clusterd publishes on hostplane.evt.<cluster>.cluster.<verb> (listed in
+// events.Published and docs/events.md).
 const (
-	VerbCreated  = "created"
-	VerbUpdated  = "updated"
-	VerbDeleting = "deleting"
-	VerbDeleted  = "deleted"
-	VerbStatus   = "status"
+	VerbCreated  = events.VerbClusterCreated
+	VerbUpdated  = events.VerbClusterUpdated
+	VerbDeleting = events.VerbClusterDeleting
+	VerbDeleted  = events.VerbClusterDeleted
+	VerbStatus   = events.VerbClusterStatus
 )
 
 // ContentTypeYAML is the media type of the kubeconfig answer.
@@ -38,6 +40,7 @@ func (d *Daemon) routes(r chi.Router) {
 	r.Patch("/v1/clusters/{cluster}", httpapi.Handle(d.patchCluster))
 	r.Delete("/v1/clusters/{cluster}", httpapi.Handle(d.deleteCluster))
 	r.Get("/v1/clusters/{cluster}/kubeconfig", httpapi.Handle(d.getKubeconfig))
+	r.Get(PathEvents, httpapi.Handle(d.streamEvents))
 }
 
 // started returns an Unavailable error until Run has set the daemon up.
@@ -85,7 +88,9 @@ func (d *Daemon) listClusters(w http.ResponseWriter, r *http.Request) error {
 	}
 	list := api.ClusterList{Items: make([]api.Cluster, 0, len(entries))}
 	for _, e := range entries {
-		list.Items = append(list.Items, *e.Value)
+		if auth.Allowed(r.Context(), e.Value.Name) { // a token scoped to clusters lists only those
+			list.Items = append(list.Items, *e.Value)
+		}
 	}
 	slices.SortFunc(list.Items, func(a, b api.Cluster) int { return strings.Compare(a.Name, b.Name) })
 	httpapi.WriteJSON(w, http.StatusOK, list)

@@ -15,10 +15,11 @@ import (
 	"github.com/hostplane/hostplane/pkg/store"
 )
 
-// Event verbs infrad publishes.
+// Event verbs infrad publishes (resource "infra"; listed in events.Published and
+// docs/events.md).
 const (
-	VerbReady   = "ready"
-	VerbDeleted = "deleted"
+	VerbReady   = events.VerbInfraReady
+	VerbDeleted = events.VerbInfraDeleted
 )
 
 // reconcile converges the infrastructure of one cluster (key = cluster name).

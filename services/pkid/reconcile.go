@@ -15,11 +15,11 @@ import (
 	"github.com/hostplane/hostplane/pkg/store"
 )
 
-// Event verbs pkid publishes (resource "pki").
+// Event verbs pkid publishes (resource "pki"; listed in events.Published and docs/events.md).
 const (
-	VerbReady   = "ready"
-	VerbRotated = "rotated"
-	VerbDeleted = "deleted"
+	VerbReady   = events.VerbPKIReady
+	VerbRotated = events.VerbPKIRotated
+	VerbDeleted = events.VerbPKIDeleted
 )
 
 const (

@@ -13,12 +13,15 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/auth"
 	"github.com/hostplane/hostplane/pkg/bus"
 	"github.com/hostplane/hostplane/pkg/daemon"
 	"github.com/hostplane/hostplane/pkg/httpapi"
@@ -42,7 +45,20 @@ type Config struct {
 	// alone).
 	NoManagementAPIServer bool
 	Logger                *slog.Logger
+
+	// AdminToken is the front door's admin token. Empty: HOSTPLANE_ADMIN_TOKEN when set, else
+	// the token in <DataDir>/admin-token, which the first start creates (mode 0600) with a
+	// fresh random token and later starts reuse.
+	AdminToken string
+	// TokensFile adds the tokens of a tokens file (see pkg/auth); empty:
+	// HOSTPLANE_TOKENS_FILE when set.
+	TokensFile string
+	// MetricsRequireAuth makes the front door's /metrics need a token.
+	MetricsRequireAuth bool
 }
+
+// AdminTokenFile is the file under the data dir that holds the generated admin token.
+const AdminTokenFile = "admin-token"
 
 // Daemon is what the stack needs of each daemon.
 type Daemon interface {
@@ -61,6 +77,7 @@ type Stack struct {
 	Daemons    []Daemon
 	mgmtSup    *process.Supervisor
 	server     *httpapi.Server
+	adminToken string
 	cancel     context.CancelFunc
 	wg         sync.WaitGroup
 	errs       chan error
@@ -97,6 +114,11 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		}
 	}()
 
+	authn, err := s.authenticator()
+	if err != nil {
+		return nil, err
+	}
+
 	s.NATS, err = bus.RunEmbedded(bus.EmbeddedConfig{Port: cfg.NATSPort, StoreDir: filepath.Join(dataDir, "nats")})
 	if err != nil {
 		return nil, err
@@ -118,37 +140,22 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	}
 
 	registries := prometheus.Gatherers{}
-	base := func() daemon.Base {
+	s.Daemons, err = Daemons(func() daemon.Base {
 		reg := observe.NewRegistry()
 		registries = append(registries, reg)
 		return daemon.Base{NATSURL: s.NATS.URL(), DataDir: dataDir, Logger: s.log, Registry: reg}
-	}
-	builders := []func() (Daemon, error){
-		func() (Daemon, error) { return clusterd.New(clusterd.Config{Base: base()}) },
-		func() (Daemon, error) { return infrad.New(infrad.Config{Base: base()}) },
-		func() (Daemon, error) { return pkid.New(pkid.Config{Base: base()}) },
-		func() (Daemon, error) { return componentd.New(componentd.Config{Base: base()}) },
-		func() (Daemon, error) { return nodepoold.New(nodepoold.Config{Base: base()}) },
-		func() (Daemon, error) { return ignitiond.New(ignitiond.Config{Base: base()}) },
-	}
-	for _, b := range builders {
-		d, err := b()
-		if err != nil {
-			return nil, err
-		}
-		s.Daemons = append(s.Daemons, d)
+	})
+	if err != nil {
+		return nil, err
 	}
 
 	front := observe.NewRegistry()
-	router := httpapi.NewRouter(httpapi.Config{
+	router := Router(httpapi.Config{
 		Name: "frontdoor", Logger: s.log, Registry: front,
 		Gatherer: append(prometheus.Gatherers{front}, registries...),
 		Ready:    s.Ready,
 		Health:   s.health,
-	})
-	for _, d := range s.Daemons {
-		d.Routes(router)
-	}
+	}, authn, s.Daemons...)
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
@@ -177,6 +184,118 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	s.log.Info("hostplane dev is up", "api", "http://"+s.server.Addr(), "data_dir", dataDir)
 	return s, nil
 }
+
+// Daemons builds the six daemons, each with the Base base returns (called once per daemon).
+func Daemons(base func() daemon.Base) ([]Daemon, error) {
+	builders := []func() (Daemon, error){
+		func() (Daemon, error) { return clusterd.New(clusterd.Config{Base: base()}) },
+		func() (Daemon, error) { return infrad.New(infrad.Config{Base: base()}) },
+		func() (Daemon, error) { return pkid.New(pkid.Config{Base: base()}) },
+		func() (Daemon, error) { return componentd.New(componentd.Config{Base: base()}) },
+		func() (Daemon, error) { return nodepoold.New(nodepoold.Config{Base: base()}) },
+		func() (Daemon, error) { return ignitiond.New(ignitiond.Config{Base: base()}) },
+	}
+	var out []Daemon
+	for _, b := range builders {
+		d, err := b()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// Router builds the front door: a router made with cfg that serves the OpenAPI document on
+// /openapi.json, checks every request with authn (nil: no access control) and routes to
+// every daemon's /v1 routes.
+func Router(cfg httpapi.Config, authn *auth.Authenticator, daemons ...Daemon) chi.Router {
+	cfg.OpenAPI = api.OpenAPI()
+	if authn != nil {
+		cfg.Middlewares = append(cfg.Middlewares, authn.Middleware)
+	}
+	r := httpapi.NewRouter(cfg)
+	for _, d := range daemons {
+		d.Routes(r)
+	}
+	return r
+}
+
+// authenticator sets up the front door's access control: the admin token (Config.AdminToken,
+// else HOSTPLANE_ADMIN_TOKEN, else <data dir>/admin-token, created on first start) and the
+// tokens of the tokens file, if any.
+func (s *Stack) authenticator() (*auth.Authenticator, error) {
+	token, source := s.cfg.AdminToken, "config"
+	if token == "" {
+		token, source = os.Getenv(auth.EnvAdminToken), auth.EnvAdminToken
+	}
+	if token == "" {
+		path := filepath.Join(s.cfg.DataDir, AdminTokenFile)
+		t, created, err := loadOrCreateToken(path)
+		if err != nil {
+			return nil, fmt.Errorf("admin token: %w", err)
+		}
+		token, source = t, path
+		if created {
+			s.log.Info("generated an admin token for the API; send it as Authorization: Bearer <token>", "file", path)
+		} else {
+			s.log.Info("using the API admin token of the data dir", "file", path)
+		}
+	} else {
+		s.log.Info("API admin token given", "source", source)
+	}
+	file := s.cfg.TokensFile
+	if file == "" {
+		file = os.Getenv(auth.EnvTokensFile)
+	}
+	tokens, err := auth.Load(file, token)
+	if err != nil {
+		return nil, err
+	}
+	a, err := auth.New(auth.Config{Tokens: tokens, MetricsRequireAuth: s.cfg.MetricsRequireAuth})
+	if err != nil {
+		return nil, fmt.Errorf("API tokens (admin token from %s): %w", source, err)
+	}
+	s.adminToken = token
+	return a, nil
+}
+
+// loadOrCreateToken returns the token in path, creating the file (mode 0600) with a fresh
+// token when it does not exist.
+func loadOrCreateToken(path string) (token string, created bool, err error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		token = strings.TrimSpace(string(b))
+		if token == "" {
+			return "", false, fmt.Errorf("%s is empty; delete it to get a new token", path)
+		}
+		if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(path, 0o600); err != nil {
+				return "", false, err
+			}
+		}
+		return token, false, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", false, err
+	}
+	token = auth.GenerateToken()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", false, err
+	}
+	if _, err := f.WriteString(token + "\n"); err != nil {
+		f.Close()
+		return "", false, err
+	}
+	if err := f.Close(); err != nil {
+		return "", false, err
+	}
+	return token, true, nil
+}
+
+// AdminToken is the front door's admin token.
+func (s *Stack) AdminToken() string { return s.adminToken }
 
 // URL is the front door's base URL.
 func (s *Stack) URL() string { return "http://" + s.server.Addr() }

@@ -15,9 +15,17 @@ import (
 	"github.com/hostplane/hostplane/pkg/testenv"
 )
 
-func getJSON(t *testing.T, url string) (int, map[string]any, string) {
+// getJSON GETs url, with a bearer token unless token is "".
+func getJSON(t *testing.T, url string, token ...string) (int, map[string]any, string) {
 	t.Helper()
-	resp, err := http.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return 0, nil, err.Error()
+	}
+	if len(token) > 0 && token[0] != "" {
+		req.Header.Set("Authorization", "Bearer "+token[0])
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, nil, err.Error()
 	}
@@ -66,9 +74,12 @@ func TestDev_EveryDaemonReportsReadyThroughTheFrontDoor_AndARestartResumes(t *te
 	if code, _, _ := getJSON(t, s.URL()+"/readyz"); code != http.StatusOK {
 		t.Errorf("/readyz = %d", code)
 	}
-	code, problem, ctype := getJSON(t, s.URL()+"/v1/no-such-thing")
+	code, problem, ctype := getJSON(t, s.URL()+"/v1/no-such-thing", s.AdminToken())
 	if code != http.StatusNotFound || ctype != "application/problem+json" || problem["detail"] == nil {
 		t.Errorf("unknown route: %d %s %v", code, ctype, problem)
+	}
+	if code, _, _ := getJSON(t, s.URL()+"/v1/clusters"); code != http.StatusUnauthorized {
+		t.Errorf("/v1/clusters without a token = %d, want 401", code)
 	}
 
 	// The management apiserver is real: a client lists its namespaces.

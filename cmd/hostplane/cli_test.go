@@ -1,0 +1,499 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/hostplane/hostplane/cmd/hostplane/dev"
+	"github.com/hostplane/hostplane/cmd/hostplane/internal/cli"
+	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/kube"
+	"github.com/hostplane/hostplane/pkg/release"
+	"github.com/hostplane/hostplane/pkg/testenv"
+)
+
+// binary is the hostplane binary the tests run, built once by TestMain.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "hostplane-cli-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "hostplane")
+	build := exec.Command("go", "build", "-o", binary, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the hostplane binary:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// result is one run of the binary.
+type result struct {
+	code   int
+	stdout string
+	stderr string
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d\n--- stdout:\n%s--- stderr:\n%s", r.code, r.stdout, r.stderr)
+}
+
+// cliEnv runs the binary as a user would: a clean environment with its own config dir.
+type cliEnv struct {
+	t      *testing.T
+	env    []string
+	config string
+}
+
+func newCLI(t *testing.T, server, token string) *cliEnv {
+	cfgHome := t.TempDir()
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "XDG_CONFIG_HOME=" + cfgHome}
+	if server != "" {
+		env = append(env, "HOSTPLANE_SERVER="+server)
+	}
+	if token != "" {
+		env = append(env, "HOSTPLANE_TOKEN="+token)
+	}
+	return &cliEnv{t: t, env: env, config: filepath.Join(cfgHome, "hostplane", "config.yaml")}
+}
+
+func (c *cliEnv) run(args ...string) result {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = c.env
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errOut.String()}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	default:
+		c.t.Fatalf("hostplane %s: %v", strings.Join(args, " "), err)
+	}
+	c.t.Logf("$ hostplane %s  # exit %d", strings.Join(args, " "), r.code)
+	return r
+}
+
+// background is a hostplane process left running (events -f).
+type background struct {
+	cmd     *exec.Cmd
+	mu      sync.Mutex
+	out     bytes.Buffer
+	errOut  bytes.Buffer
+	done    chan struct{}
+	waitErr error
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+// start runs args in the background; the test's cleanup stops it if it still runs.
+func (c *cliEnv) start(args ...string) *background {
+	c.t.Helper()
+	b := &background{cmd: exec.Command(binary, args...), done: make(chan struct{})}
+	b.cmd.Env = c.env
+	b.cmd.Stdout = lockedWriter{&b.mu, &b.out}
+	b.cmd.Stderr = lockedWriter{&b.mu, &b.errOut}
+	if err := b.cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Logf("$ hostplane %s &  # pid %d", strings.Join(args, " "), b.cmd.Process.Pid)
+	go func() {
+		b.waitErr = b.cmd.Wait()
+		close(b.done)
+	}()
+	c.t.Cleanup(func() {
+		select {
+		case <-b.done:
+		default:
+			_ = b.cmd.Process.Kill()
+			<-b.done
+		}
+	})
+	return b
+}
+
+func (b *background) stdout() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.out.String()
+}
+
+func (b *background) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return "--- stdout:\n" + b.out.String() + "--- stderr:\n" + b.errOut.String()
+}
+
+// interrupt sends SIGINT, as ^C does, and returns the exit code.
+func (b *background) interrupt(t *testing.T) int {
+	t.Helper()
+	if err := b.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	<-b.done
+	return b.cmd.ProcessState.ExitCode()
+}
+
+// must runs args and fails the test unless the exit code is want.
+func (c *cliEnv) must(want int, args ...string) result {
+	c.t.Helper()
+	r := c.run(args...)
+	if r.code != want {
+		c.t.Fatalf("hostplane %s: want exit %d, got %s", strings.Join(args, " "), want, r)
+	}
+	return r
+}
+
+// startStack starts `hostplane dev` in-process on free ports (without the management
+// apiserver: nothing the CLI reaches needs it) and returns it with its admin token.
+func startStack(t *testing.T) (*dev.Stack, string) {
+	t.Helper()
+	testenv.RequireBinaries(t, release.Latest(), release.Components()...)
+	dir := t.TempDir()
+	s, err := dev.Start(context.Background(), dev.Config{
+		DataDir: dir, Addr: "127.0.0.1:0", NATSPort: -1, NoManagementAPIServer: true,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Stop(context.Background()) })
+	testenv.Eventually(t, 2*time.Minute, func() bool {
+		resp, err := http.Get(s.URL() + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, "the dev stack never became ready")
+	return s, adminToken(t, s, dir)
+}
+
+// adminToken is the stack's admin token: (*dev.Stack).AdminToken when the stack has access
+// control, else <data dir>/admin-token, else "" (an API without access control).
+func adminToken(t *testing.T, s *dev.Stack, dir string) string {
+	if a, ok := any(s).(interface{ AdminToken() string }); ok {
+		return a.AdminToken()
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "admin-token")); err == nil {
+		return strings.TrimSpace(string(b))
+	}
+	t.Log("the dev stack has no admin token: access control is not in place")
+	return ""
+}
+
+func decodeJSON[T any](t *testing.T, r result) T {
+	t.Helper()
+	var v T
+	dec := json.NewDecoder(strings.NewReader(r.stdout))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("output is not a %T: %v\n%s", v, err, r)
+	}
+	return v
+}
+
+func decodeYAML[T any](t *testing.T, r result) T {
+	t.Helper()
+	var v T
+	if err := yaml.UnmarshalStrict([]byte(r.stdout), &v); err != nil {
+		t.Fatalf("output is not a %T in YAML: %v\n%s", v, err, r)
+	}
+	return v
+}
+
+// TestCLI_DrivesAClusterThroughItsLife runs the built binary against a real dev stack: one
+// cluster created with --wait, read in every output format, used through the kubeconfig it
+// hands out, described, and deleted with --wait; and the exit codes scripts rely on.
+func TestCLI_DrivesAClusterThroughItsLife(t *testing.T) {
+	s, token := startStack(t)
+	hp := newCLI(t, s.URL(), token)
+
+	t.Run("a typo is a usage error with a suggestion", func(t *testing.T) {
+		r := hp.must(cli.ExitUsage, "gte", "clusters")
+		if !strings.Contains(r.stderr, "Did you mean this?") || !strings.Contains(r.stderr, "\tget") {
+			t.Errorf("no suggestion of get: %s", r)
+		}
+		r = hp.must(cli.ExitUsage, "get", "clustrs")
+		if !strings.Contains(r.stderr, "\tclusters") {
+			t.Errorf("no suggestion of clusters: %s", r)
+		}
+		r = hp.must(cli.ExitUsage, "get", "clusters", "--ouptut", "json")
+		if !strings.Contains(r.stderr, "unknown flag: --ouptut") {
+			t.Errorf("unknown flag not named: %s", r)
+		}
+		if strings.Contains(r.stderr, "goroutine") || strings.Contains(r.stderr, "panic") {
+			t.Errorf("stack trace in the output: %s", r)
+		}
+	})
+
+	t.Run("a bad token exits 5", func(t *testing.T) {
+		if token == "" {
+			t.Skip("the API has no access control yet")
+		}
+		r := hp.must(cli.ExitAuth, "get", "clusters", "--token", "not-the-token-0123456789")
+		if !strings.Contains(r.stderr, "token") {
+			t.Errorf("the error does not mention the token: %s", r)
+		}
+		newCLI(t, s.URL(), "").must(cli.ExitAuth, "get", "clusters")
+	})
+
+	t.Run("a server validation error prints the field and exits 1", func(t *testing.T) {
+		r := hp.must(cli.ExitError, "create", "cluster", "Bad_Name", "--release", "1.34.4")
+		if !strings.Contains(r.stderr, "name: ") {
+			t.Errorf("the field error is not printed: %s", r)
+		}
+		r = hp.must(cli.ExitError, "create", "cluster", "ok-name", "--release", "9.9.9")
+		if !strings.Contains(r.stderr, "spec.release.version") {
+			t.Errorf("the field error is not printed: %s", r)
+		}
+	})
+
+	t.Run("a cluster that does not exist exits 3", func(t *testing.T) {
+		hp.must(cli.ExitNotFound, "get", "cluster", "c1")
+		hp.must(cli.ExitNotFound, "describe", "cluster", "c1")
+		hp.must(cli.ExitNotFound, "get", "components", "c1")
+	})
+
+	// Follow the cluster's events from before it exists.
+	follow := hp.start("events", "-f", "c1")
+
+	r := hp.must(0, "create", "cluster", "c1", "--release", "1.34.4", "--wait", "--timeout", "8m")
+	if !strings.Contains(r.stdout, "cluster/c1 is Available") {
+		t.Errorf("create --wait did not say the cluster is Available: %s", r)
+	}
+	if !strings.Contains(r.stderr, "waiting for Available") {
+		t.Errorf("no progress lines while waiting: %s", r)
+	}
+	cl := decodeJSON[api.Cluster](t, hp.must(0, "get", "cluster", "c1", "-o", "json"))
+	if !cl.Status.Conditions.IsTrue(api.ConditionAvailable) {
+		t.Fatalf("create --wait returned before the cluster was Available: %+v", cl.Status.Conditions)
+	}
+
+	t.Run("get clusters in every output format", func(t *testing.T) {
+		r := hp.must(0, "get", "clusters")
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "NAME VERSION AVAILABLE PROGRESSING AGE" {
+			t.Fatalf("table: %s", r)
+		}
+		if f := strings.Fields(lines[1]); len(f) != 5 || f[0] != "c1" || f[1] != "1.34.4" || f[2] != "True" || f[3] != "False" {
+			t.Errorf("row = %q", lines[1])
+		}
+		r = hp.must(0, "get", "clusters", "-o", "wide")
+		lines = strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if !strings.HasPrefix(strings.Join(strings.Fields(lines[0]), " "), "NAME VERSION AVAILABLE PROGRESSING AGE ENDPOINT MESSAGE") {
+			t.Fatalf("wide header: %s", r)
+		}
+		if !strings.Contains(lines[1], endpoint(cl)) {
+			t.Errorf("wide row has no endpoint %s: %q", endpoint(cl), lines[1])
+		}
+		l := decodeJSON[api.ClusterList](t, hp.must(0, "get", "clusters", "-o", "json"))
+		if len(l.Items) != 1 || l.Items[0].Name != "c1" {
+			t.Errorf("json list = %+v", l)
+		}
+		l = decodeYAML[api.ClusterList](t, hp.must(0, "get", "clusters", "-o", "yaml"))
+		if len(l.Items) != 1 || l.Items[0].Spec.Release.Version != "1.34.4" {
+			t.Errorf("yaml list = %+v", l)
+		}
+		one := decodeYAML[api.Cluster](t, hp.must(0, "get", "cluster", "c1", "-o", "yaml"))
+		if one.Name != "c1" || !one.Status.Conditions.IsTrue(api.ConditionAvailable) {
+			t.Errorf("yaml cluster = %+v", one)
+		}
+		hp.must(cli.ExitUsage, "get", "clusters", "-o", "xml")
+	})
+
+	t.Run("get components, pki and infra", func(t *testing.T) {
+		r := hp.must(0, "get", "components", "c1")
+		for _, name := range []string{api.ComponentEtcd, api.ComponentKubeAPIServer, api.ComponentControllerManager, api.ComponentScheduler} {
+			if !strings.Contains(r.stdout, "\n"+name+" ") {
+				t.Errorf("component %s missing: %s", name, r)
+			}
+		}
+		if !strings.Contains(r.stdout, "1/1") {
+			t.Errorf("no ready counts: %s", r)
+		}
+		comps := decodeJSON[api.ComponentList](t, hp.must(0, "get", "components", "c1", "-o", "json"))
+		if len(comps.Items) != 4 {
+			t.Errorf("components = %d, want 4", len(comps.Items))
+		}
+		hp.must(0, "get", "components", "c1", "-o", "wide")
+		p := decodeJSON[api.PKIStatus](t, hp.must(0, "get", "pki", "c1", "-o", "json"))
+		if !p.Ready || len(p.Certificates) == 0 {
+			t.Errorf("pki = %+v", p)
+		}
+		if r := hp.must(0, "get", "pki", "c1"); !strings.Contains(r.stdout, api.CertRootCA) {
+			t.Errorf("pki table has no %s: %s", api.CertRootCA, r)
+		}
+		inf := decodeJSON[api.Infra](t, hp.must(0, "get", "infra", "c1", "-o", "json"))
+		if !inf.Ready || inf.Endpoint.Port == 0 {
+			t.Errorf("infra = %+v", inf)
+		}
+		if r := hp.must(0, "get", "infra", "c1"); !strings.Contains(r.stdout, endpoint(cl)) {
+			t.Errorf("infra table has no endpoint: %s", r)
+		}
+	})
+
+	t.Run("the kubeconfig works with client-go", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "c1.kubeconfig")
+		hp.must(0, "kubeconfig", "c1", "-f", file)
+		st, err := os.Stat(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode().Perm() != 0o600 {
+			t.Errorf("kubeconfig mode = %v, want 0600", st.Mode().Perm())
+		}
+		kc, _ := os.ReadFile(file)
+		if out := hp.must(0, "kubeconfig", "c1").stdout; out != string(kc) {
+			t.Errorf("kubeconfig on stdout differs from the file")
+		}
+		cs, err := kube.Clientset(kc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		nss, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatalf("list namespaces with the kubeconfig: %v", err)
+		}
+		if len(nss.Items) == 0 {
+			t.Error("no namespaces")
+		}
+	})
+
+	t.Run("describe shows spec, conditions, versions and components", func(t *testing.T) {
+		r := hp.must(0, "describe", "cluster", "c1")
+		for _, want := range []string{"Name:", "c1", "Release:", "1.34.4", "Endpoint:", endpoint(cl),
+			"Conditions:", "TYPE", "REASON", "Available", "KubeAPIServerAvailable", "Version:", "Completed",
+			"Components:", "kube-apiserver", "Events:"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("describe lacks %q:\n%s", want, r)
+			}
+		}
+	})
+
+	t.Run("node pools answer clearly while the server has no route for them", func(t *testing.T) {
+		r := hp.run("get", "nodepools", "c1")
+		if r.code == 0 {
+			t.Skip("the server serves node pools now")
+		}
+		if r.code != cli.ExitError || !strings.Contains(r.stderr, "not available yet: the server has no /v1/clusters/{c}/nodepools route") {
+			t.Errorf("get nodepools: %s", r)
+		}
+		r = hp.must(cli.ExitError, "scale", "nodepool", "workers", "--cluster", "c1", "--replicas", "2")
+		if !strings.Contains(r.stderr, "not available yet") {
+			t.Errorf("scale nodepool: %s", r)
+		}
+		hp.must(cli.ExitUsage, "scale", "nodepool", "workers", "--cluster", "c1")
+	})
+
+	t.Run("events", func(t *testing.T) {
+		r := hp.run("events", "c1")
+		if r.code != 0 {
+			if strings.Contains(r.stderr, "not available yet") {
+				t.Skip("the server has no events route yet")
+			}
+			t.Fatalf("events: %s", r)
+		}
+		if !strings.Contains(r.stdout, "cluster.created c1") {
+			t.Errorf("no cluster.created event: %s", r)
+		}
+	})
+
+	t.Run("events -f follows the stream as TIME TYPE SUBJECT lines", func(t *testing.T) {
+		testenv.Eventually(t, time.Minute, func() bool {
+			out := follow.stdout()
+			return strings.Contains(out, " cluster.created c1\n") && strings.Contains(out, " component.available c1")
+		}, "events -f did not show the cluster's creation: %s", follow)
+		first := strings.SplitN(follow.stdout(), "\n", 2)[0]
+		if f := strings.Fields(first); len(f) != 3 || !strings.HasPrefix(f[1], "cluster.") && !strings.HasPrefix(f[1], "infra.") && !strings.HasPrefix(f[1], "pki.") && !strings.HasPrefix(f[1], "component.") {
+			t.Errorf("first line %q is not TIME TYPE SUBJECT", first)
+		} else if _, err := time.Parse(time.RFC3339, f[0]); err != nil {
+			t.Errorf("first line %q: %v", first, err)
+		}
+		if code := follow.interrupt(t); code != 0 {
+			t.Errorf("events -f exited %d after an interrupt: %s", code, follow)
+		}
+	})
+
+	t.Run("the config file supplies server and token", func(t *testing.T) {
+		bare := newCLI(t, "", "")
+		bare.must(0, "config", "set", "server", s.URL())
+		if token != "" {
+			bare.must(0, "config", "set", "token", token)
+		}
+		st, err := os.Stat(bare.config)
+		if err != nil || st.Mode().Perm() != 0o600 {
+			t.Fatalf("config file: %v %v", st, err)
+		}
+		if r := bare.must(0, "get", "clusters"); !strings.Contains(r.stdout, "c1") {
+			t.Errorf("get clusters through the config file: %s", r)
+		}
+		r := bare.must(0, "config", "view")
+		if token != "" && strings.Contains(r.stdout, token) {
+			t.Errorf("config view shows the token: %s", r)
+		}
+		if !strings.Contains(r.stdout, s.URL()) {
+			t.Errorf("config view lacks the server: %s", r)
+		}
+		// A flag wins over the config file.
+		bare.must(1, "get", "clusters", "--server", "http://127.0.0.1:1")
+	})
+
+	// Deletion cannot finish within a millisecond of its request: --wait gives up with 4.
+	r = hp.must(cli.ExitTimeout, "delete", "cluster", "c1", "--wait", "--timeout", "1ms")
+	if !strings.Contains(r.stderr, "timed out") {
+		t.Errorf("delete --wait --timeout 1ms: %s", r)
+	}
+	// Deleting again is harmless; this time wait for it.
+	r = hp.must(0, "delete", "cluster", "c1", "--wait", "--timeout", "5m")
+	if !strings.Contains(r.stdout, "cluster/c1 deleted") {
+		t.Errorf("delete --wait: %s", r)
+	}
+	hp.must(cli.ExitNotFound, "get", "cluster", "c1")
+	hp.must(cli.ExitNotFound, "delete", "cluster", "c1")
+}
+
+func endpoint(c api.Cluster) string {
+	if c.Status.ControlPlaneEndpoint == nil {
+		return "<no endpoint>"
+	}
+	return fmt.Sprintf("https://%s:%d", c.Status.ControlPlaneEndpoint.Host, c.Status.ControlPlaneEndpoint.Port)
+}

@@ -1,0 +1,226 @@
+package cli
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/release"
+)
+
+// DefaultTimeout bounds --wait.
+const DefaultTimeout = 10 * time.Minute
+
+func newCreateCommand(o *Options) *cobra.Command {
+	cmd := group("create", "Create a cluster or a node pool")
+	cmd.AddCommand(newCreateClusterCommand(o), newCreateNodePoolCommand(o))
+	return cmd
+}
+
+func newCreateClusterCommand(o *Options) *cobra.Command {
+	var (
+		rel, platform, availability string
+		wait                        bool
+		timeout                     time.Duration
+		out                         string
+	)
+	cmd := &cobra.Command{
+		Use:     "cluster NAME --release VERSION",
+		Aliases: []string{"hostedcluster", "hc"},
+		Short:   "Create a hosted cluster: a real Kubernetes control plane",
+		Example: `  hostplane create cluster demo --release 1.34.4 --wait
+  hostplane create cluster ha --release 1.34.4 --availability HighlyAvailable`,
+		Args:              exactArgs("NAME"),
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if rel == "" {
+				return usagef(cmd, "--release is required (one of %v)", release.Versions())
+			}
+			if out != "" {
+				if err := checkOutput(cmd, out); err != nil {
+					return err
+				}
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			in := &api.Cluster{Spec: api.ClusterSpec{
+				Release:                      api.Release{Version: rel},
+				Platform:                     api.Platform{Type: platform},
+				ControllerAvailabilityPolicy: availability,
+			}}
+			in.Name = args[0]
+			cl, err := c.CreateCluster(ctx(cmd), in)
+			if err != nil {
+				return err
+			}
+			if !wait {
+				return printResult(o, out, cl, "cluster/%s created", cl.Name)
+			}
+			fmt.Fprintf(o.ErrOut, "cluster/%s created\n", cl.Name)
+			if err := o.wait(ctx(cmd), c, availableSpec(cl.Name, cl.Generation), timeout); err != nil {
+				return err
+			}
+			cl, err = c.GetCluster(ctx(cmd), cl.Name)
+			if err != nil {
+				return err
+			}
+			return printResult(o, out, cl, "cluster/%s is Available at %s", cl.Name, endpointURL(cl.Status.ControlPlaneEndpoint))
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&rel, "release", "", "Kubernetes release to run (required)")
+	f.StringVar(&platform, "platform", api.PlatformLocal, "platform of the worker machines: local or none")
+	f.StringVar(&availability, "availability", api.SingleReplica, "control-plane availability: SingleReplica or HighlyAvailable")
+	addWaitFlags(cmd, &wait, &timeout, "Available")
+	f.StringVarP(&out, "output", "o", "", "print the created cluster as json or yaml instead of a message")
+	_ = cmd.RegisterFlagCompletionFunc("release", completeReleases)
+	_ = cmd.RegisterFlagCompletionFunc("platform", cobra.FixedCompletions([]string{api.PlatformLocal, api.PlatformNone}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("availability", cobra.FixedCompletions([]string{api.SingleReplica, api.HighlyAvailable}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{OutputJSON, OutputYAML}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+func addWaitFlags(cmd *cobra.Command, wait *bool, timeout *time.Duration, what string) {
+	cmd.Flags().BoolVar(wait, "wait", false, "wait until "+what+", showing progress")
+	cmd.Flags().DurationVar(timeout, "timeout", DefaultTimeout, "how long --wait waits before giving up (exit code 4)")
+}
+
+// printResult prints obj as json/yaml when asked, else the message.
+func printResult(o *Options, format string, obj any, msg string, args ...any) error {
+	if format == OutputJSON || format == OutputYAML {
+		_, err := printObject(o.Out, format, obj)
+		return err
+	}
+	fmt.Fprintf(o.Out, msg+"\n", args...)
+	return nil
+}
+
+func newDeleteCommand(o *Options) *cobra.Command {
+	cmd := group("delete", "Delete a cluster or a node pool")
+	cmd.AddCommand(newDeleteClusterCommand(o), newDeleteNodePoolCommand(o))
+	return cmd
+}
+
+func newDeleteClusterCommand(o *Options) *cobra.Command {
+	var (
+		wait    bool
+		timeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:               "cluster NAME",
+		Aliases:           []string{"hostedcluster", "hc"},
+		Short:             "Delete a cluster: its control plane, infrastructure and certificates",
+		Example:           "  hostplane delete cluster demo --wait",
+		Args:              exactArgs("NAME"),
+		ValidArgsFunction: o.completeClusters,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			name := args[0]
+			if _, err := c.DeleteCluster(ctx(cmd), name); err != nil {
+				return err
+			}
+			if !wait {
+				fmt.Fprintf(o.Out, "cluster/%s deleting\n", name)
+				return nil
+			}
+			fmt.Fprintf(o.ErrOut, "cluster/%s deleting\n", name)
+			spec := waitSpec{
+				goal: "deletion", cluster: name,
+				done: func(obs observation) (bool, error) { return obs.cluster == nil, nil },
+				detail: func(obs observation) string {
+					return firstNonEmpty(conditionMessage(obs.cluster, api.ConditionDeleting), "deletion requested")
+				},
+			}
+			if err := o.wait(ctx(cmd), c, spec, timeout); err != nil {
+				return err
+			}
+			fmt.Fprintf(o.Out, "cluster/%s deleted\n", name)
+			return nil
+		},
+	}
+	addWaitFlags(cmd, &wait, &timeout, "everything of the cluster is gone")
+	return cmd
+}
+
+func newUpgradeCommand(o *Options) *cobra.Command {
+	cmd := group("upgrade", "Move a cluster or a node pool to another Kubernetes release")
+	cmd.AddCommand(newUpgradeClusterCommand(o), newUpgradeNodePoolCommand(o))
+	return cmd
+}
+
+func newUpgradeClusterCommand(o *Options) *cobra.Command {
+	var (
+		rel     string
+		wait    bool
+		timeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:               "cluster NAME --release VERSION",
+		Aliases:           []string{"hostedcluster", "hc"},
+		Short:             "Roll a cluster's control plane to another release, one component at a time",
+		Example:           "  hostplane upgrade cluster demo --release 1.34.4 --wait",
+		Args:              exactArgs("NAME"),
+		ValidArgsFunction: o.completeClusters,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if rel == "" {
+				return usagef(cmd, "--release is required (one of %v)", release.Versions())
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			name := args[0]
+			patch := map[string]any{"spec": map[string]any{"release": map[string]any{"version": rel}}}
+			cl, err := c.PatchCluster(ctx(cmd), name, patch)
+			if err != nil {
+				return err
+			}
+			if !wait {
+				fmt.Fprintf(o.Out, "cluster/%s upgrading to %s\n", name, rel)
+				return nil
+			}
+			fmt.Fprintf(o.ErrOut, "cluster/%s upgrading to %s\n", name, rel)
+			gen := cl.Generation
+			spec := waitSpec{
+				goal: "release " + rel, cluster: name, components: true,
+				done: func(obs observation) (bool, error) {
+					cl := obs.cluster
+					if cl == nil {
+						return false, fmt.Errorf("cluster %s was deleted during the upgrade", name)
+					}
+					if err := invalidConfig(cl); err != nil {
+						return false, err
+					}
+					if cl.Spec.Release.Version != rel {
+						return false, fmt.Errorf("cluster %s's release was changed to %s by someone else", name, cl.Spec.Release.Version)
+					}
+					return cl.Status.ObservedGeneration >= gen && clusterVersion(cl) == rel &&
+						cl.Status.Conditions.IsTrue(api.ConditionAvailable) &&
+						!cl.Status.Conditions.IsTrue(api.ConditionProgressing), nil
+				},
+				detail: func(obs observation) string {
+					if s := componentSummary(obs.components, rel); s != "" {
+						return s
+					}
+					return conditionMessage(obs.cluster, api.ConditionProgressing)
+				},
+			}
+			if err := o.wait(ctx(cmd), c, spec, timeout); err != nil {
+				return err
+			}
+			fmt.Fprintf(o.Out, "cluster/%s runs %s\n", name, rel)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&rel, "release", "", "release to move to (required)")
+	_ = cmd.RegisterFlagCompletionFunc("release", completeReleases)
+	addWaitFlags(cmd, &wait, &timeout, "every component runs the release")
+	return cmd
+}

@@ -1,0 +1,475 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hostplane/hostplane/cmd/hostplane/internal/client"
+	"github.com/hostplane/hostplane/pkg/api"
+)
+
+func newGetCommand(o *Options) *cobra.Command {
+	cmd := group("get", "Show clusters, components, PKI, infrastructure, node pools or machines")
+	cmd.Long = `Show one or many resources.
+
+Resources: clusters (cluster), components CLUSTER, pki CLUSTER, infra CLUSTER,
+nodepools CLUSTER, machines CLUSTER.`
+	cmd.Example = `  hostplane get clusters
+  hostplane get cluster demo -o yaml
+  hostplane get components demo -o wide`
+	cmd.AddCommand(newGetClustersCommand(o), newGetComponentsCommand(o), newGetPKICommand(o),
+		newGetInfraCommand(o), newGetNodePoolsCommand(o), newGetMachinesCommand(o))
+	return cmd
+}
+
+func newGetClustersCommand(o *Options) *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:               "clusters [NAME]",
+		Aliases:           []string{"cluster", "hostedclusters", "hostedcluster", "hc"},
+		Short:             "List clusters, or show one",
+		Args:              rangeArgs(0, 1, "[NAME]"),
+		ValidArgsFunction: o.completeClusters,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(cmd, out); err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			var items []api.Cluster
+			if len(args) == 1 {
+				cl, err := c.GetCluster(ctx(cmd), args[0])
+				if err != nil {
+					return err
+				}
+				if ok, err := printObject(o.Out, out, cl); ok {
+					return err
+				}
+				items = []api.Cluster{*cl}
+			} else {
+				l, err := c.ListClusters(ctx(cmd))
+				if err != nil {
+					return err
+				}
+				if ok, err := printObject(o.Out, out, l); ok {
+					return err
+				}
+				if len(l.Items) == 0 {
+					fmt.Fprintln(o.ErrOut, "No clusters found.")
+					return nil
+				}
+				items = l.Items
+			}
+			return printClusters(o, out == OutputWide, items)
+		},
+	}
+	addOutputFlag(cmd, &out)
+	return cmd
+}
+
+func printClusters(o *Options, wide bool, items []api.Cluster) error {
+	header := []string{"NAME", "VERSION", "AVAILABLE", "PROGRESSING", "AGE"}
+	if wide {
+		header = append(header, "ENDPOINT", "MESSAGE")
+	}
+	t := newTable(o.Out, header...)
+	now := time.Now()
+	for i := range items {
+		c := &items[i]
+		row := []string{c.Name, clusterVersion(c), condStatus(c.Status.Conditions, api.ConditionAvailable),
+			condStatus(c.Status.Conditions, api.ConditionProgressing), age(c.CreationTimestamp, now)}
+		if wide {
+			row = append(row, endpointURL(c.Status.ControlPlaneEndpoint), clusterMessage(c))
+		}
+		t.row(row...)
+	}
+	return t.flush()
+}
+
+func newGetComponentsCommand(o *Options) *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:               "components CLUSTER",
+		Aliases:           []string{"component", "comp"},
+		Short:             "List a cluster's control-plane components",
+		Args:              exactArgs("CLUSTER"),
+		ValidArgsFunction: o.completeClusters,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(cmd, out); err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			l, err := components(ctx(cmd), c, args[0])
+			if err != nil {
+				return err
+			}
+			if ok, err := printObject(o.Out, out, l); ok {
+				return err
+			}
+			return printComponents(o, out == OutputWide, l.Items)
+		},
+	}
+	addOutputFlag(cmd, &out)
+	return cmd
+}
+
+// components lists the cluster's components; a cluster that exists but has none yet is an
+// empty list, a cluster that does not exist is a not-found error.
+func components(ctx context.Context, c *client.Client, cluster string) (*api.ComponentList, error) {
+	l, err := c.Components(ctx, cluster)
+	if client.IsNotFound(err) {
+		if _, gerr := c.GetCluster(ctx, cluster); gerr != nil {
+			return nil, gerr
+		}
+		return &api.ComponentList{Items: []api.ControlPlaneComponent{}}, nil
+	}
+	return l, err
+}
+
+func printComponents(o *Options, wide bool, items []api.ControlPlaneComponent) error {
+	if len(items) == 0 {
+		fmt.Fprintln(o.ErrOut, "No components found.")
+		return nil
+	}
+	header := []string{"NAME", "VERSION", "READY", "AVAILABLE", "PROGRESSING", "AGE"}
+	if wide {
+		header = append(header, "DEPENDS-ON", "CONFIG", "RESTARTS", "MESSAGE")
+	}
+	t := newTable(o.Out, header...)
+	now := time.Now()
+	for _, c := range items {
+		row := []string{c.Name, c.Status.Version, fmt.Sprintf("%d/%d", c.Status.ReadyReplicas, c.Spec.Replicas),
+			condStatus(c.Status.Conditions, api.ConditionAvailable), componentProgressing(&c), age(c.CreationTimestamp, now)}
+		if wide {
+			restarts := 0
+			for _, r := range c.Status.Replicas {
+				restarts += r.Restarts
+			}
+			row = append(row, strings.Join(c.Spec.DependsOn, ","), shortHash(c.Spec.ConfigHash), strconv.Itoa(restarts), componentMessage(&c))
+		}
+		t.row(row...)
+	}
+	return t.flush()
+}
+
+// componentProgressing is "True" while a rollout is under way (RolloutComplete False).
+func componentProgressing(c *api.ControlPlaneComponent) string {
+	rc, ok := c.Status.Conditions.Get(api.ConditionRolloutComplete)
+	switch {
+	case !ok:
+		return string(api.ConditionUnknown)
+	case rc.Status == api.ConditionTrue:
+		return string(api.ConditionFalse)
+	case rc.Status == api.ConditionFalse:
+		return string(api.ConditionTrue)
+	}
+	return string(api.ConditionUnknown)
+}
+
+func componentMessage(c *api.ControlPlaneComponent) string {
+	cs := c.Status.Conditions
+	if d, ok := cs.Get(api.ConditionDegraded); ok && d.Status == api.ConditionTrue {
+		return d.Message
+	}
+	if a, ok := cs.Get(api.ConditionAvailable); ok && a.Status != api.ConditionTrue {
+		return a.Message
+	}
+	if r, ok := cs.Get(api.ConditionRolloutComplete); ok {
+		return r.Message
+	}
+	return ""
+}
+
+func shortHash(h string) string {
+	if len(h) > 10 {
+		return h[:10]
+	}
+	return h
+}
+
+func newGetPKICommand(o *Options) *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:               "pki CLUSTER",
+		Aliases:           []string{"certificates", "certs"},
+		Short:             "List a cluster's certificates and their expiry (never key material)",
+		Args:              exactArgs("CLUSTER"),
+		ValidArgsFunction: o.completeClusters,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(cmd, out); err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			p, err := c.PKI(ctx(cmd), args[0])
+			if err != nil {
+				return err
+			}
+			if ok, err := printObject(o.Out, out, p); ok {
+				return err
+			}
+			header := []string{"NAME", "CA", "NOT-AFTER", "EXPIRES-IN"}
+			if out == OutputWide {
+				header = append(header, "SUBJECT", "ISSUER")
+			}
+			t := newTable(o.Out, header...)
+			now := time.Now()
+			for _, ci := range p.Certificates {
+				row := []string{ci.Name, strconv.FormatBool(ci.IsCA), ci.NotAfter.UTC().Format(time.RFC3339), humanDuration(ci.NotAfter.Sub(now))}
+				if out == OutputWide {
+					row = append(row, ci.Subject, ci.Issuer)
+				}
+				t.row(row...)
+			}
+			return t.flush()
+		},
+	}
+	addOutputFlag(cmd, &out)
+	return cmd
+}
+
+func newGetInfraCommand(o *Options) *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:               "infra CLUSTER",
+		Aliases:           []string{"infrastructure"},
+		Short:             "Show what infrad allocated for a cluster: endpoint and ports",
+		Args:              exactArgs("CLUSTER"),
+		ValidArgsFunction: o.completeClusters,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(cmd, out); err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			inf, err := c.Infra(ctx(cmd), args[0])
+			if err != nil {
+				return err
+			}
+			if ok, err := printObject(o.Out, out, inf); ok {
+				return err
+			}
+			header := []string{"CLUSTER", "PLATFORM", "ENDPOINT", "READY", "AGE"}
+			if out == OutputWide {
+				header = append(header, "APISERVERS", "ETCD", "MESSAGE")
+			}
+			t := newTable(o.Out, header...)
+			row := []string{inf.Name, inf.Platform, endpointURL(&inf.Endpoint), strconv.FormatBool(inf.Ready), age(inf.CreationTimestamp, time.Now())}
+			if out == OutputWide {
+				var apis, etcd []string
+				for _, e := range inf.APIServers {
+					apis = append(apis, net.JoinHostPort(e.Host, strconv.Itoa(e.Port)))
+				}
+				for _, m := range inf.Etcd {
+					etcd = append(etcd, net.JoinHostPort(m.Host, strconv.Itoa(m.ClientPort)))
+				}
+				row = append(row, strings.Join(apis, ","), strings.Join(etcd, ","), inf.Message)
+			}
+			t.row(row...)
+			return t.flush()
+		},
+	}
+	addOutputFlag(cmd, &out)
+	return cmd
+}
+
+// notServed turns "the server has no route" into a message saying the feature is not there
+// yet; other errors pass through.
+func notServed(err error, route string) error {
+	if client.IsRouteMissing(err) {
+		return fmt.Errorf("not available yet: the server has no %s route", route)
+	}
+	return err
+}
+
+// nodePoolView is what the table shows of a NodePool (decoded loosely: the json and yaml
+// outputs print the server's answer as it is).
+type nodePoolView struct {
+	Name              string    `json:"name"`
+	CreationTimestamp time.Time `json:"creationTimestamp"`
+	Spec              struct {
+		Replicas   *int        `json:"replicas"`
+		Release    api.Release `json:"release"`
+		Management struct {
+			UpgradeType string `json:"upgradeType"`
+		} `json:"management"`
+		AutoScaling *struct {
+			Min int `json:"min"`
+			Max int `json:"max"`
+		} `json:"autoScaling"`
+	} `json:"spec"`
+	Status struct {
+		Replicas      int            `json:"replicas"`
+		ReadyReplicas int            `json:"readyReplicas"`
+		Version       string         `json:"version"`
+		Conditions    api.Conditions `json:"conditions"`
+	} `json:"status"`
+}
+
+const (
+	routeNodePools = "/v1/clusters/{c}/nodepools"
+	routeMachines  = "/v1/clusters/{c}/machines"
+)
+
+func newGetNodePoolsCommand(o *Options) *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:               "nodepools CLUSTER [NAME]",
+		Aliases:           []string{"nodepool", "np"},
+		Short:             "List a cluster's node pools, or show one",
+		Args:              rangeArgs(1, 2, "CLUSTER [NAME]"),
+		ValidArgsFunction: o.completeClusterThenNodePool,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(cmd, out); err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			path := client.ClusterPath(args[0], "nodepools")
+			if len(args) == 2 {
+				path = client.ClusterPath(args[0], "nodepools", args[1])
+			}
+			var raw json.RawMessage
+			if err := c.Do(ctx(cmd), http.MethodGet, path, nil, &raw); err != nil {
+				return notServed(err, routeNodePools)
+			}
+			if ok, err := printObject(o.Out, out, raw); ok {
+				return err
+			}
+			var items []nodePoolView
+			if len(args) == 2 {
+				var np nodePoolView
+				if err := json.Unmarshal(raw, &np); err != nil {
+					return err
+				}
+				items = []nodePoolView{np}
+			} else {
+				var l struct {
+					Items []nodePoolView `json:"items"`
+				}
+				if err := json.Unmarshal(raw, &l); err != nil {
+					return err
+				}
+				items = l.Items
+			}
+			if len(items) == 0 {
+				fmt.Fprintln(o.ErrOut, "No node pools found.")
+				return nil
+			}
+			header := []string{"NAME", "DESIRED", "CURRENT", "READY", "VERSION", "AGE"}
+			if out == OutputWide {
+				header = append(header, "UPGRADE-TYPE", "AUTOSCALING", "MESSAGE")
+			}
+			t := newTable(o.Out, header...)
+			now := time.Now()
+			for _, np := range items {
+				desired := ""
+				if np.Spec.Replicas != nil {
+					desired = strconv.Itoa(*np.Spec.Replicas)
+				}
+				row := []string{np.Name, desired, strconv.Itoa(np.Status.Replicas), strconv.Itoa(np.Status.ReadyReplicas),
+					np.Status.Version, age(np.CreationTimestamp, now)}
+				if out == OutputWide {
+					as := ""
+					if a := np.Spec.AutoScaling; a != nil {
+						as = fmt.Sprintf("%d-%d", a.Min, a.Max)
+					}
+					msg := ""
+					if r, ok := np.Status.Conditions.Get("Ready"); ok {
+						msg = r.Message
+					}
+					row = append(row, np.Spec.Management.UpgradeType, as, msg)
+				}
+				t.row(row...)
+			}
+			return t.flush()
+		},
+	}
+	addOutputFlag(cmd, &out)
+	return cmd
+}
+
+func newGetMachinesCommand(o *Options) *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:               "machines CLUSTER",
+		Aliases:           []string{"machine", "ma"},
+		Short:             "List a cluster's worker machines",
+		Args:              exactArgs("CLUSTER"),
+		ValidArgsFunction: o.completeClusters,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(cmd, out); err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			var raw json.RawMessage
+			if err := c.Do(ctx(cmd), http.MethodGet, client.ClusterPath(args[0], "machines"), nil, &raw); err != nil {
+				return notServed(err, routeMachines)
+			}
+			if ok, err := printObject(o.Out, out, raw); ok {
+				return err
+			}
+			var l struct {
+				Items []struct {
+					Name              string    `json:"name"`
+					CreationTimestamp time.Time `json:"creationTimestamp"`
+					NodePool          string    `json:"nodepool"`
+					Phase             string    `json:"phase"`
+					NodeName          string    `json:"nodeName"`
+					ProviderID        string    `json:"providerID"`
+					Status            struct {
+						Phase      string `json:"phase"`
+						NodeName   string `json:"nodeName"`
+						ProviderID string `json:"providerID"`
+					} `json:"status"`
+				} `json:"items"`
+			}
+			if err := json.Unmarshal(raw, &l); err != nil {
+				return err
+			}
+			if len(l.Items) == 0 {
+				fmt.Fprintln(o.ErrOut, "No machines found.")
+				return nil
+			}
+			header := []string{"NAME", "NODEPOOL", "PHASE", "NODE", "AGE"}
+			if out == OutputWide {
+				header = append(header, "PROVIDER-ID")
+			}
+			t := newTable(o.Out, header...)
+			now := time.Now()
+			for _, m := range l.Items {
+				row := []string{m.Name, m.NodePool, firstNonEmpty(m.Phase, m.Status.Phase),
+					firstNonEmpty(m.NodeName, m.Status.NodeName), age(m.CreationTimestamp, now)}
+				if out == OutputWide {
+					row = append(row, firstNonEmpty(m.ProviderID, m.Status.ProviderID))
+				}
+				t.row(row...)
+			}
+			return t.flush()
+		},
+	}
+	addOutputFlag(cmd, &out)
+	return cmd
+}

@@ -1,0 +1,64 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+)
+
+func newKubeconfigCommand(o *Options) *cobra.Command {
+	var file string
+	cmd := &cobra.Command{
+		Use:   "kubeconfig CLUSTER [-f FILE]",
+		Short: "Print or write the cluster's admin kubeconfig",
+		Example: `  hostplane kubeconfig demo > demo.kubeconfig
+  hostplane kubeconfig demo -f demo.kubeconfig && kubectl --kubeconfig demo.kubeconfig get ns`,
+		Args:              exactArgs("CLUSTER"),
+		ValidArgsFunction: o.completeClusters,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			kc, err := c.Kubeconfig(ctx(cmd), args[0])
+			if err != nil {
+				return err
+			}
+			if file == "" || file == "-" {
+				_, err := o.Out.Write(kc)
+				return err
+			}
+			if err := writePrivateFile(file, kc); err != nil {
+				return err
+			}
+			fmt.Fprintf(o.ErrOut, "wrote the admin kubeconfig of %s to %s\n", args[0], file)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "write to FILE (mode 0600) instead of standard output")
+	return cmd
+}
+
+// writePrivateFile replaces path with data, readable by its owner only (it holds a key).
+func writePrivateFile(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

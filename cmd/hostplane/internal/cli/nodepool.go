@@ -1,0 +1,183 @@
+package cli
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hostplane/hostplane/cmd/hostplane/internal/client"
+	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/release"
+)
+
+// Node pool commands speak the NodePool API of ARCHITECTURE 5a. Until the server serves
+// /v1/clusters/{c}/nodepools they answer "not available yet" (exit code 1).
+
+func addClusterFlag(o *Options, cmd *cobra.Command, cluster *string) {
+	cmd.Flags().StringVarP(cluster, "cluster", "c", "", "the node pool's cluster (required)")
+	_ = cmd.RegisterFlagCompletionFunc("cluster", o.completeClusters)
+}
+
+func requireCluster(cmd *cobra.Command, cluster string) error {
+	if cluster == "" {
+		return usagef(cmd, "--cluster is required")
+	}
+	return nil
+}
+
+func newCreateNodePoolCommand(o *Options) *cobra.Command {
+	var (
+		cluster, rel, upgradeType string
+		replicas                  int
+		autoRepair                bool
+	)
+	cmd := &cobra.Command{
+		Use:               "nodepool NAME --cluster CLUSTER --replicas N",
+		Aliases:           []string{"np"},
+		Short:             "Create a node pool: worker machines that join the cluster",
+		Example:           "  hostplane create nodepool workers --cluster demo --replicas 3",
+		Args:              exactArgs("NAME"),
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := requireCluster(cmd, cluster); err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			if rel == "" {
+				// Default to the cluster's release, as HyperShift does.
+				cl, err := c.GetCluster(ctx(cmd), cluster)
+				if err != nil {
+					return err
+				}
+				rel = cl.Spec.Release.Version
+			}
+			body := map[string]any{
+				"name": args[0],
+				"spec": map[string]any{
+					"replicas": replicas,
+					"release":  api.Release{Version: rel},
+					"management": map[string]any{
+						"upgradeType": upgradeType,
+						"autoRepair":  autoRepair,
+					},
+				},
+			}
+			if err := c.Do(ctx(cmd), http.MethodPost, client.ClusterPath(cluster, "nodepools"), body, nil); err != nil {
+				return notServed(err, routeNodePools)
+			}
+			fmt.Fprintf(o.Out, "nodepool/%s created in cluster %s\n", args[0], cluster)
+			return nil
+		},
+	}
+	addClusterFlag(o, cmd, &cluster)
+	f := cmd.Flags()
+	f.IntVar(&replicas, "replicas", 1, "number of machines")
+	f.StringVar(&rel, "release", "", "Kubernetes release of the machines (default: the cluster's)")
+	f.StringVar(&upgradeType, "upgrade-type", "Replace", "how machines move to a new release or config: Replace or InPlace (immutable)")
+	f.BoolVar(&autoRepair, "auto-repair", true, "replace machines whose node stays unhealthy")
+	_ = cmd.RegisterFlagCompletionFunc("release", completeReleases)
+	_ = cmd.RegisterFlagCompletionFunc("upgrade-type", cobra.FixedCompletions([]string{"Replace", "InPlace"}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+func newDeleteNodePoolCommand(o *Options) *cobra.Command {
+	var cluster string
+	cmd := &cobra.Command{
+		Use:               "nodepool NAME --cluster CLUSTER",
+		Aliases:           []string{"np"},
+		Short:             "Delete a node pool: drain and remove its machines",
+		Args:              exactArgs("NAME"),
+		ValidArgsFunction: o.completeNodePools(&cluster),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := requireCluster(cmd, cluster); err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			if err := c.Do(ctx(cmd), http.MethodDelete, client.ClusterPath(cluster, "nodepools", args[0]), nil, nil); err != nil {
+				return notServed(err, routeNodePools)
+			}
+			fmt.Fprintf(o.Out, "nodepool/%s deleting\n", args[0])
+			return nil
+		},
+	}
+	addClusterFlag(o, cmd, &cluster)
+	return cmd
+}
+
+func newScaleCommand(o *Options) *cobra.Command {
+	cmd := group("scale", "Change the number of machines of a node pool")
+	var (
+		cluster  string
+		replicas int
+	)
+	np := &cobra.Command{
+		Use:               "nodepool NAME --cluster CLUSTER --replicas N",
+		Aliases:           []string{"np"},
+		Short:             "Set a node pool's replicas",
+		Example:           "  hostplane scale nodepool workers --cluster demo --replicas 5",
+		Args:              exactArgs("NAME"),
+		ValidArgsFunction: o.completeNodePools(&cluster),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := requireCluster(cmd, cluster); err != nil {
+				return err
+			}
+			if !cmd.Flags().Changed("replicas") || replicas < 0 {
+				return usagef(cmd, "--replicas N (N >= 0) is required")
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			patch := map[string]any{"spec": map[string]any{"replicas": replicas}}
+			if err := c.Do(ctx(cmd), http.MethodPatch, client.ClusterPath(cluster, "nodepools", args[0]), patch, nil); err != nil {
+				return notServed(err, routeNodePools)
+			}
+			fmt.Fprintf(o.Out, "nodepool/%s scaled to %d\n", args[0], replicas)
+			return nil
+		},
+	}
+	addClusterFlag(o, np, &cluster)
+	np.Flags().IntVar(&replicas, "replicas", 0, "number of machines (required)")
+	cmd.AddCommand(np)
+	return cmd
+}
+
+func newUpgradeNodePoolCommand(o *Options) *cobra.Command {
+	var cluster, rel string
+	cmd := &cobra.Command{
+		Use:               "nodepool NAME --cluster CLUSTER --release VERSION",
+		Aliases:           []string{"np"},
+		Short:             "Roll a node pool's machines to another release",
+		Args:              exactArgs("NAME"),
+		ValidArgsFunction: o.completeNodePools(&cluster),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := requireCluster(cmd, cluster); err != nil {
+				return err
+			}
+			if rel == "" {
+				return usagef(cmd, "--release is required (one of %v)", release.Versions())
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			patch := map[string]any{"spec": map[string]any{"release": api.Release{Version: rel}}}
+			if err := c.Do(ctx(cmd), http.MethodPatch, client.ClusterPath(cluster, "nodepools", args[0]), patch, nil); err != nil {
+				return notServed(err, routeNodePools)
+			}
+			fmt.Fprintf(o.Out, "nodepool/%s upgrading to %s\n", args[0], rel)
+			return nil
+		},
+	}
+	addClusterFlag(o, cmd, &cluster)
+	cmd.Flags().StringVar(&rel, "release", "", "release to move to (required)")
+	_ = cmd.RegisterFlagCompletionFunc("release", completeReleases)
+	return cmd
+}

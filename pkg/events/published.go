@@ -1,0 +1,90 @@
+package events
+
+import "slices"
+
+// Verbs of the events hostplane publishes, per resource. A daemon publishes
+// hostplane.evt.<cluster>.<resource>.<verb> with these verbs only, so that every event a
+// consumer can see is listed in Published and documented in docs/events.md.
+const (
+	VerbClusterCreated  = "created"
+	VerbClusterUpdated  = "updated"
+	VerbClusterDeleting = "deleting"
+	VerbClusterDeleted  = "deleted"
+	VerbClusterStatus   = "status"
+
+	VerbInfraReady   = "ready"
+	VerbInfraDeleted = "deleted"
+
+	VerbPKIReady   = "ready"
+	VerbPKIRotated = "rotated"
+	VerbPKIDeleted = "deleted"
+
+	VerbComponentProgressing = "progressing"
+	VerbComponentAvailable   = "available"
+	VerbComponentDegraded    = "degraded"
+	VerbComponentDeleted     = "deleted"
+)
+
+// PublishedEvent describes one event type hostplane publishes.
+type PublishedEvent struct {
+	Resource Resource
+	Verb     string
+	// Publishers are the daemons that publish it (the event's source is /hostplane/<daemon>):
+	// one, except for types several daemons answer with (such as inbox.rejected, where each
+	// inbound type's owner rejects its own).
+	Publishers []string
+	// Key is what the CloudEvent "subject" attribute holds: the KV key that changed.
+	Key string
+	// Data is what the "data" attribute carries ("" for none).
+	Data string
+	// When says what happened.
+	When string
+}
+
+// PublishedBy reports whether daemon publishes the event type.
+func (p PublishedEvent) PublishedBy(daemon string) bool { return slices.Contains(p.Publishers, daemon) }
+
+// Type is the CloudEvent type, io.hostplane.<resource>.<verb>.
+func (p PublishedEvent) Type() string { return TypePrefix + string(p.Resource) + "." + p.Verb }
+
+// SubjectPattern is the NATS subject with a <cluster> placeholder.
+func (p PublishedEvent) SubjectPattern() string {
+	return EventPrefix + ".<cluster>." + string(p.Resource) + "." + p.Verb
+}
+
+// Published lists every event type hostplane publishes. docs/events.md documents each one and
+// a test checks both against the daemons' code: add an entry here (and a section there) with
+// every new verb.
+var Published = []PublishedEvent{
+	{Resource: ResourceCluster, Verb: VerbClusterCreated, Publishers: []string{"clusterd"}, Key: "<cluster>",
+		When: "POST /v1/clusters stored a new cluster (generation 1)."},
+	{Resource: ResourceCluster, Verb: VerbClusterUpdated, Publishers: []string{"clusterd"}, Key: "<cluster>",
+		When: "PATCH /v1/clusters/{cluster} changed the spec (the generation was bumped), for example a release upgrade."},
+	{Resource: ResourceCluster, Verb: VerbClusterDeleting, Publishers: []string{"clusterd"}, Key: "<cluster>",
+		When: "DELETE /v1/clusters/{cluster} set the deletion timestamp and the Deleting condition; the other daemons release what they hold."},
+	{Resource: ResourceCluster, Verb: VerbClusterDeleted, Publishers: []string{"clusterd"}, Key: "<cluster>",
+		When: "Every other daemon released the cluster and clusterd removed its key; GET answers 404 from now on."},
+	{Resource: ResourceCluster, Verb: VerbClusterStatus, Publishers: []string{"clusterd"}, Key: "<cluster>",
+		When: "The aggregated status conditions of the cluster changed (Available, Progressing, Degraded, InfrastructureReady, PKIReady, ...)."},
+
+	{Resource: ResourceInfra, Verb: VerbInfraReady, Publishers: []string{"infrad"}, Key: "<cluster>",
+		When: "infrad allocated the cluster's endpoint and ports (and, for HighlyAvailable, started its load balancer)."},
+	{Resource: ResourceInfra, Verb: VerbInfraDeleted, Publishers: []string{"infrad"}, Key: "<cluster>",
+		When: "infrad released the cluster's ports and load balancer and deleted its infra record, after the control plane was gone."},
+
+	{Resource: ResourcePKI, Verb: VerbPKIReady, Publishers: []string{"pkid"}, Key: "<cluster>", Data: `{"serial": "<bundle serial>"}`,
+		When: "pkid issued the cluster's CAs, leaf certificates, service-account key and kubeconfigs for the first time."},
+	{Resource: ResourcePKI, Verb: VerbPKIRotated, Publishers: []string{"pkid"}, Key: "<cluster>", Data: `{"serial": "<bundle serial>"}`,
+		When: "pkid renewed leaf certificates (before expiry or on POST /v1/clusters/{cluster}/pki/rotate); the serial changed."},
+	{Resource: ResourcePKI, Verb: VerbPKIDeleted, Publishers: []string{"pkid"}, Key: "<cluster>",
+		When: "pkid deleted the cluster's PKI bundle, after the control plane was gone."},
+
+	{Resource: ResourceComponent, Verb: VerbComponentProgressing, Publishers: []string{"componentd"}, Key: "<cluster>/<component>", Data: "the api.ControlPlaneComponent",
+		When: "A control-plane component's Available, RolloutComplete or Degraded condition changed and it is rolling out (not yet Available with its rollout complete)."},
+	{Resource: ResourceComponent, Verb: VerbComponentAvailable, Publishers: []string{"componentd"}, Key: "<cluster>/<component>", Data: "the api.ControlPlaneComponent",
+		When: "A control-plane component became Available with its rollout complete."},
+	{Resource: ResourceComponent, Verb: VerbComponentDegraded, Publishers: []string{"componentd"}, Key: "<cluster>/<component>", Data: "the api.ControlPlaneComponent",
+		When: "A control-plane component became Degraded (crash-looping replicas) or lost its availability."},
+	{Resource: ResourceComponent, Verb: VerbComponentDeleted, Publishers: []string{"componentd"}, Key: "<cluster>/<component>",
+		When: "componentd stopped every process of the component and removed its files and KV key (cluster deletion)."},
+}
