@@ -1,0 +1,141 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/testenv"
+)
+
+// readyzPoller polls /readyz through the cluster's endpoint until stopped, counting failures.
+type readyzPoller struct {
+	ok, failed atomic.Int64
+	mu         sync.Mutex
+	errs       []string
+	stop       context.CancelFunc
+	done       chan struct{}
+}
+
+func (c *client) pollReadyz(name string) *readyzPoller {
+	kc := c.kubeClient(name)
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &readyzPoller{stop: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+			_, err := kc.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx)
+			rcancel()
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				p.failed.Add(1)
+				p.mu.Lock()
+				p.errs = append(p.errs, time.Now().Format("15:04:05.000")+" "+err.Error())
+				p.mu.Unlock()
+			} else {
+				p.ok.Add(1)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return p
+}
+
+func (p *readyzPoller) finish(t *testing.T, during string) {
+	t.Helper()
+	p.stop()
+	<-p.done
+	t.Logf("%s: %d /readyz answered, %d failed", during, p.ok.Load(), p.failed.Load())
+	if p.failed.Load() > 0 {
+		t.Errorf("%s: %d requests through the endpoint failed: %v", during, p.failed.Load(), p.errs)
+	}
+	if p.ok.Load() == 0 {
+		t.Errorf("%s: no request succeeded", during)
+	}
+}
+
+func (c *client) componentHashes(name string) map[string]string {
+	var comps api.ComponentList
+	if code, body := c.do("GET", "/v1/clusters/"+name+"/components", "", &comps); code != http.StatusOK {
+		c.t.Fatalf("components: %d %s", code, body)
+	}
+	out := map[string]string{}
+	for _, comp := range comps.Items {
+		out[comp.Name] = comp.Spec.ConfigHash
+	}
+	return out
+}
+
+// allRolledOut reports whether every component's hash differs from before and every replica
+// runs it, ready.
+func (c *client) allRolledOut(name string, before map[string]string) bool {
+	var comps api.ComponentList
+	if code, _ := c.do("GET", "/v1/clusters/"+name+"/components", "", &comps); code != http.StatusOK || len(comps.Items) != len(before) {
+		return false
+	}
+	for _, comp := range comps.Items {
+		if comp.Spec.ConfigHash == before[comp.Name] || !comp.Status.Conditions.IsTrue(api.ConditionRolloutComplete) {
+			return false
+		}
+		for _, r := range comp.Status.Replicas {
+			if r.ConfigHash != comp.Spec.ConfigHash || !r.Ready {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// TestCluster_HighlyAvailable_ServesEveryRequestDuringUpgradeAndRotation polls /readyz through
+// the load-balanced endpoint while the control plane is upgraded and its certificates
+// rotated: replicas roll one at a time, so no request may fail.
+func TestCluster_HighlyAvailable_ServesEveryRequestDuringUpgradeAndRotation(t *testing.T) {
+	_, c := stack(t)
+	code, body := c.do("POST", "/v1/clusters", `{"name":"ha","spec":{"release":{"version":"`+oldRelease+`"},"controllerAvailabilityPolicy":"HighlyAvailable"}}`, nil)
+	if code != http.StatusAccepted {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	c.waitCondition("ha", api.ConditionAvailable, api.ConditionTrue, available)
+
+	before := c.componentHashes("ha")
+	poll := c.pollReadyz("ha")
+	if code, body := c.do("PATCH", "/v1/clusters/ha", `{"spec":{"release":{"version":"`+newRelease+`"}}}`, nil); code != http.StatusOK {
+		t.Fatalf("upgrade: %d %s", code, body)
+	}
+	var cl api.Cluster
+	testenv.Eventually(t, available, func() bool {
+		cl, _ = c.cluster("ha")
+		h := cl.Status.Version
+		return h != nil && len(h.History) > 0 && h.History[0].Version == newRelease && h.History[0].CompletionTime != nil
+	}, "upgrade never completed: %s", lazyJSON{&cl})
+	poll.finish(t, "upgrade")
+	after := c.componentHashes("ha")
+	if after[api.ComponentEtcd] != before[api.ComponentEtcd] {
+		t.Errorf("the upgrade rolled etcd, which does not depend on the release")
+	}
+
+	poll = c.pollReadyz("ha")
+	if code, body := c.do("POST", "/v1/clusters/ha/pki/rotate", "", nil); code != http.StatusAccepted {
+		t.Fatalf("rotate: %d %s", code, body)
+	}
+	testenv.Eventually(t, available, func() bool { return c.allRolledOut("ha", after) },
+		"not every component rolled onto the rotated certificates")
+	poll.finish(t, "certificate rotation")
+	// The rotated cluster still answers with a freshly fetched kubeconfig.
+	if _, err := c.kubeClient("ha").Discovery().ServerVersion(); err != nil {
+		t.Fatalf("after rotation: %v", err)
+	}
+}
