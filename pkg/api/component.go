@@ -42,6 +42,9 @@ type ReplicaStatus struct {
 	ConfigHash string `json:"configHash"`
 	Ready      bool   `json:"ready"`
 	Restarts   int    `json:"restarts"`
+	// Draining is set by componentd shortly before it stops this replica (to replace it):
+	// infrad's load balancer sends it no new connections from then on.
+	Draining bool `json:"draining,omitempty"`
 }
 
 // Component condition types.

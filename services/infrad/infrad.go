@@ -39,7 +39,7 @@ const Name = "infrad"
 // Defaults of Config's own fields.
 const (
 	DefaultHost           = "127.0.0.1"
-	DefaultHealthInterval = time.Second
+	DefaultHealthInterval = 500 * time.Millisecond
 	DefaultDeletePoll     = 2 * time.Second
 )
 
@@ -49,7 +49,8 @@ type Config struct {
 	// Host is the address every endpoint, port and load balancer of the local platform is on
 	// (HOSTPLANE_INFRA_HOST, default 127.0.0.1).
 	Host string
-	// HealthInterval is how often a load balancer dials its backends (default 1s).
+	// HealthInterval is how often a load balancer probes its backends' /readyz (default
+	// 500ms; kube-apiserver's --shutdown-delay-duration must be a few of these).
 	HealthInterval time.Duration
 	// DeletePoll is how often a deleting cluster's controlplane keys are checked again,
 	// besides the component events that trigger a check at once (default 2s).
@@ -73,7 +74,7 @@ func (c *Config) defaults() error {
 func RegisterFlags(fs *flag.FlagSet) func(daemon.Base) (daemon.Runner, error) {
 	var cfg Config
 	fs.StringVar(&cfg.Host, "endpoint-host", daemon.Env("HOSTPLANE_INFRA_HOST", DefaultHost), "address of the control planes' endpoints and load balancers (HOSTPLANE_INFRA_HOST)")
-	fs.DurationVar(&cfg.HealthInterval, "lb-health-interval", DefaultHealthInterval, "how often a load balancer dials its kube-apiserver backends")
+	fs.DurationVar(&cfg.HealthInterval, "lb-health-interval", DefaultHealthInterval, "how often a load balancer probes its kube-apiserver backends' /readyz")
 	return func(base daemon.Base) (daemon.Runner, error) {
 		cfg.Base = base
 		return New(cfg)

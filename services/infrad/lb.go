@@ -2,10 +2,13 @@ package infrad
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -14,16 +17,21 @@ import (
 
 // loadBalancer is a TCP load balancer in front of one cluster's kube-apiserver replicas. It
 // forwards bytes without looking at them (TLS passes through), picks backends round-robin,
-// skips a backend whose dial fails (so a killed replica fails no client) and dials every
-// backend each health interval to know which to try first.
+// skips a backend whose dial fails (so a killed replica fails no client) and probes every
+// backend each health interval to know which to send new connections to. The probe is
+// GET /readyz over HTTPS, as a cloud load balancer in front of kube-apiservers does: a
+// replica being shut down fails /readyz at once and keeps serving for its
+// --shutdown-delay-duration, so it is drained before it stops listening.
 type loadBalancer struct {
 	cluster  string
 	addr     string
 	backends []string
 	healthy  []atomic.Bool
+	draining []atomic.Bool // set by componentd before it stops a replica: no new connections
 	next     atomic.Uint64
 	interval time.Duration
 	dialTO   time.Duration
+	probe    func(ctx context.Context, addr string) error
 	metrics  *metrics
 	log      *slog.Logger
 
@@ -51,8 +59,10 @@ func startLoadBalancer(cluster, addr string, backends []string, interval time.Du
 		addr:     addr,
 		backends: slices.Clone(backends),
 		healthy:  make([]atomic.Bool, len(backends)),
+		draining: make([]atomic.Bool, len(backends)),
 		interval: interval,
 		dialTO:   max(interval, time.Second),
+		probe:    readyzProbe(max(interval, time.Second)),
 		metrics:  m,
 		log:      log.With("cluster", cluster, "lb", addr),
 		ln:       ln,
@@ -181,10 +191,12 @@ func (lb *loadBalancer) dial(ctx context.Context) (net.Conn, string) {
 	n := len(lb.backends)
 	start := int(lb.next.Add(1) - 1)
 	d := net.Dialer{Timeout: lb.dialTO}
-	for _, wantHealthy := range []bool{true, false} {
+	// Healthy backends first, then unhealthy ones (a probe may lag); draining ones only when
+	// nothing else accepts.
+	for _, pass := range []struct{ healthy, draining bool }{{true, false}, {false, false}, {true, true}, {false, true}} {
 		for i := range n {
 			j := (start + i) % n
-			if lb.healthy[j].Load() != wantHealthy {
+			if lb.healthy[j].Load() != pass.healthy || lb.draining[j].Load() != pass.draining {
 				continue
 			}
 			addr := lb.backends[j]
@@ -195,18 +207,27 @@ func (lb *loadBalancer) dial(ctx context.Context) (net.Conn, string) {
 				lb.log.Debug("backend dial failed; trying the next", "backend", addr, "err", err)
 				continue
 			}
-			lb.healthy[j].Store(true)
+			// A dial that succeeds says nothing about readiness (a draining replica still
+			// accepts): only the probe marks a backend healthy again.
 			return c, addr
 		}
 	}
 	return nil, ""
 }
 
-// checkHealth dials every backend each interval and records whether it accepted.
+// setDraining marks which backends (by index) are draining; the others are not.
+func (lb *loadBalancer) setDraining(draining map[int]bool) {
+	for i := range lb.draining {
+		if was := lb.draining[i].Swap(draining[i]); was != draining[i] {
+			lb.log.Info("backend draining changed", "backend", lb.backends[i], "draining", draining[i])
+		}
+	}
+}
+
+// checkHealth probes every backend each interval and records whether it is ready.
 func (lb *loadBalancer) checkHealth(ctx context.Context) {
 	t := time.NewTicker(lb.interval)
 	defer t.Stop()
-	d := net.Dialer{Timeout: lb.dialTO}
 	for {
 		select {
 		case <-ctx.Done():
@@ -214,14 +235,40 @@ func (lb *loadBalancer) checkHealth(ctx context.Context) {
 		case <-t.C:
 		}
 		for i, addr := range lb.backends {
-			c, err := d.DialContext(ctx, "tcp", addr)
+			err := lb.probe(ctx, addr)
 			ok := err == nil
-			if ok {
-				_ = c.Close()
-			}
 			if was := lb.healthy[i].Swap(ok); was != ok && ctx.Err() == nil {
 				lb.log.Info("backend health changed", "backend", addr, "healthy", ok)
 			}
 		}
+	}
+}
+
+// readyzProbe returns a probe that wants 200 from GET https://<addr>/readyz. The probe does
+// not verify the serving certificate: it asks a backend it was configured with whether it is
+// ready, and carries no credentials or data (anonymous /readyz is allowed by default RBAC).
+func readyzProbe(timeout time.Duration) func(ctx context.Context, addr string) error {
+	client := &http.Client{
+		Timeout: timeout,
+		Transport: &http.Transport{
+			TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // readiness probe only, see above
+			DisableKeepAlives: true,
+		},
+	}
+	return func(ctx context.Context, addr string) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+"/readyz", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%w: /readyz answered %d", ErrBackendNotReady, resp.StatusCode)
+		}
+		return nil
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -83,5 +84,84 @@ func TestLoadBalancer_PassesTLSThroughAndSkipsABackendWhoseDialFails(t *testing.
 	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 		_ = c.Close()
 		t.Errorf("closed load balancer still accepts on %s", addr)
+	}
+}
+
+// readyzBackend is an HTTPS server whose /readyz answers 200 until ready is set to false,
+// like a kube-apiserver that received SIGTERM; every other path answers name.
+func readyzBackend(t *testing.T, name string, ready *atomic.Bool) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/readyz" && !ready.Load() {
+			http.Error(w, "[-]shutdown failed", http.StatusInternalServerError)
+			return
+		}
+		_, _ = io.WriteString(w, name)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestLoadBalancer_SendsNothingNewToADrainingOrUnreadyBackend(t *testing.T) {
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var aReady, bReady atomic.Bool
+	aReady.Store(true)
+	bReady.Store(true)
+	a, b := readyzBackend(t, "a", &aReady), readyzBackend(t, "b", &bReady)
+	backends := []string{a.Listener.Addr().String(), b.Listener.Addr().String()}
+	lb, err := startLoadBalancer("c1", "127.0.0.1:0", backends, 50*time.Millisecond, m, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lb.Close() })
+	tr := a.Client().Transport.(*http.Transport).Clone()
+	tr.DisableKeepAlives = true
+	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	url := "https://" + lb.ln.Addr().String() + "/"
+	answers := func(n int) map[string]int {
+		seen := map[string]int{}
+		for range n {
+			resp, err := client.Get(url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			seen[string(body)]++
+		}
+		return seen
+	}
+
+	// componentd marks a draining before stopping it: every new connection goes to b.
+	lb.setDraining(map[int]bool{0: true})
+	if seen := answers(6); seen["a"] != 0 {
+		t.Fatalf("a draining backend got %d of 6 new connections", seen["a"])
+	}
+	lb.setDraining(nil)
+
+	// b fails /readyz (shutting down): once a probe saw it, only a gets new connections.
+	bReady.Store(false)
+	waitFor(t, func() bool { return !lb.healthy[1].Load() }, "probe never saw b unready")
+	if seen := answers(6); seen["b"] != 0 {
+		t.Fatalf("an unready backend got %d of 6 new connections", seen["b"])
+	}
+	bReady.Store(true)
+	waitFor(t, func() bool { return lb.healthy[1].Load() }, "probe never saw b ready again")
+	if seen := answers(6); seen["b"] != 3 {
+		t.Fatalf("b ready again got %d of 6 connections, want 3", seen["b"])
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool, msg string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal(msg)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

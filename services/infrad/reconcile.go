@@ -90,7 +90,11 @@ func (d *Daemon) ensure(ctx context.Context, c *api.Cluster, log *slog.Logger) e
 	}
 
 	if t.loadBalanced {
-		if err := d.ensureLB(name, inf); err != nil {
+		err := d.ensureLB(name, inf)
+		if err == nil {
+			err = d.syncDraining(ctx, name)
+		}
+		if err != nil {
 			inf.Ready = false
 			inf.Message = "load balancer: " + err.Error()
 			d.setReady(name, false)
@@ -257,6 +261,29 @@ func (d *Daemon) ensureLB(cluster string, inf *api.Infra) error {
 		return errors.New("infrad is stopping")
 	}
 	d.lbs[cluster] = lb
+	return nil
+}
+
+// syncDraining takes the kube-apiserver replicas componentd marked draining out of the
+// cluster's load balancer (and puts the others back).
+func (d *Daemon) syncDraining(ctx context.Context, cluster string) error {
+	comp, _, err := d.components.Get(ctx, cluster+"."+api.ComponentKubeAPIServer)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	draining := map[int]bool{}
+	for i, r := range comp.Status.Replicas {
+		draining[i] = r.Draining
+	}
+	d.mu.Lock()
+	lb := d.lbs[cluster]
+	d.mu.Unlock()
+	if lb != nil {
+		lb.setDraining(draining)
+	}
 	return nil
 }
 

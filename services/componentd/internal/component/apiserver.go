@@ -27,9 +27,10 @@ func kubeAPIServer() *Component {
 			FileSAPublic, FileSAPrivate,
 		},
 		single: 1, ha: 2,
-		// kube-apiserver stops listening at once on SIGTERM, then may wait a long time for
-		// clients' long-running requests to end; nothing of value happens meanwhile.
-		StopTimeout: 5 * time.Second,
+		// After SIGTERM kube-apiserver fails /readyz and (HighlyAvailable) keeps serving for
+		// ShutdownDelay while infrad's load balancer drains it, then stops listening and may
+		// wait a long time for long-running requests to end; nothing of value happens then.
+		StopTimeout: ShutdownDelay + 5*time.Second,
 		args:        apiServerArgs,
 		probe:       apiServerProbe,
 	}
@@ -63,7 +64,7 @@ func apiServerArgs(in *Inputs, n int) ([]string, error) {
 	for i, m := range members {
 		etcdURLs[i] = etcdClientURL(m)
 	}
-	return []string{
+	args := []string{
 		"--etcd-servers=" + strings.Join(etcdURLs, ","),
 		"--etcd-cafile=" + in.path(CertFile(api.CertEtcdCA)),
 		"--etcd-certfile=" + in.path(CertFile(api.CertAPIServerEtcdClient)),
@@ -96,8 +97,19 @@ func apiServerArgs(in *Inputs, n int) ([]string, error) {
 		"--profiling=false",
 		// Without it kube-apiserver defaults to /var/run/kubernetes, which it may not own.
 		"--cert-dir=" + filepath.Join(in.Dir, APIServerCertDir(n)),
-	}, nil
+	}
+	if in.Policy == api.HighlyAvailable {
+		// Keep serving after SIGTERM while /readyz fails, so the load balancer in front
+		// (probing /readyz every 500ms) stops sending new connections before this replica
+		// stops listening: a rollout fails no client request.
+		args = append(args, "--shutdown-delay-duration="+ShutdownDelay.String())
+	}
+	return args, nil
 }
+
+// ShutdownDelay is how long a HighlyAvailable kube-apiserver replica keeps serving after
+// SIGTERM (--shutdown-delay-duration): several of infrad's load-balancer probe intervals.
+const ShutdownDelay = 3 * time.Second
 
 // apiServerProbe GETs /readyz, trusting the cluster's root CA and presenting the admin
 // certificate (anonymous when the inputs carry none).
