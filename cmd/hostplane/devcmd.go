@@ -9,6 +9,7 @@ import (
 	"github.com/hostplane/hostplane/cmd/hostplane/dev"
 	"github.com/hostplane/hostplane/pkg/daemon"
 	"github.com/hostplane/hostplane/pkg/observe"
+	"github.com/hostplane/hostplane/services/componentd"
 )
 
 func newDevCommand() *cobra.Command {
@@ -42,6 +43,8 @@ func newDevCommand() *cobra.Command {
 	f.StringVar(&cfg.DataDir, "data-dir", daemon.Env("HOSTPLANE_DATA_DIR", ".hostplane"), "data directory; state survives restarts (HOSTPLANE_DATA_DIR)")
 	f.StringVar(&cfg.Addr, "addr", daemon.Env("HOSTPLANE_ADDR", "127.0.0.1:8080"), "address of the HTTP API (HOSTPLANE_ADDR)")
 	f.IntVar(&cfg.NATSPort, "nats-port", 4222, "port of the embedded NATS server (-1: any free port)")
+	f.StringVar(&cfg.Runtime, "runtime", daemon.Env("HOSTPLANE_COMPONENTD_RUNTIME", componentd.RuntimeProcess),
+		"control-plane runtime: process (child processes) or kubernetes (workloads in the management kube-apiserver) (HOSTPLANE_COMPONENTD_RUNTIME)")
 	f.StringVar(&logLevel, "log-level", daemon.Env("HOSTPLANE_LOG_LEVEL", "info"), "debug, info, warn or error")
 	return cmd
 }

@@ -1,12 +1,3 @@
-// Package componentd is hostplane's componentd daemon: it runs every hosted cluster's
-// control plane — etcd, kube-apiserver, kube-controller-manager and kube-scheduler — with
-// the process runtime, rolls it out in dependency order, rolls replicas one at a time when
-// a release or certificate changes, and reports one api.ControlPlaneComponent per component
-// (bucket "controlplane", key "<cluster>.<component>").
-//
-// It is an importable package: New(cfg) and Run(ctx), so hostplane dev and the tests run the
-// very code cmd/componentd runs. Stopping the daemon leaves the control planes running: the
-// next componentd re-adopts them without a restart. StopAll stops them for good.
 package componentd
 
 import (
@@ -27,16 +18,23 @@ import (
 	"github.com/hostplane/hostplane/pkg/certs"
 	"github.com/hostplane/hostplane/pkg/daemon"
 	"github.com/hostplane/hostplane/pkg/events"
+	"github.com/hostplane/hostplane/pkg/kube"
 	"github.com/hostplane/hostplane/pkg/process"
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/store"
+	"github.com/hostplane/hostplane/services/componentd/kuberuntime"
 )
 
 // Name is the daemon's name.
 const Name = "componentd"
 
-// RuntimeProcess is the runtime that runs components as child processes (the only one so far).
-const RuntimeProcess = "process"
+// Runtimes: Config.Runtime values.
+const (
+	// RuntimeProcess runs the components as child processes of componentd (the default).
+	RuntimeProcess = "process"
+	// RuntimeKubernetes runs them as workloads in the management cluster (package kuberuntime).
+	RuntimeKubernetes = "kubernetes"
+)
 
 // Config is componentd's configuration.
 type Config struct {
@@ -44,8 +42,11 @@ type Config struct {
 	// SealKeyFile opens the keys and kubeconfigs pkid sealed (HOSTPLANE_PKI_KEY_FILE);
 	// default <DataDir>/pki.key, created on first use.
 	SealKeyFile string
-	// Runtime runs the components; default and only value so far: "process".
+	// Runtime runs the components: RuntimeProcess (default) or RuntimeKubernetes.
 	Runtime string
+	// ManagementKubeconfig is the path of the kubeconfig of the management cluster the
+	// kubernetes runtime writes to (HOSTPLANE_MANAGEMENT_KUBECONFIG); required by that runtime.
+	ManagementKubeconfig string
 	// ProgressInterval is how soon a cluster whose components are still rolling out is
 	// looked at again (default 750ms); SteadyInterval is how often a converged cluster is
 	// (default 10s), so a crashed process shows in its status.
@@ -67,8 +68,14 @@ func (c *Config) defaults() error {
 	if c.Runtime == "" {
 		c.Runtime = RuntimeProcess
 	}
-	if c.Runtime != RuntimeProcess {
-		return fmt.Errorf("%w %q (want %q)", ErrUnsupportedRuntime, c.Runtime, RuntimeProcess)
+	switch c.Runtime {
+	case RuntimeProcess:
+	case RuntimeKubernetes:
+		if c.ManagementKubeconfig == "" {
+			return fmt.Errorf("%w: set --management-kubeconfig (HOSTPLANE_MANAGEMENT_KUBECONFIG)", ErrNoManagementKubeconfig)
+		}
+	default:
+		return fmt.Errorf("%w %q (want %q or %q)", ErrUnsupportedRuntime, c.Runtime, RuntimeProcess, RuntimeKubernetes)
 	}
 	if c.ProgressInterval <= 0 {
 		c.ProgressInterval = 750 * time.Millisecond
@@ -85,7 +92,9 @@ func RegisterFlags(fs *flag.FlagSet) func(daemon.Base) (daemon.Runner, error) {
 	fs.StringVar(&cfg.SealKeyFile, "pki-key-file", daemon.Env("HOSTPLANE_PKI_KEY_FILE", ""),
 		"key that opens the sealed PKI (HOSTPLANE_PKI_KEY_FILE; default <data dir>/pki.key)")
 	fs.StringVar(&cfg.Runtime, "runtime", daemon.Env("HOSTPLANE_COMPONENTD_RUNTIME", RuntimeProcess),
-		"control-plane runtime: process (HOSTPLANE_COMPONENTD_RUNTIME)")
+		"control-plane runtime: process or kubernetes (HOSTPLANE_COMPONENTD_RUNTIME)")
+	fs.StringVar(&cfg.ManagementKubeconfig, "management-kubeconfig", daemon.Env("HOSTPLANE_MANAGEMENT_KUBECONFIG", ""),
+		"kubeconfig of the management cluster; required by the kubernetes runtime (HOSTPLANE_MANAGEMENT_KUBECONFIG)")
 	return func(base daemon.Base) (daemon.Runner, error) {
 		cfg.Base = base
 		return New(cfg)
@@ -106,6 +115,7 @@ type Daemon struct {
 	components *store.Store[api.ControlPlaneComponent]
 	seal       *certs.SealKey
 	metrics    *metrics
+	workloads  workloads // the runtime: processRuntime or *kubeRuntime
 
 	supMu     sync.Mutex
 	sup       *process.Supervisor
@@ -118,6 +128,9 @@ type Daemon struct {
 
 	restartsMu sync.Mutex
 	restarts   map[string]int // process name → restarts already counted in the metric
+
+	drainMu  sync.Mutex
+	draining map[string]time.Time // "<replica>/<target hash>" → when its drain began
 }
 
 // New validates cfg and returns the daemon; Run starts it.
@@ -177,13 +190,31 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	if d.metrics, err = newMetrics(rt.Registry); err != nil {
 		return nil, err
 	}
-	sup, err := process.NewSupervisor(d.RunDir(), rt.Log.With("runtime", RuntimeProcess))
-	if err != nil {
-		return nil, err
+	switch d.cfg.Runtime {
+	case RuntimeKubernetes:
+		kc, err := os.ReadFile(d.cfg.ManagementKubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("management kubeconfig: %w", err)
+		}
+		rc, err := kube.RESTConfig(kc)
+		if err != nil {
+			return nil, fmt.Errorf("management kubeconfig %s: %w", d.cfg.ManagementKubeconfig, err)
+		}
+		kr, err := kuberuntime.New(rc)
+		if err != nil {
+			return nil, err
+		}
+		d.workloads = newKubeRuntime(d, kr)
+	default:
+		sup, err := process.NewSupervisor(d.RunDir(), rt.Log.With("runtime", RuntimeProcess))
+		if err != nil {
+			return nil, err
+		}
+		d.supMu.Lock()
+		d.sup, d.supClosed = sup, false
+		d.supMu.Unlock()
+		d.workloads = processRuntime{d}
 	}
-	d.supMu.Lock()
-	d.sup, d.supClosed = sup, false
-	d.supMu.Unlock()
 
 	c, err := rt.Controller(reconcile.Config{
 		Name: Name,

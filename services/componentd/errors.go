@@ -3,8 +3,11 @@ package componentd
 import "errors"
 
 var (
-	// ErrUnsupportedRuntime reports a Config.Runtime other than "process".
+	// ErrUnsupportedRuntime reports a Config.Runtime other than "process" or "kubernetes".
 	ErrUnsupportedRuntime = errors.New("unsupported control-plane runtime")
+	// ErrNoManagementKubeconfig reports the kubernetes runtime without
+	// Config.ManagementKubeconfig.
+	ErrNoManagementKubeconfig = errors.New("the kubernetes runtime needs the management cluster's kubeconfig")
 	// ErrStopped reports work asked of a componentd that has stopped.
 	ErrStopped = errors.New("componentd stopped")
 )

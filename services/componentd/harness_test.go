@@ -191,8 +191,15 @@ type componentdProc struct {
 
 func (h *harness) startComponentd() *componentdProc {
 	h.t.Helper()
+	return h.startComponentdWith(componentd.Config{})
+}
+
+// startComponentdWith starts a componentd with cfg (its Base is the harness's).
+func (h *harness) startComponentdWith(cfg componentd.Config) *componentdProc {
+	h.t.Helper()
 	reg := observe.NewRegistry()
-	d, err := componentd.New(componentd.Config{Base: h.base(reg)})
+	cfg.Base = h.base(reg)
+	d, err := componentd.New(cfg)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/httpapi"
 	"github.com/hostplane/hostplane/services/componentd/internal/component"
+	"github.com/hostplane/hostplane/services/componentd/kuberuntime"
 )
 
 // Log tail limits of GET .../components/{name}/logs.
@@ -82,6 +83,10 @@ func (d *Daemon) componentLogs(w http.ResponseWriter, r *http.Request) error {
 	comp, err := component.Lookup(name)
 	if err != nil {
 		return api.Errorf(api.CodeNotFound, "no control-plane component %q (components: etcd, kube-apiserver, kube-controller-manager, kube-scheduler)", name)
+	}
+	if d.cfg.Runtime == RuntimeKubernetes {
+		return api.Errorf(api.CodeNotFound, "the kubernetes runtime keeps no logs here: read the logs of the %s pods in namespace %s of the management cluster",
+			comp.Name, kuberuntime.Namespace(cluster))
 	}
 	q := r.URL.Query()
 	tail := DefaultLogTail

@@ -23,6 +23,36 @@ import (
 // so a componentd restart does not report a healthy control plane as unavailable.
 const adoptWait = 5 * time.Second
 
+// workloads is a runtime: how a cluster's components run. The reconciler does the rest the
+// same way for every runtime: it reads the cluster, waits for its infra and PKI, and removes
+// the component records once remove reports the workloads gone; each runtime records its
+// components' state with Daemon.record.
+type workloads interface {
+	// converge moves the cluster's components toward what cl asks for and records their
+	// state. It returns ErrStopped once the daemon stopped.
+	converge(ctx context.Context, log *slog.Logger, cl *clusterState) (reconcile.Result, error)
+	// remove removes the cluster's workloads and reports whether they are gone. It does not
+	// wait: the reconciler calls it again until they are.
+	remove(ctx context.Context, log *slog.Logger, cluster string) (gone bool, err error)
+}
+
+// clusterState is what the reconciler read of a cluster whose infra and PKI are ready.
+type clusterState struct {
+	cluster *api.Cluster
+	infra   *api.Infra
+	pki     *api.ClusterPKI
+	// Revisions of the cluster and pki records: the workloads depend on nothing else.
+	clusterRev, pkiRev uint64
+}
+
+// policy is the cluster's availability policy (default api.SingleReplica).
+func (cl *clusterState) policy() string {
+	if p := cl.cluster.Spec.ControllerAvailabilityPolicy; p != "" {
+		return p
+	}
+	return api.SingleReplica
+}
+
 // reconcile converges one cluster (key = cluster name).
 func (d *Daemon) reconcile(ctx context.Context, name string) (reconcile.Result, error) {
 	d.halt.RLock()
@@ -30,27 +60,29 @@ func (d *Daemon) reconcile(ctx context.Context, name string) (reconcile.Result, 
 	if d.halted.Load() {
 		return reconcile.Result{}, nil
 	}
-	sup, err := d.supervisor()
-	if err != nil {
+	res, err := d.reconcileCluster(ctx, d.log.With("cluster", name), name)
+	if errors.Is(err, ErrStopped) {
 		return reconcile.Result{}, nil // shutting down; the next componentd carries on
 	}
-	log := d.log.With("cluster", name)
+	return res, err
+}
 
-	c, _, err := d.clusters.Get(ctx, name)
+func (d *Daemon) reconcileCluster(ctx context.Context, log *slog.Logger, name string) (reconcile.Result, error) {
+	c, crev, err := d.clusters.Get(ctx, name)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return d.teardown(ctx, log, sup, name)
+		return d.remove(ctx, log, name)
 	case err != nil:
 		return reconcile.Result{}, err
 	case c.DeletionTimestamp != nil:
-		return d.teardown(ctx, log, sup, name)
+		return d.remove(ctx, log, name)
 	}
 
-	inf, err := getOptional(ctx, d.infra, name)
+	inf, _, err := getOptional(ctx, d.infra, name)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	pki, err := getOptional(ctx, d.pki, name)
+	pki, pkiRev, err := getOptional(ctx, d.pki, name)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -63,54 +95,103 @@ func (d *Daemon) reconcile(ctx context.Context, name string) (reconcile.Result, 
 		}
 		return reconcile.Result{}, nil
 	}
+	return d.workloads.converge(ctx, log, &clusterState{cluster: c, infra: inf, pki: pki, clusterRev: crev, pkiRev: pkiRev})
+}
 
-	files, err := component.Files(pki, d.seal)
+// remove removes a deleting (or vanished) cluster's workloads and, once they are gone, its
+// records.
+func (d *Daemon) remove(ctx context.Context, log *slog.Logger, cluster string) (reconcile.Result, error) {
+	gone, err := d.workloads.remove(ctx, log, cluster)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if !gone {
+		return reconcile.Result{RequeueAfter: d.cfg.ProgressInterval}, nil
+	}
+	return reconcile.Result{}, d.forget(ctx, log, cluster)
+}
+
+func getOptional[T any](ctx context.Context, s *store.Store[T], key string) (*T, uint64, error) {
+	v, rev, err := s.Get(ctx, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, 0, nil
+	}
+	return v, rev, err
+}
+
+// records returns the cluster's component records by component name.
+func (d *Daemon) records(ctx context.Context, cluster string) (map[string]*store.Entry[api.ControlPlaneComponent], error) {
+	prev, err := d.components.List(ctx, cluster+".*")
+	if err != nil {
+		return nil, err
+	}
+	byName := make(map[string]*store.Entry[api.ControlPlaneComponent], len(prev))
+	for i := range prev {
+		byName[prev[i].Value.Name] = &prev[i]
+	}
+	return byName, nil
+}
+
+// requeue is when to look at a cluster again: soon while it is not settled.
+func (d *Daemon) requeue(settled bool) reconcile.Result {
+	if settled {
+		return reconcile.Result{RequeueAfter: d.cfg.SteadyInterval}
+	}
+	return reconcile.Result{RequeueAfter: d.cfg.ProgressInterval}
+}
+
+// processRuntime runs the components as child processes (RuntimeProcess).
+type processRuntime struct{ d *Daemon }
+
+var _ workloads = processRuntime{}
+
+func (p processRuntime) converge(ctx context.Context, log *slog.Logger, cl *clusterState) (reconcile.Result, error) {
+	d := p.d
+	sup, err := d.supervisor()
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	name := cl.cluster.Name
+	files, err := component.Files(cl.pki, d.seal)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("cluster %s: %w", name, err)
 	}
 	in := &component.Inputs{
 		Cluster:    name,
-		Version:    c.Spec.Release.Version,
-		Policy:     c.Spec.ControllerAvailabilityPolicy,
-		Infra:      *inf,
-		Networking: c.Spec.Networking,
+		Version:    cl.cluster.Spec.Release.Version,
+		Policy:     cl.policy(),
+		Infra:      *cl.infra,
+		Networking: cl.cluster.Spec.Networking,
 		Dir:        d.ClusterDir(name),
 		Files:      files,
 	}
-	if in.Policy == "" {
-		in.Policy = api.SingleReplica
-	}
-	if in.AdminCert, in.AdminKey, err = component.AdminCredentials(pki, d.seal); err != nil {
+	if in.AdminCert, in.AdminKey, err = component.AdminCredentials(cl.pki, d.seal); err != nil {
 		log.Warn("kube-apiserver probe runs anonymously", "err", err)
 	}
 	written, err := writeFiles(in.Dir, files)
 	if len(written) > 0 {
-		log.Info("wrote control-plane files", "files", written, "pki_serial", pki.Serial)
+		log.Info("wrote control-plane files", "files", written, "pki_serial", cl.pki.Serial)
 	}
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	return d.converge(ctx, log, sup, c, in)
+	return d.converge(ctx, log, sup, cl.cluster, in)
 }
 
-func getOptional[T any](ctx context.Context, s *store.Store[T], key string) (*T, error) {
-	v, _, err := s.Get(ctx, key)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
+func (p processRuntime) remove(ctx context.Context, log *slog.Logger, cluster string) (bool, error) {
+	sup, err := p.d.supervisor()
+	if err != nil {
+		return false, err
 	}
-	return v, err
+	return true, p.d.teardown(ctx, log, sup, cluster)
 }
 
 // converge walks the components in dependency order: each one moves toward its desired
 // config only as far as its dependencies allow, then its status is recorded.
 func (d *Daemon) converge(ctx context.Context, log *slog.Logger, sup *process.Supervisor, c *api.Cluster, in *component.Inputs) (reconcile.Result, error) {
-	prev, err := d.components.List(ctx, c.Name+".*")
+	byName, err := d.records(ctx, c.Name)
 	if err != nil {
 		return reconcile.Result{}, err
-	}
-	byName := make(map[string]*store.Entry[api.ControlPlaneComponent], len(prev))
-	for i := range prev {
-		byName[prev[i].Value.Name] = &prev[i]
 	}
 
 	observed := map[string]rollout.Summary{}
@@ -132,17 +213,14 @@ func (d *Daemon) converge(ctx context.Context, log *slog.Logger, sup *process.Su
 		if err != nil {
 			return reconcile.Result{}, fmt.Errorf("%s: %w", comp.Name, err)
 		}
-		sum, err := d.record(ctx, clog, c.Name, want, old, reps, gate)
+		sum, err := d.recordProcesses(ctx, clog, c.Name, want, old, reps, gate)
 		if err != nil {
 			return reconcile.Result{}, fmt.Errorf("%s: %w", comp.Name, err)
 		}
 		observed[comp.Name] = sum
 		settled = settled && sum.Available && sum.Complete
 	}
-	if settled {
-		return reconcile.Result{RequeueAfter: d.cfg.SteadyInterval}, nil
-	}
-	return reconcile.Result{RequeueAfter: d.cfg.ProgressInterval}, nil
+	return d.requeue(settled), nil
 }
 
 // componentKey is the controlplane bucket key of a component.
@@ -153,6 +231,7 @@ type replica struct {
 	rollout.Replica
 	name       string
 	supervised bool
+	draining   bool           // marked for the load balancer before it is replaced
 	status     process.Status // of the supervised process; only Pid otherwise
 }
 
@@ -171,6 +250,9 @@ func (d *Daemon) rollOut(ctx context.Context, log *slog.Logger, sup *process.Sup
 			return nil, err
 		}
 	}
+	if i := step.Replace; i >= 0 && d.drain(log, want, reps, i) {
+		return reps, nil // replaced once the load balancer had time to stop sending to it
+	}
 	if i := step.Replace; i >= 0 {
 		log.Info("rolling replica", "replica", want.Specs[i].Name, "from_hash", reps[i].Hash,
 			"config_hash", want.Hash, "version", want.Version)
@@ -183,6 +265,37 @@ func (d *Daemon) rollOut(ctx context.Context, log *slog.Logger, sup *process.Sup
 		reps = observe(sup, want, old)
 	}
 	return reps, nil
+}
+
+// DrainDelay is how long a load-balanced replica is marked draining (ReplicaStatus.Draining)
+// before it is stopped: several of infrad's load-balancer probe intervals, so no new client
+// connection reaches a replica that is about to go.
+const DrainDelay = 1500 * time.Millisecond
+
+// drain reports whether replica i must wait before it is replaced: a ready kube-apiserver
+// replica of a load-balanced (several replicas) control plane is first marked draining for
+// DrainDelay. It marks reps[i] draining while it waits.
+func (d *Daemon) drain(log *slog.Logger, want component.Desired, reps []replica, i int) bool {
+	if want.Component.Name != api.ComponentKubeAPIServer || len(want.Specs) < 2 || !reps[i].Ready {
+		return false
+	}
+	key := want.Specs[i].Name + "/" + want.Hash
+	d.drainMu.Lock()
+	defer d.drainMu.Unlock()
+	if d.draining == nil {
+		d.draining = map[string]time.Time{}
+	}
+	since, ok := d.draining[key]
+	if !ok {
+		d.draining[key] = time.Now()
+		log.Info("draining replica before replacing it", "replica", want.Specs[i].Name, "for", DrainDelay)
+	}
+	if !ok || time.Since(since) < DrainDelay {
+		reps[i].draining = true
+		return true
+	}
+	delete(d.draining, key)
+	return false
 }
 
 // adopt re-adopts every replica that a previous componentd left running with the desired

@@ -36,40 +36,40 @@ const (
 // crashLoopRestarts is how many restarts of a replica that is not ready make it Degraded.
 const crashLoopRestarts = 2
 
-// record computes the component's status from its replicas, stores it when it changed and
-// publishes an event when its Available, RolloutComplete or Degraded condition changed.
-func (d *Daemon) record(ctx context.Context, log *slog.Logger, cluster string, want component.Desired,
+// observation is one component's state as its runtime sees it; record turns it into the
+// component's api.ControlPlaneComponent.
+type observation struct {
+	comp *component.Component
+	// What should run: the release version, the replica count and their config hash.
+	version  string
+	replicas int
+	hash     string
+	// What runs, and what the component's dependencies allow.
+	sum  rollout.Summary
+	gate rollout.Gate
+	// replicaStatus has one entry per replica (the process runtime; the kubernetes runtime's
+	// replicas are pods in the management cluster and are not listed).
+	replicaStatus []api.ReplicaStatus
+	// notReady says why replicas are not ready, appended to the Available condition's message.
+	notReady string
+	// degraded, when not empty, makes the component Degraded with degradedReason.
+	degraded, degradedReason string
+}
+
+// recordProcesses records a process-runtime component from its replicas.
+func (d *Daemon) recordProcesses(ctx context.Context, log *slog.Logger, cluster string, want component.Desired,
 	old *store.Entry[api.ControlPlaneComponent], reps []replica, gate rollout.Gate) (rollout.Summary, error) {
 	comp := want.Component
-	sum := rollout.Summarise(want.Hash, replicasOf(reps), comp.Quorum(want.Replicas))
-	now := time.Now().UTC()
-
-	var next api.ControlPlaneComponent
-	if old != nil {
-		if err := deepCopy(old.Value, &next); err != nil {
-			return sum, err
-		}
-	} else {
-		next = api.ControlPlaneComponent{ObjectMeta: api.ObjectMeta{Name: comp.Name}, Cluster: cluster}
+	o := observation{
+		comp: comp, version: want.Version, replicas: want.Replicas, hash: want.Hash,
+		sum:           rollout.Summarise(want.Hash, replicasOf(reps), comp.Quorum(want.Replicas)),
+		gate:          gate,
+		replicaStatus: make([]api.ReplicaStatus, len(reps)),
+		notReady:      lastErrors(reps),
 	}
-	spec := api.ControlPlaneComponentSpec{
-		Version: want.Version, Replicas: want.Replicas, DependsOn: comp.DependsOn, ConfigHash: want.Hash,
-	}
-	if old != nil && !jsonEqual(old.Value.Spec, spec) {
-		next.Generation++
-	}
-	next.Spec = spec
-
-	st := &next.Status
-	st.ObservedGeneration = next.Generation
-	st.ReadyReplicas = sum.Ready
-	if sum.Complete {
-		st.Version = want.Version
-	}
-	st.Replicas = make([]api.ReplicaStatus, len(reps))
 	var crashing []string
 	for i, r := range reps {
-		rs := api.ReplicaStatus{Name: r.name, Pid: r.status.Pid, Ready: r.Running && r.Ready}
+		rs := api.ReplicaStatus{Name: r.name, Pid: r.status.Pid, Ready: r.Running && r.Ready, Draining: r.draining}
 		if r.Running {
 			rs.ConfigHash = r.Hash
 		}
@@ -85,11 +85,48 @@ func (d *Daemon) record(ctx context.Context, log *slog.Logger, cluster string, w
 			rs.Restarts = prev.Restarts
 		}
 		rs.Restarts += delta
-		st.Replicas[i] = rs
+		o.replicaStatus[i] = rs
 		if r.supervised && r.status.State != process.StateReady && r.status.Restarts >= crashLoopRestarts {
 			crashing = append(crashing, fmt.Sprintf("%s restarted %d times (last: %s)", r.name, r.status.Restarts, r.status.LastError))
 		}
 	}
+	if len(crashing) > 0 {
+		o.degraded, o.degradedReason = strings.Join(crashing, "; "), ReasonCrashLooping
+	}
+	return o.sum, d.record(ctx, log, cluster, old, o)
+}
+
+// record computes the component's record from o, stores it when it changed and publishes an
+// event when its Available, RolloutComplete or Degraded condition changed. Every runtime
+// records through it.
+func (d *Daemon) record(ctx context.Context, log *slog.Logger, cluster string,
+	old *store.Entry[api.ControlPlaneComponent], o observation) error {
+	comp, sum := o.comp, o.sum
+	now := time.Now().UTC()
+
+	var next api.ControlPlaneComponent
+	if old != nil {
+		if err := deepCopy(old.Value, &next); err != nil {
+			return err
+		}
+	} else {
+		next = api.ControlPlaneComponent{ObjectMeta: api.ObjectMeta{Name: comp.Name}, Cluster: cluster}
+	}
+	spec := api.ControlPlaneComponentSpec{
+		Version: o.version, Replicas: o.replicas, DependsOn: comp.DependsOn, ConfigHash: o.hash,
+	}
+	if old != nil && !jsonEqual(old.Value.Spec, spec) {
+		next.Generation++
+	}
+	next.Spec = spec
+
+	st := &next.Status
+	st.ObservedGeneration = next.Generation
+	st.ReadyReplicas = sum.Ready
+	if sum.Complete {
+		st.Version = o.version
+	}
+	st.Replicas = o.replicaStatus
 
 	gen := next.Generation
 	set := func(t string, ok bool, reason, msg string) {
@@ -101,31 +138,31 @@ func (d *Daemon) record(ctx context.Context, log *slog.Logger, cluster string, w
 	}
 	switch {
 	case sum.Available:
-		set(api.ConditionAvailable, true, ReasonAsExpected, fmt.Sprintf("%d of %d replicas ready", sum.Ready, want.Replicas))
-	case !gate.Available && sum.Ready == 0:
+		set(api.ConditionAvailable, true, ReasonAsExpected, fmt.Sprintf("%d of %d replicas ready", sum.Ready, o.replicas))
+	case !o.gate.Available && sum.Ready == 0:
 		set(api.ConditionAvailable, false, ReasonWaitingForDependencies, "waiting for "+strings.Join(comp.DependsOn, ", ")+" to be Available")
 	default:
 		set(api.ConditionAvailable, false, ReasonReplicasNotReady, fmt.Sprintf("%d of %d replicas ready, %d needed%s",
-			sum.Ready, want.Replicas, comp.Quorum(want.Replicas), lastErrors(reps)))
+			sum.Ready, o.replicas, comp.Quorum(o.replicas), o.notReady))
 	}
 	switch {
 	case sum.Complete:
-		set(api.ConditionRolloutComplete, true, ReasonAsExpected, fmt.Sprintf("%d replicas ready at version %s, config %s", want.Replicas, want.Version, want.Hash))
-	case !gate.Settled:
+		set(api.ConditionRolloutComplete, true, ReasonAsExpected, fmt.Sprintf("%d replicas ready at version %s, config %s", o.replicas, o.version, o.hash))
+	case !o.gate.Settled:
 		set(api.ConditionRolloutComplete, false, ReasonWaitingForDependencies, fmt.Sprintf("%d of %d replicas at config %s; waiting for %s to finish rolling out",
-			sum.Updated, want.Replicas, want.Hash, strings.Join(comp.DependsOn, ", ")))
+			sum.Updated, o.replicas, o.hash, strings.Join(comp.DependsOn, ", ")))
 	default:
-		set(api.ConditionRolloutComplete, false, ReasonRollingOut, fmt.Sprintf("%d of %d replicas ready at version %s, config %s", sum.Updated, want.Replicas, want.Version, want.Hash))
+		set(api.ConditionRolloutComplete, false, ReasonRollingOut, fmt.Sprintf("%d of %d replicas ready at version %s, config %s", sum.Updated, o.replicas, o.version, o.hash))
 	}
-	if len(crashing) > 0 {
-		set(api.ConditionDegraded, true, ReasonCrashLooping, strings.Join(crashing, "; "))
+	if o.degraded != "" {
+		set(api.ConditionDegraded, true, o.degradedReason, o.degraded)
 	} else {
 		set(api.ConditionDegraded, false, ReasonAsExpected, "")
 	}
 
 	d.observeMetrics(cluster, comp.Name, old, &next, now)
 	if old != nil && jsonEqual(old.Value, next) {
-		return sum, nil
+		return nil
 	}
 	key := componentKey(cluster, comp.Name)
 	var err error
@@ -135,16 +172,38 @@ func (d *Daemon) record(ctx context.Context, log *slog.Logger, cluster string, w
 		_, err = d.components.Update(ctx, key, &next, old.Revision)
 	}
 	if err != nil {
-		return sum, err
+		return err
 	}
-	if verb := eventVerb(old, &next); verb != "" {
+	verb := eventVerb(old, &next)
+	if verb == "" && drainingChanged(old, &next) {
+		verb = VerbProgressing // infrad's load balancer follows the draining marks
+	}
+	if verb != "" {
 		log.Info("component "+verb, "available", sum.Available, "rollout_complete", sum.Complete,
-			"ready", sum.Ready, "replicas", want.Replicas, "version", want.Version, "config_hash", want.Hash)
+			"ready", sum.Ready, "replicas", o.replicas, "version", o.version, "config_hash", o.hash)
 		if _, err := d.rt.Publisher.Publish(ctx, cluster, events.ResourceComponent, verb, cluster+"/"+comp.Name, &next); err != nil {
-			return sum, err
+			return err
 		}
 	}
-	return sum, nil
+	return nil
+}
+
+// drainingChanged reports whether a replica's draining mark changed.
+func drainingChanged(old *store.Entry[api.ControlPlaneComponent], next *api.ControlPlaneComponent) bool {
+	marks := func(rs []api.ReplicaStatus) string {
+		var b strings.Builder
+		for _, r := range rs {
+			if r.Draining {
+				b.WriteString(r.Name + ",")
+			}
+		}
+		return b.String()
+	}
+	var was []api.ReplicaStatus
+	if old != nil {
+		was = old.Value.Status.Replicas
+	}
+	return marks(was) != marks(next.Status.Replicas)
 }
 
 // eventVerb is the event to publish for a status change, or "" when the Available,

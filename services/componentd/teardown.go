@@ -12,15 +12,13 @@ import (
 
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/process"
-	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/services/componentd/internal/component"
 )
 
-// teardown removes everything componentd has for a cluster that is deleting or gone: its
-// processes (dependents first, whether this componentd or an earlier one started them), its
-// directory and its controlplane keys, publishing component.deleted for each key. It is
-// idempotent and cheap when nothing is left.
-func (d *Daemon) teardown(ctx context.Context, log *slog.Logger, sup *process.Supervisor, cluster string) (reconcile.Result, error) {
+// teardown removes the process runtime's workloads of a cluster that is deleting or gone:
+// its processes (dependents first, whether this componentd or an earlier one started them)
+// and its directory. It is idempotent and cheap when nothing is left.
+func (d *Daemon) teardown(ctx context.Context, log *slog.Logger, sup *process.Supervisor, cluster string) error {
 	comps := component.All()
 	slices.Reverse(comps)
 	// kube-controller-manager and kube-scheduler together, then kube-apiserver, then etcd.
@@ -57,7 +55,7 @@ func (d *Daemon) teardown(ctx context.Context, log *slog.Logger, sup *process.Su
 		}
 		wg.Wait()
 		if err := errors.Join(errs...); err != nil {
-			return reconcile.Result{}, err
+			return err
 		}
 	}
 	d.forgetRestarts(cluster)
@@ -65,26 +63,35 @@ func (d *Daemon) teardown(ctx context.Context, log *slog.Logger, sup *process.Su
 	dir := d.ClusterDir(cluster)
 	_, statErr := os.Stat(dir)
 	if err := os.RemoveAll(dir); err != nil {
-		return reconcile.Result{}, fmt.Errorf("remove %s: %w", dir, err)
+		return fmt.Errorf("remove %s: %w", dir, err)
 	}
+	if stopped > 0 || statErr == nil {
+		log.Info("control-plane processes stopped", "processes", stopped)
+	}
+	return nil
+}
+
+// forget deletes the controlplane keys of a cluster whose workloads are gone, publishing
+// component.deleted for each, and drops its metrics. It is idempotent.
+func (d *Daemon) forget(ctx context.Context, log *slog.Logger, cluster string) error {
 	keys, err := d.components.Keys(ctx, cluster+".*")
 	if err != nil {
-		return reconcile.Result{}, err
+		return err
 	}
 	for _, k := range keys {
 		if err := d.components.Delete(ctx, k, 0); err != nil {
-			return reconcile.Result{}, err
+			return err
 		}
 		comp := strings.TrimPrefix(k, cluster+".")
 		if _, err := d.rt.Publisher.Publish(ctx, cluster, events.ResourceComponent, VerbDeleted, cluster+"/"+comp, nil); err != nil {
-			return reconcile.Result{}, err
+			return err
 		}
 	}
 	d.metrics.forget(cluster)
-	if stopped > 0 || statErr == nil || len(keys) > 0 {
-		log.Info("control plane removed", "processes", stopped, "keys", len(keys))
+	if len(keys) > 0 {
+		log.Info("control plane removed", "keys", len(keys))
 	}
-	return reconcile.Result{}, nil
+	return nil
 }
 
 // hasProcess reports whether sup runs name or an earlier supervisor left its pidfile.

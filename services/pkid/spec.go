@@ -97,12 +97,21 @@ func leafSpecs(c *api.Cluster, inf *api.Infra) ([]leafSpec, []string, error) {
 	for _, m := range inf.Etcd {
 		etcd.add(m.Host)
 	}
+	// The hosts of componentd's kubernetes runtime, so the same PKI serves both runtimes:
+	// every etcd member "etcd-<i>.etcd-discovery.hostplane-<cluster>.svc" and the
+	// kube-apiserver Service.
+	if c.Name != "" {
+		etcd.add("*."+api.EtcdDiscoveryHost(c.Name), api.EtcdDiscoveryHost(c.Name))
+	}
 	apiserver := newSANs(inf.Endpoint.Host)
 	for _, e := range inf.APIServers {
 		apiserver.add(e.Host)
 	}
 	apiserver.add("127.0.0.1", "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
 		"kubernetes.default.svc.cluster.local")
+	if c.Name != "" {
+		apiserver.add(api.KubeAPIServerHost(c.Name), api.KubeAPIServerHost(c.Name)+".cluster.local")
+	}
 	ip, err := firstServiceIP(c.Spec.Networking.ServiceCIDR)
 	if err != nil {
 		problems = append(problems, fmt.Sprintf("spec.networking.serviceCIDR: %v; using %s", err, api.DefaultServiceCIDR))

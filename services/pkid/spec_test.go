@@ -90,7 +90,7 @@ func TestRenewAt(t *testing.T) {
 }
 
 func TestLeafSpecs_ServingSANsCoverEveryHost(t *testing.T) {
-	c := &api.Cluster{Spec: api.ClusterSpec{Networking: api.Networking{ServiceCIDR: "bogus"}}}
+	c := &api.Cluster{ObjectMeta: api.ObjectMeta{Name: "demo"}, Spec: api.ClusterSpec{Networking: api.Networking{ServiceCIDR: "bogus"}}}
 	inf := &api.Infra{
 		Endpoint:   api.Endpoint{Host: "API.Example.com", Port: 443},
 		APIServers: []api.Endpoint{{Host: "127.0.0.1", Port: 1}, {Host: "10.0.0.2", Port: 2}},
@@ -108,7 +108,9 @@ func TestLeafSpecs_ServingSANsCoverEveryHost(t *testing.T) {
 		byName[l.Name] = l
 	}
 	as := byName[api.CertAPIServer].Req
-	for _, d := range []string{"api.example.com", "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"} {
+	for _, d := range []string{"api.example.com", "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local",
+		// componentd's kubernetes runtime: the kube-apiserver Service.
+		"kube-apiserver.hostplane-demo.svc", "kube-apiserver.hostplane-demo.svc.cluster.local"} {
 		if !slices.Contains(as.DNSNames, d) {
 			t.Errorf("apiserver DNS SANs %v lack %s", as.DNSNames, d)
 		}
@@ -126,6 +128,12 @@ func TestLeafSpecs_ServingSANsCoverEveryHost(t *testing.T) {
 		if !slices.Contains(r.DNSNames, "etcd-1.local") || !slices.Contains(r.DNSNames, "localhost") ||
 			!slices.ContainsFunc(r.IPs, net.ParseIP("10.0.0.3").Equal) || !slices.ContainsFunc(r.IPs, net.ParseIP("127.0.0.1").Equal) {
 			t.Errorf("%s SANs %v %v", name, r.DNSNames, r.IPs)
+		}
+		// componentd's kubernetes runtime: every member of the etcd StatefulSet.
+		for _, d := range []string{"*.etcd-discovery.hostplane-demo.svc", "etcd-discovery.hostplane-demo.svc"} {
+			if !slices.Contains(r.DNSNames, d) {
+				t.Errorf("%s DNS SANs %v lack %s", name, r.DNSNames, d)
+			}
 		}
 	}
 	if _, _, err := leafSpecs(c, &api.Infra{}); err == nil {

@@ -45,6 +45,10 @@ type Config struct {
 	// alone).
 	NoManagementAPIServer bool
 	Logger                *slog.Logger
+	// Runtime is componentd's control-plane runtime: componentd.RuntimeProcess (default) or
+	// componentd.RuntimeKubernetes, which runs the control planes as workloads in the
+	// management kube-apiserver (and so needs it).
+	Runtime string
 
 	// AdminToken is the front door's admin token. Empty: HOSTPLANE_ADMIN_TOKEN when set, else
 	// the token in <DataDir>/admin-token, which the first start creates (mode 0600) with a
@@ -98,6 +102,9 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = observe.NewLogger(os.Stderr, slog.LevelInfo)
 	}
+	if cfg.Runtime == componentd.RuntimeKubernetes && cfg.NoManagementAPIServer {
+		return nil, fmt.Errorf("the %s runtime runs the control planes in the management kube-apiserver: it cannot go without one", cfg.Runtime)
+	}
 	dataDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
 		return nil, err
@@ -140,11 +147,15 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	}
 
 	registries := prometheus.Gatherers{}
-	s.Daemons, err = Daemons(func() daemon.Base {
+	cd := componentd.Config{Runtime: cfg.Runtime}
+	if cfg.Runtime == componentd.RuntimeKubernetes {
+		cd.ManagementKubeconfig = s.Management.KubeconfigPath
+	}
+	s.Daemons, err = daemons(func() daemon.Base {
 		reg := observe.NewRegistry()
 		registries = append(registries, reg)
 		return daemon.Base{NATSURL: s.NATS.URL(), DataDir: dataDir, Logger: s.log, Registry: reg}
-	})
+	}, cd)
 	if err != nil {
 		return nil, err
 	}
@@ -187,11 +198,16 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 
 // Daemons builds the six daemons, each with the Base base returns (called once per daemon).
 func Daemons(base func() daemon.Base) ([]Daemon, error) {
+	return daemons(base, componentd.Config{})
+}
+
+// daemons is Daemons with componentd's own settings cd (its Base is base's).
+func daemons(base func() daemon.Base, cd componentd.Config) ([]Daemon, error) {
 	builders := []func() (Daemon, error){
 		func() (Daemon, error) { return clusterd.New(clusterd.Config{Base: base()}) },
 		func() (Daemon, error) { return infrad.New(infrad.Config{Base: base()}) },
 		func() (Daemon, error) { return pkid.New(pkid.Config{Base: base()}) },
-		func() (Daemon, error) { return componentd.New(componentd.Config{Base: base()}) },
+		func() (Daemon, error) { cd.Base = base(); return componentd.New(cd) },
 		func() (Daemon, error) { return nodepoold.New(nodepoold.Config{Base: base()}) },
 		func() (Daemon, error) { return ignitiond.New(ignitiond.Config{Base: base()}) },
 	}

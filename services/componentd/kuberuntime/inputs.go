@@ -29,7 +29,7 @@ const (
 	AnnotationConfigHash = "hostplane.dev/config-hash"
 
 	// NamespacePrefix + cluster is a cluster's control-plane namespace.
-	NamespacePrefix = "hostplane-"
+	NamespacePrefix = api.ControlPlaneNamespacePrefix
 )
 
 // Ports the components listen on inside their pods.
@@ -40,8 +40,8 @@ const (
 	APIServerPort          = 6443
 	ControllerManagerPort  = 10257
 	SchedulerPort          = 10259
-	EtcdDiscoveryService   = "etcd-discovery" // headless: one DNS name per etcd member
-	APIServerService       = "kube-apiserver"
+	EtcdDiscoveryService   = api.EtcdDiscoveryService // headless: one DNS name per etcd member
+	APIServerService       = api.KubeAPIServerService
 	defaultEtcdStorageSize = "8Gi"
 )
 
@@ -73,11 +73,11 @@ type Inputs struct {
 }
 
 // Namespace is cluster's control-plane namespace.
-func Namespace(cluster string) string { return NamespacePrefix + cluster }
+func Namespace(cluster string) string { return api.ControlPlaneNamespace(cluster) }
 
 // APIServerHost is the DNS name of the kube-apiserver Service in cluster's namespace.
 func APIServerHost(cluster string) string {
-	return APIServerService + "." + Namespace(cluster) + ".svc"
+	return api.KubeAPIServerHost(cluster)
 }
 
 // EtcdMemberHosts are the DNS names of the etcd members of cluster under policy, in member
@@ -86,7 +86,7 @@ func EtcdMemberHosts(cluster, policy string) []string {
 	n := Replicas(api.ComponentEtcd, policy)
 	hosts := make([]string, n)
 	for i := range n {
-		hosts[i] = etcdMemberName(i) + "." + EtcdDiscoveryService + "." + Namespace(cluster) + ".svc"
+		hosts[i] = etcdMemberName(i) + "." + api.EtcdDiscoveryHost(cluster)
 	}
 	return hosts
 }

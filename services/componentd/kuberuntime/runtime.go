@@ -49,8 +49,9 @@ var applyOpts = metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
 // converges every object, and deletes the objects of the cluster it manages that are no
 // longer rendered (the PodDisruptionBudgets when a cluster is not HighlyAvailable). Applying
 // the same inputs twice changes nothing. When in.EtcdImage is empty, a running etcd keeps its
-// image (see the package documentation).
-func (r *Runtime) Apply(ctx context.Context, in Inputs) error {
+// image (see the package documentation). It returns the objects it applied, so the caller
+// knows each component's config hash.
+func (r *Runtime) Apply(ctx context.Context, in Inputs) (*Objects, error) {
 	ns := Namespace(in.Cluster)
 	if in.EtcdImage == "" && in.Cluster != "" {
 		sts, err := r.cs.AppsV1().StatefulSets(ns).Get(ctx, api.ComponentEtcd, metav1.GetOptions{})
@@ -58,47 +59,50 @@ func (r *Runtime) Apply(ctx context.Context, in Inputs) error {
 		case err == nil:
 			in.EtcdImage = containerImage(sts.Spec.Template.Spec, api.ComponentEtcd)
 		case !apierrors.IsNotFound(err):
-			return fmt.Errorf("read the etcd StatefulSet: %w", err)
+			return nil, fmt.Errorf("read the etcd StatefulSet: %w", err)
 		}
 	}
 	o, err := Render(in)
 	if err != nil {
-		return err
+		return nil, err
 	}
 
 	nsObj, err := r.cs.CoreV1().Namespaces().Apply(ctx, o.Namespace, applyOpts)
 	if err != nil {
-		return fmt.Errorf("apply namespace %s: %w", ns, err)
+		return nil, fmt.Errorf("apply namespace %s: %w", ns, err)
 	}
 	if nsObj.DeletionTimestamp != nil {
-		return fmt.Errorf("%w: %s", ErrNamespaceTerminating, ns)
+		return nil, fmt.Errorf("%w: %s", ErrNamespaceTerminating, ns)
 	}
 	for _, s := range o.Secrets {
 		if _, err := r.cs.CoreV1().Secrets(ns).Apply(ctx, s, applyOpts); err != nil {
-			return fmt.Errorf("apply secret %s/%s: %w", ns, *s.Name, wrapTerminating(err, ns))
+			return nil, fmt.Errorf("apply secret %s/%s: %w", ns, *s.Name, wrapTerminating(err, ns))
 		}
 	}
 	for _, s := range o.Services {
 		if _, err := r.cs.CoreV1().Services(ns).Apply(ctx, s, applyOpts); err != nil {
-			return fmt.Errorf("apply service %s/%s: %w", ns, *s.Name, wrapTerminating(err, ns))
+			return nil, fmt.Errorf("apply service %s/%s: %w", ns, *s.Name, wrapTerminating(err, ns))
 		}
 	}
 	for _, s := range o.StatefulSets {
 		if _, err := r.cs.AppsV1().StatefulSets(ns).Apply(ctx, s, applyOpts); err != nil {
-			return fmt.Errorf("apply statefulset %s/%s: %w", ns, *s.Name, wrapTerminating(err, ns))
+			return nil, fmt.Errorf("apply statefulset %s/%s: %w", ns, *s.Name, wrapTerminating(err, ns))
 		}
 	}
 	for _, d := range o.Deployments {
 		if _, err := r.cs.AppsV1().Deployments(ns).Apply(ctx, d, applyOpts); err != nil {
-			return fmt.Errorf("apply deployment %s/%s: %w", ns, *d.Name, wrapTerminating(err, ns))
+			return nil, fmt.Errorf("apply deployment %s/%s: %w", ns, *d.Name, wrapTerminating(err, ns))
 		}
 	}
 	for _, p := range o.PodDisruptionBudgets {
 		if _, err := r.cs.PolicyV1().PodDisruptionBudgets(ns).Apply(ctx, p, applyOpts); err != nil {
-			return fmt.Errorf("apply poddisruptionbudget %s/%s: %w", ns, *p.Name, wrapTerminating(err, ns))
+			return nil, fmt.Errorf("apply poddisruptionbudget %s/%s: %w", ns, *p.Name, wrapTerminating(err, ns))
 		}
 	}
-	return r.prune(ctx, in.Cluster, o)
+	if err := r.prune(ctx, in.Cluster, o); err != nil {
+		return nil, err
+	}
+	return o, nil
 }
 
 // wrapTerminating turns the apiserver's "namespace is being terminated" into

@@ -39,7 +39,7 @@ func TestRuntime(t *testing.T) {
 
 	t.Run("Apply_CreatesTheNamespaceAndEveryObjectWithOwnerLabels", func(t *testing.T) {
 		in, _ := testInputs(t, "ha", api.HighlyAvailable, "1.34.4")
-		if err := rt.Apply(ctx, in); err != nil {
+		if _, err := rt.Apply(ctx, in); err != nil {
 			t.Fatalf("Apply: %v", err)
 		}
 		ns := Namespace("ha")
@@ -127,7 +127,7 @@ func TestRuntime(t *testing.T) {
 
 	t.Run("Secrets_HoldTheOpenedKeysNotTheSealedBytes", func(t *testing.T) {
 		in, tp := testInputs(t, "keys", api.SingleReplica, "1.34.4")
-		if err := rt.Apply(ctx, in); err != nil {
+		if _, err := rt.Apply(ctx, in); err != nil {
 			t.Fatalf("Apply: %v", err)
 		}
 		ns := Namespace("keys")
@@ -191,11 +191,11 @@ func TestRuntime(t *testing.T) {
 
 	t.Run("ApplyTwice_ChangesNothing", func(t *testing.T) {
 		in, _ := testInputs(t, "twice", api.HighlyAvailable, "1.34.4")
-		if err := rt.Apply(ctx, in); err != nil {
+		if _, err := rt.Apply(ctx, in); err != nil {
 			t.Fatalf("Apply: %v", err)
 		}
 		before := resourceVersions(t, ctx, cs, "twice")
-		if err := rt.Apply(ctx, in); err != nil {
+		if _, err := rt.Apply(ctx, in); err != nil {
 			t.Fatalf("second Apply: %v", err)
 		}
 		after := resourceVersions(t, ctx, cs, "twice")
@@ -210,7 +210,7 @@ func TestRuntime(t *testing.T) {
 
 	t.Run("AReleaseUpgrade_RollsKubeAPIServerButNotEtcd", func(t *testing.T) {
 		in, _ := testInputs(t, "upgrade", api.SingleReplica, "1.33.13")
-		if err := rt.Apply(ctx, in); err != nil {
+		if _, err := rt.Apply(ctx, in); err != nil {
 			t.Fatalf("Apply 1.33.13: %v", err)
 		}
 		ns := Namespace("upgrade")
@@ -218,7 +218,7 @@ func TestRuntime(t *testing.T) {
 		kas0, _ := cs.AppsV1().Deployments(ns).Get(ctx, api.ComponentKubeAPIServer, metav1.GetOptions{})
 
 		in.Release = mustRelease(t, "1.34.4")
-		if err := rt.Apply(ctx, in); err != nil {
+		if _, err := rt.Apply(ctx, in); err != nil {
 			t.Fatalf("Apply 1.34.4: %v", err)
 		}
 		etcd1, _ := cs.AppsV1().StatefulSets(ns).Get(ctx, api.ComponentEtcd, metav1.GetOptions{})
@@ -252,7 +252,7 @@ func TestRuntime(t *testing.T) {
 
 	t.Run("Status_ReportsDesiredReplicasAndNoRolloutWithoutKubelets", func(t *testing.T) {
 		in, _ := testInputs(t, "status", api.HighlyAvailable, "1.34.4")
-		if err := rt.Apply(ctx, in); err != nil {
+		if _, err := rt.Apply(ctx, in); err != nil {
 			t.Fatalf("Apply: %v", err)
 		}
 		o := mustRender(t, in)
@@ -279,11 +279,11 @@ func TestRuntime(t *testing.T) {
 
 	t.Run("Apply_PrunesWhatItNoLongerRenders", func(t *testing.T) {
 		in, _ := testInputs(t, "prune", api.HighlyAvailable, "1.34.4")
-		if err := rt.Apply(ctx, in); err != nil {
+		if _, err := rt.Apply(ctx, in); err != nil {
 			t.Fatalf("Apply: %v", err)
 		}
 		in.Policy = api.SingleReplica
-		if err := rt.Apply(ctx, in); err != nil {
+		if _, err := rt.Apply(ctx, in); err != nil {
 			t.Fatalf("Apply SingleReplica: %v", err)
 		}
 		pdbs, err := cs.PolicyV1().PodDisruptionBudgets(Namespace("prune")).List(ctx, metav1.ListOptions{})
@@ -297,7 +297,7 @@ func TestRuntime(t *testing.T) {
 
 	t.Run("Delete_RemovesTheObjectsAndTerminatesTheNamespace", func(t *testing.T) {
 		in, _ := testInputs(t, "gone", api.HighlyAvailable, "1.34.4")
-		if err := rt.Apply(ctx, in); err != nil {
+		if _, err := rt.Apply(ctx, in); err != nil {
 			t.Fatalf("Apply: %v", err)
 		}
 		p, err := rt.Delete(ctx, "gone")
@@ -333,7 +333,7 @@ func TestRuntime(t *testing.T) {
 			t.Errorf("second Delete = %+v, %v", again, err)
 		}
 		if !p.Gone {
-			if err := rt.Apply(ctx, in); !errors.Is(err, ErrNamespaceTerminating) {
+			if _, err := rt.Apply(ctx, in); !errors.Is(err, ErrNamespaceTerminating) {
 				t.Errorf("Apply into a terminating namespace = %v, want ErrNamespaceTerminating", err)
 			}
 		}

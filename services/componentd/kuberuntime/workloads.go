@@ -67,7 +67,7 @@ func (in *Inputs) etcd() workload {
 	for i, h := range hosts {
 		initial[i] = etcdMemberName(i) + "=" + etcdURL(h, EtcdPeerPort)
 	}
-	self := "$(POD_NAME)." + EtcdDiscoveryService + "." + Namespace(in.Cluster) + ".svc"
+	self := "$(POD_NAME)." + api.EtcdDiscoveryHost(in.Cluster)
 	return workload{
 		component: api.ComponentEtcd,
 		image:     in.EtcdImage,

@@ -1,0 +1,48 @@
+// Package componentd is hostplane's componentd daemon: it runs every hosted cluster's
+// control plane — etcd, kube-apiserver, kube-controller-manager and kube-scheduler — and
+// reports one api.ControlPlaneComponent per component (bucket "controlplane", key
+// "<cluster>.<component>"), publishing component.progressing, .available, .degraded and
+// .deleted as they change (docs/control-plane-flow.md).
+//
+// It is an importable package: New(cfg) and Run(ctx), so hostplane dev and the tests run the
+// very code cmd/componentd runs.
+//
+// # Runtimes
+//
+// Config.Runtime chooses how the components run. The reconciler is the same for both: it
+// reads the cluster, waits for its infra and PKI, hands the cluster to the runtime, and
+// writes every record and event through one code path (record), so a component looks the
+// same in the API whatever runs it.
+//
+// "process" (the default) starts each component as a child process from the release's
+// binaries, rolls the control plane out in dependency order (each component Available before
+// its dependents start) and rolls replicas one at a time when a release or certificate
+// changes. Stopping the daemon leaves the control planes running: the next componentd
+// re-adopts them without a restart. StopAll stops them for good.
+//
+// "kubernetes" applies the control plane into the namespace "hostplane-<cluster>" of the
+// management cluster (Config.ManagementKubeconfig) with package kuberuntime: Secrets,
+// Services, the etcd StatefulSet and Deployments for the others, all at once — the pods of a
+// component wait for its dependencies, not componentd — and the Deployments and the
+// StatefulSet roll their pods themselves. Each record's Spec.ConfigHash is the config hash
+// of the component's pod template; Available, RolloutComplete and ReadyReplicas come from
+// the workload's status, so on a management cluster where no kubelet runs the pods the
+// components stay not Available ("0 of 1 replicas ready"). Component logs are the pods'
+// logs in the management cluster, not served by componentd. Stopping componentd leaves the
+// workloads as they are.
+//
+// # Deletion
+//
+// A cluster that is deleting (or whose key is gone) has its workloads removed, then its
+// controlplane keys deleted with one component.deleted each; infrad and pkid wait for the
+// keys to go. The process runtime stops the processes, dependents first, and removes the
+// cluster's directory. The kubernetes runtime deletes every object it manages of the
+// cluster, then the namespace, and counts the workloads as gone once the namespace is gone
+// or — while the namespace is still terminating — once no Deployment or StatefulSet of the
+// cluster is left. The second rule is deliberate: emptying and removing a namespace is the
+// job of the management cluster's namespace controller (in kube-controller-manager), and a
+// management apiserver without one keeps the namespace terminating forever; waiting for it
+// would keep the cluster from ever being deleted. The pods follow their workloads through
+// the garbage collector, and a cluster created again under the same name waits (Apply
+// fails with kuberuntime.ErrNamespaceTerminating, retried) until the old namespace is gone.
+package componentd

@@ -1,0 +1,154 @@
+package componentd
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/hostplane/hostplane/pkg/reconcile"
+	"github.com/hostplane/hostplane/pkg/release"
+	"github.com/hostplane/hostplane/services/componentd/internal/component"
+	"github.com/hostplane/hostplane/services/componentd/internal/rollout"
+	"github.com/hostplane/hostplane/services/componentd/kuberuntime"
+)
+
+// kubeRuntime runs the components as workloads in the management cluster
+// (RuntimeKubernetes, package kuberuntime).
+type kubeRuntime struct {
+	d  *Daemon
+	rt *kuberuntime.Runtime
+
+	mu      sync.Mutex
+	applied map[string]applied // cluster → its last Apply
+}
+
+// applied is what the last Apply of a cluster wrote, and from which records.
+type applied struct {
+	clusterRev, pkiRev uint64
+	at                 time.Time
+	hashes             map[string]string // component → config hash
+}
+
+var _ workloads = (*kubeRuntime)(nil)
+
+func newKubeRuntime(d *Daemon, rt *kuberuntime.Runtime) *kubeRuntime {
+	return &kubeRuntime{d: d, rt: rt, applied: map[string]applied{}}
+}
+
+// converge applies the cluster's objects and records each component from its workload's
+// status. Apply writes every component at once: no component waits for its dependencies
+// (their pods wait for them instead), so the records never say WaitingForDependencies.
+func (k *kubeRuntime) converge(ctx context.Context, log *slog.Logger, cl *clusterState) (reconcile.Result, error) {
+	d, name := k.d, cl.cluster.Name
+	rel, err := release.Lookup(cl.cluster.Spec.Release.Version)
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("cluster %s: %w", name, err)
+	}
+	hashes, err := k.apply(ctx, log, cl, rel)
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("cluster %s: %w", name, err)
+	}
+	status, err := k.rt.Status(ctx, name)
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("cluster %s: %w", name, err)
+	}
+	byName, err := d.records(ctx, name)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	open := rollout.Gate{Available: true, Settled: true}
+	settled := true
+	for _, comp := range component.All() {
+		hash := hashes[comp.Name]
+		o := observation{comp: comp, version: rel.Version, replicas: kuberuntime.Replicas(comp.Name, cl.policy()), hash: hash, gate: open}
+		if s, ok := status[comp.Name]; ok {
+			o.sum = rollout.Summary{
+				Ready:     int(s.ReadyReplicas),
+				Updated:   int(min(s.UpdatedReplicas, s.ReadyReplicas)),
+				Available: s.Available,
+				Complete:  s.RolloutComplete && s.ConfigHash == hash,
+			}
+			o.notReady = fmt.Sprintf(" (%s %s/%s)", s.Kind, kuberuntime.Namespace(name), comp.Name)
+		} else {
+			o.notReady = fmt.Sprintf(" (no workload in %s yet)", kuberuntime.Namespace(name))
+		}
+		if err := d.record(ctx, log.With("component", comp.Name), name, byName[comp.Name], o); err != nil {
+			return reconcile.Result{}, fmt.Errorf("%s: %w", comp.Name, err)
+		}
+		settled = settled && o.sum.Available && o.sum.Complete
+	}
+	return d.requeue(settled), nil
+}
+
+// apply applies the cluster's objects and returns each component's config hash. It skips
+// the Apply when neither the cluster nor the PKI record changed since the last one, unless
+// that is SteadyInterval old, so a rollout polled every ProgressInterval does not rewrite
+// every object each time, and drift is still repaired.
+func (k *kubeRuntime) apply(ctx context.Context, log *slog.Logger, cl *clusterState, rel release.Release) (map[string]string, error) {
+	name := cl.cluster.Name
+	k.mu.Lock()
+	last, ok := k.applied[name]
+	k.mu.Unlock()
+	if ok && last.clusterRev == cl.clusterRev && last.pkiRev == cl.pkiRev && time.Since(last.at) < k.d.cfg.SteadyInterval {
+		return last.hashes, nil
+	}
+	objs, err := k.rt.Apply(ctx, kuberuntime.Inputs{
+		Cluster:     name,
+		Policy:      cl.policy(),
+		Release:     rel,
+		PKI:         cl.pki,
+		Seal:        k.d.seal,
+		ServiceCIDR: cl.cluster.Spec.Networking.ServiceCIDR,
+		PodCIDR:     cl.cluster.Spec.Networking.PodCIDR,
+	})
+	if err != nil {
+		k.forgetApplied(name)
+		return nil, err
+	}
+	if !maps.Equal(last.hashes, objs.ConfigHashes) {
+		log.Info("applied the control plane to the management cluster", "namespace", kuberuntime.Namespace(name),
+			"version", rel.Version, "pki_serial", cl.pki.Serial, "config_hashes", objs.ConfigHashes)
+	}
+	k.mu.Lock()
+	k.applied[name] = applied{clusterRev: cl.clusterRev, pkiRev: cl.pkiRev, at: time.Now(), hashes: objs.ConfigHashes}
+	k.mu.Unlock()
+	return objs.ConfigHashes, nil
+}
+
+func (k *kubeRuntime) forgetApplied(cluster string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.applied, cluster)
+}
+
+// remove deletes the cluster's objects and namespace. The workloads are gone once the
+// namespace is, or, while the namespace is still terminating, once no Deployment or
+// StatefulSet of the cluster is left: a management cluster without a namespace controller
+// (kube-controller-manager) never finishes deleting a namespace, and the control plane is
+// gone without it (see the package documentation).
+func (k *kubeRuntime) remove(ctx context.Context, log *slog.Logger, cluster string) (bool, error) {
+	k.forgetApplied(cluster)
+	p, err := k.rt.Delete(ctx, cluster)
+	if err != nil {
+		return false, err
+	}
+	if p.Gone {
+		return true, nil
+	}
+	left, err := k.rt.Status(ctx, cluster)
+	if err != nil {
+		return false, err
+	}
+	if len(left) > 0 {
+		log.Debug("waiting for the control-plane workloads to be deleted", "workloads", len(left), "namespace", p.Message)
+		return false, nil
+	}
+	if keys, err := k.d.components.Keys(ctx, cluster+".*"); err == nil && len(keys) > 0 { // said once
+		log.Info("control-plane workloads deleted; the namespace is left to the management cluster's namespace controller",
+			"namespace", p.Message)
+	}
+	return true, nil
+}
