@@ -2,6 +2,18 @@ module github.com/hostplane/hostplane/bench
 
 go 1.26.0
 
-require github.com/hostplane/hostplane/pkg v0.0.0
+require (
+	github.com/hostplane/hostplane/cmd/hostplane v0.0.0
+	github.com/hostplane/hostplane/pkg v0.0.0
+)
 
-replace github.com/hostplane/hostplane/pkg => ../pkg
+replace (
+	github.com/hostplane/hostplane/cmd/hostplane => ../cmd/hostplane
+	github.com/hostplane/hostplane/pkg => ../pkg
+	github.com/hostplane/hostplane/services/clusterd => ../services/clusterd
+	github.com/hostplane/hostplane/services/componentd => ../services/componentd
+	github.com/hostplane/hostplane/services/ignitiond => ../services/ignitiond
+	github.com/hostplane/hostplane/services/infrad => ../services/infrad
+	github.com/hostplane/hostplane/services/nodepoold => ../services/nodepoold
+	github.com/hostplane/hostplane/services/pkid => ../services/pkid
+)

@@ -129,6 +129,8 @@ type Daemon struct {
 	restartsMu sync.Mutex
 	restarts   map[string]int // process name → restarts already counted in the metric
 
+	ready *readyNotifier // re-enqueues a cluster as soon as a started replica is ready
+
 	drainMu  sync.Mutex
 	draining map[string]time.Time // "<replica>/<target hash>" → when its drain began
 }
@@ -228,7 +230,8 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	if err != nil {
 		return nil, err
 	}
-	return []daemon.Runnable{c}, nil
+	d.ready = &readyNotifier{enqueue: c.Enqueue}
+	return []daemon.Runnable{c, d.ready}, nil
 }
 
 // listClusters returns every cluster componentd may have to act on: those in the clusters

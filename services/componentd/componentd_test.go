@@ -292,7 +292,9 @@ func TestComponentd_HighlyAvailableCluster_StaysUsableWhenAnAPIServerAndAnEtcdMe
 		if time.Now().After(deadline) {
 			t.Fatal("the killed replicas did not come back")
 		}
-		ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
+		// A write may wait for an etcd leader election on a busy machine: give each round
+		// time, so a failure means a request really failed rather than was slow.
+		ctx, cancel := context.WithTimeout(h.ctx, 15*time.Second)
 		_, err := cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-"},
 		}, metav1.CreateOptions{})

@@ -209,7 +209,7 @@ func (d *Daemon) converge(ctx context.Context, log *slog.Logger, sup *process.Su
 			gate.Settled = gate.Settled && s.Available && s.Complete
 		}
 		old := byName[comp.Name]
-		reps, err := d.rollOut(ctx, clog, sup, want, old, gate)
+		reps, err := d.rollOut(ctx, clog, c.Name, sup, want, old, gate)
 		if err != nil {
 			return reconcile.Result{}, fmt.Errorf("%s: %w", comp.Name, err)
 		}
@@ -237,7 +237,7 @@ type replica struct {
 
 // rollOut re-adopts replicas that run the desired config, starts those that run nothing and
 // replaces one that runs an older config, as far as gate allows; it returns what runs then.
-func (d *Daemon) rollOut(ctx context.Context, log *slog.Logger, sup *process.Supervisor, want component.Desired,
+func (d *Daemon) rollOut(ctx context.Context, log *slog.Logger, cluster string, sup *process.Supervisor, want component.Desired,
 	old *store.Entry[api.ControlPlaneComponent], gate rollout.Gate) ([]replica, error) {
 	if err := d.adopt(ctx, log, sup, want, old); err != nil {
 		return nil, err
@@ -246,9 +246,11 @@ func (d *Daemon) rollOut(ctx context.Context, log *slog.Logger, sup *process.Sup
 	step := rollout.Next(want.Hash, replicasOf(reps), gate)
 	for _, i := range step.Start {
 		log.Info("starting replica", "replica", want.Specs[i].Name, "version", want.Version, "config_hash", want.Hash)
-		if _, err := sup.Start(ctx, want.Specs[i]); err != nil {
+		p, err := sup.Start(ctx, want.Specs[i])
+		if err != nil {
 			return nil, err
 		}
+		d.notifyReady(p, cluster)
 	}
 	if i := step.Replace; i >= 0 && d.drain(log, want, reps, i) {
 		return reps, nil // replaced once the load balancer had time to stop sending to it
@@ -257,14 +259,23 @@ func (d *Daemon) rollOut(ctx context.Context, log *slog.Logger, sup *process.Sup
 		log.Info("rolling replica", "replica", want.Specs[i].Name, "from_hash", reps[i].Hash,
 			"config_hash", want.Hash, "version", want.Version)
 		// Start stops the process running an older spec, then starts this one.
-		if _, err := sup.Start(ctx, want.Specs[i]); err != nil {
+		p, err := sup.Start(ctx, want.Specs[i])
+		if err != nil {
 			return nil, err
 		}
+		d.notifyReady(p, cluster)
 	}
 	if len(step.Start) > 0 || step.Replace >= 0 {
 		reps = observe(sup, want, old)
 	}
 	return reps, nil
+}
+
+// notifyReady asks for the cluster to be reconciled as soon as p is ready.
+func (d *Daemon) notifyReady(p *process.Process, cluster string) {
+	if d.ready != nil {
+		d.ready.watch(p, cluster)
+	}
 }
 
 // DrainDelay is how long a load-balanced replica is marked draining (ReplicaStatus.Draining)
