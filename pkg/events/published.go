@@ -23,6 +23,8 @@ const (
 	VerbComponentAvailable   = "available"
 	VerbComponentDegraded    = "degraded"
 	VerbComponentDeleted     = "deleted"
+
+	VerbInboxRejected = "rejected"
 )
 
 // PublishedEvent describes one event type hostplane publishes.
@@ -87,4 +89,8 @@ var Published = []PublishedEvent{
 		When: "A control-plane component became Degraded (crash-looping replicas) or lost its availability."},
 	{Resource: ResourceComponent, Verb: VerbComponentDeleted, Publishers: []string{"componentd"}, Key: "<cluster>/<component>",
 		When: "componentd stopped every process of the component and removed its files and KV key (cluster deletion)."},
+
+	{Resource: ResourceInbox, Verb: VerbInboxRejected, Publishers: []string{"clusterd"}, Key: "<cluster>",
+		Data: `{"id": "<inbound event id>", "type": "<inbound type>", "subject": "<inbound subject>", "reason": "<why>"}`,
+		When: "An inbound event on hostplane.in.<cluster>.<type> was not applied: malformed, unknown type, invalid data, unknown cluster, refused by its owner or a replay of an id already applied. Nothing changed."},
 }

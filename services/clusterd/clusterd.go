@@ -21,6 +21,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/certs"
 	"github.com/hostplane/hostplane/pkg/daemon"
 	"github.com/hostplane/hostplane/pkg/events"
+	"github.com/hostplane/hostplane/pkg/inbox"
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/release"
 	"github.com/hostplane/hostplane/pkg/store"
@@ -88,6 +89,7 @@ type Daemon struct {
 	components *store.Store[api.ControlPlaneComponent]
 	publisher  *bus.Publisher
 	controller *reconcile.Controller
+	rejections *inbox.RejectionPublisher
 
 	sealMu sync.Mutex
 	seal   *certs.SealKey
@@ -155,7 +157,11 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 		return nil, err
 	}
 	d.controller = c
-	return []daemon.Runnable{c}, nil
+	in, err := d.newInbox(ctx, rt)
+	if err != nil {
+		return nil, err
+	}
+	return []daemon.Runnable{c, in}, nil
 }
 
 // sealKey loads the seal key on first use: pkid may create the file after clusterd started.

@@ -125,9 +125,24 @@ func (d *Daemon) patchCluster(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	ctx := r.Context()
-	name := chi.URLParam(r, "cluster")
-	if _, _, err := d.lookup(ctx, name); err != nil {
+	c, err := d.updateSpec(ctx, chi.URLParam(r, "cluster"), func(spec api.ClusterSpec) (api.ClusterSpec, error) {
+		return applySpecPatch(ctx, spec, specPatch)
+	})
+	if err != nil {
 		return err
+	}
+	httpapi.WriteJSON(w, http.StatusOK, c)
+	return nil
+}
+
+// updateSpec is the one way a cluster's spec changes (PATCH and the cluster.upgrade inbound
+// event): change computes the new spec from the current one, which is defaulted and checked
+// with api.ValidateClusterUpdate (release.CheckUpgrade among others); a cluster being deleted
+// refuses (Conflict). When the spec changed, the generation is bumped and cluster.updated
+// published. A missing cluster is a NotFound api.Error.
+func (d *Daemon) updateSpec(ctx context.Context, name string, change func(api.ClusterSpec) (api.ClusterSpec, error)) (*api.Cluster, error) {
+	if _, _, err := d.lookup(ctx, name); err != nil {
+		return nil, err
 	}
 	var before int64
 	c, _, err := d.clusters.Mutate(ctx, name, true, func(c *api.Cluster) error {
@@ -135,7 +150,7 @@ func (d *Daemon) patchCluster(w http.ResponseWriter, r *http.Request) error {
 		if c.DeletionTimestamp != nil {
 			return api.Errorf(api.CodeConflict, "cluster %q is being deleted; its spec can no longer change", name)
 		}
-		spec, err := applySpecPatch(ctx, c.Spec, specPatch)
+		spec, err := change(c.Spec)
 		if err != nil {
 			return err
 		}
@@ -147,17 +162,16 @@ func (d *Daemon) patchCluster(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		return notFound(name)
+		return nil, notFound(name)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if c.Generation != before {
 		d.clusterLog(name).InfoContext(ctx, "cluster spec changed", "generation", c.Generation, "release", c.Spec.Release.Version)
 		d.announce(ctx, name, VerbUpdated)
 	}
-	httpapi.WriteJSON(w, http.StatusOK, c)
-	return nil
+	return c, nil
 }
 
 func (d *Daemon) deleteCluster(w http.ResponseWriter, r *http.Request) error {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/events"
+	"github.com/hostplane/hostplane/pkg/inbox"
 )
 
 const (
@@ -273,6 +274,7 @@ var eventData = map[string]reflect.Type{
 	"io.hostplane.component.progressing": reflect.TypeFor[api.ControlPlaneComponent](),
 	"io.hostplane.component.available":   reflect.TypeFor[api.ControlPlaneComponent](),
 	"io.hostplane.component.degraded":    reflect.TypeFor[api.ControlPlaneComponent](),
+	"io.hostplane.inbox.rejected":        reflect.TypeFor[inbox.Rejection](),
 }
 
 func TestEventsDoc_HasASectionWithAValidExamplePerPublishedType(t *testing.T) {

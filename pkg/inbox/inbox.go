@@ -1,0 +1,413 @@
+// Package inbox consumes inbound events, the events other systems publish on
+// hostplane.in.<cluster>.<type> (stream HOSTPLANE_INBOX), for the daemon that owns their types.
+//
+// A Consumer decodes each message strictly as a CloudEvent, checks that its type is
+// io.hostplane.in.<type> of its subject, validates its data against the type's JSON Schema
+// (events.ValidateInboundData), refuses an id it already applied (remembered in the owner's
+// own KV bucket, so a replay long after JetStream's duplicate window still takes effect once)
+// and hands it to the owner's Handler. Whatever is not applied is answered with a Rejection
+// on hostplane.evt.<cluster>.inbox.rejected and acknowledged: a bad event never blocks the
+// ones behind it and never changes state.
+package inbox
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hostplane/hostplane/pkg/bus"
+	"github.com/hostplane/hostplane/pkg/events"
+	"github.com/hostplane/hostplane/pkg/observe"
+)
+
+// Rejection reasons the consumer itself gives (handlers give their own).
+const (
+	ReasonDuplicate = "duplicate event id"
+)
+
+// DefaultDedupTTL is how long an applied event id is remembered: as long as HOSTPLANE_INBOX
+// keeps messages.
+const DefaultDedupTTL = 7 * 24 * time.Hour
+
+// Handler applies one valid inbound event of its type to cluster. It returns nil when the
+// event took effect, a *RejectError (Rejectf) when it must not (the event is answered on
+// inbox.rejected and never retried), or any other error to have it retried later.
+type Handler func(ctx context.Context, cluster string, ev events.Event) error
+
+// RejectError is a handler's refusal of an event, with the reason given to the sender.
+type RejectError struct{ Reason string }
+
+func (e *RejectError) Error() string { return "inbound event rejected: " + e.Reason }
+
+// Rejectf returns a *RejectError with a formatted reason.
+func Rejectf(format string, args ...any) error {
+	return &RejectError{Reason: fmt.Sprintf(format, args...)}
+}
+
+// Rejection is the data of io.hostplane.inbox.rejected.
+type Rejection struct {
+	ID      string `json:"id"`      // the inbound event's id ("" when the payload was no CloudEvent)
+	Type    string `json:"type"`    // the inbound type, the subject's tail ("cluster.upgrade")
+	Subject string `json:"subject"` // the NATS subject it arrived on
+	Reason  string `json:"reason"`
+
+	// ref names the inbound message for the rejection's own id: the event id or, for a
+	// payload without one, its stream sequence.
+	ref string
+}
+
+// EventID is the id of the inbox.rejected event answering r: "<inbound id>-rejected", also
+// its Nats-Msg-Id, so a redelivered inbound event's rejection is stored once.
+func (r Rejection) EventID() string {
+	ref := r.ref
+	if ref == "" {
+		ref = r.ID
+	}
+	return ref + "-rejected"
+}
+
+// Config configures a Consumer.
+type Config struct {
+	// Name is the durable consumer's name, for example "clusterd-inbox".
+	Name string
+	// Handlers are the owner's inbound types ("cluster.upgrade") and their handlers. Every
+	// type must be in events.Inbound.
+	Handlers map[string]Handler
+	// FrontDesk also consumes every other subject of the stream and answers the types nobody
+	// handles: unknown types ("unknown event type <type>") and known types whose owner is not
+	// built yet (events.InboundType.Handled false: "no owner handles <type> yet"). Types of
+	// other running owners are left to them. Exactly one daemon runs the front desk (clusterd).
+	FrontDesk bool
+	// Dedup is the owner's bucket for applied event ids (EnsureDedupBucket).
+	Dedup jetstream.KeyValue
+	// Reject publishes a rejection on hostplane.evt.<cluster>.inbox.rejected (the daemon's
+	// RejectionPublisher). An error has the message retried.
+	Reject func(ctx context.Context, cluster string, r Rejection) error
+	// Registry receives hostplane_inbox_events_total; nil means none.
+	Registry prometheus.Registerer
+	Log      *slog.Logger
+	// AckWait and RetryDelay default to 30s and 2s.
+	AckWait, RetryDelay time.Duration
+}
+
+// Consumer is a running inbox consumer; Start runs it (a daemon.Runnable).
+type Consumer struct {
+	js      jetstream.JetStream
+	cfg     Config
+	log     *slog.Logger
+	outcome *prometheus.CounterVec
+}
+
+// Outcomes counted by hostplane_inbox_events_total.
+const (
+	OutcomeApplied  = "applied"
+	OutcomeRejected = "rejected"
+	OutcomeRetried  = "retried"
+	OutcomeIgnored  = "ignored" // another owner's type, seen by the front desk
+)
+
+// New checks cfg and returns a consumer.
+func New(js jetstream.JetStream, cfg Config) (*Consumer, error) {
+	if cfg.Name == "" || cfg.Dedup == nil || cfg.Reject == nil {
+		return nil, errors.New("inbox: Config.Name, Dedup and Reject are required")
+	}
+	if len(cfg.Handlers) == 0 && !cfg.FrontDesk {
+		return nil, errors.New("inbox: no handlers")
+	}
+	for typ := range cfg.Handlers {
+		if _, ok := events.LookupInbound(typ); !ok {
+			return nil, fmt.Errorf("inbox: %w: %q has no schema in events.Inbound", events.ErrUnknownInboundType, typ)
+		}
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.AckWait <= 0 {
+		cfg.AckWait = 30 * time.Second
+	}
+	if cfg.RetryDelay <= 0 {
+		cfg.RetryDelay = 2 * time.Second
+	}
+	c := &Consumer{js: js, cfg: cfg, log: cfg.Log.With("consumer", cfg.Name)}
+	c.outcome = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hostplane_inbox_events_total",
+		Help: "Inbound events by type and outcome (applied, rejected, retried, ignored).",
+	}, []string{"type", "outcome"})
+	if cfg.Registry != nil {
+		if err := cfg.Registry.Register(c.outcome); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return nil, err
+			}
+			c.outcome = are.ExistingCollector.(*prometheus.CounterVec)
+		}
+	}
+	return c, nil
+}
+
+// FilterSubjects are the subjects the consumer reads: hostplane.in.*.<type> per handled
+// type, or all of hostplane.in.> for the front desk.
+func (c *Consumer) FilterSubjects() []string {
+	if c.cfg.FrontDesk {
+		return []string{events.InboxPrefix + ".>"}
+	}
+	var out []string
+	for typ := range c.cfg.Handlers {
+		out = append(out, events.InboxPrefix+".*."+typ)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Start consumes until ctx ends, one message at a time in stream order.
+func (c *Consumer) Start(ctx context.Context) error {
+	cons, err := c.js.CreateOrUpdateConsumer(ctx, events.InboxStream, jetstream.ConsumerConfig{
+		Durable:        c.cfg.Name,
+		Description:    "hostplane inbound events for " + c.cfg.Name,
+		FilterSubjects: c.FilterSubjects(),
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        c.cfg.AckWait,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return fmt.Errorf("inbox %s: consumer: %w", c.cfg.Name, err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("inbox %s: consume: %w", c.cfg.Name, err)
+	}
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	c.log.Info("inbox consumer started", "filters", c.FilterSubjects())
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				c.log.Info("inbox consumer stopped")
+				return nil
+			}
+			c.log.Warn("inbox: next message", "err", err)
+			continue
+		}
+		c.process(ctx, msg)
+	}
+}
+
+var idKeyRE = regexp.MustCompile(`^[A-Za-z0-9_=-]{1,128}$`)
+
+// DedupKey is the key an applied event id is remembered under in the owner's bucket:
+// inbox.<cluster>.<id> (an id that is not a safe key token is hashed).
+func DedupKey(cluster, id string) string {
+	if !idKeyRE.MatchString(id) {
+		sum := sha256.Sum256([]byte(id))
+		id = "sha256-" + hex.EncodeToString(sum[:16])
+	}
+	return "inbox." + cluster + "." + id
+}
+
+// DedupBucket is the name of a daemon's bucket of applied inbound event ids.
+func DedupBucket(daemon string) string { return "inbox-" + daemon }
+
+// EnsureDedupBucket creates (or opens) a daemon's dedup bucket; entries expire after ttl
+// (DefaultDedupTTL when zero).
+func EnsureDedupBucket(ctx context.Context, js jetstream.JetStream, daemon string, ttl time.Duration) (jetstream.KeyValue, error) {
+	if ttl <= 0 {
+		ttl = DefaultDedupTTL
+	}
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      DedupBucket(daemon),
+		Description: "inbound event ids " + daemon + " applied",
+		History:     1,
+		TTL:         ttl,
+		Storage:     jetstream.FileStorage,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ensure kv bucket %s: %w", DedupBucket(daemon), err)
+	}
+	return kv, nil
+}
+
+// applied is what the dedup bucket holds per event id.
+type applied struct {
+	Seq  uint64    `json:"seq"` // stream sequence of the message that applied it
+	Type string    `json:"type"`
+	At   time.Time `json:"at"`
+}
+
+func (c *Consumer) process(ctx context.Context, msg jetstream.Msg) {
+	var seq uint64
+	if md, err := msg.Metadata(); err == nil {
+		seq = md.Sequence.Stream
+	}
+	subject := msg.Subject()
+	cluster, typ, err := events.ParseInboxSubject(subject)
+	if err != nil {
+		rest, _ := strings.CutPrefix(subject, events.InboxPrefix+".")
+		cl, tail, _ := strings.Cut(rest, ".")
+		if _, cerr := events.InboxSubject(cl, "x"); cerr != nil || !c.cfg.FrontDesk {
+			// No cluster to answer on: nothing can be published for it.
+			c.count("unknown", OutcomeRejected)
+			c.log.Warn("inbox: dropped a message on a malformed subject", "subject", subject, "err", err)
+			c.ack(msg)
+			return
+		}
+		cluster, typ = cl, tail // a valid cluster with a type no schema can have
+	}
+	rej := Rejection{Type: typ, Subject: subject, ref: "seq-" + strconv.FormatUint(seq, 10)}
+	label := typ
+	it, known := events.LookupInbound(typ)
+	if !known {
+		label = "unknown"
+	}
+	handler, mine := c.cfg.Handlers[typ]
+	if !mine {
+		switch {
+		case !c.cfg.FrontDesk:
+			c.ack(msg) // not ours (filters changed under us)
+			return
+		case known && it.Handled:
+			c.count(label, OutcomeIgnored) // its owner's consumer answers it
+			c.ack(msg)
+			return
+		}
+	}
+
+	ev, err := events.Decode(msg.Data())
+	if err == nil {
+		rej.ID = ev.ID
+		rej.ref = ev.ID
+	}
+	switch {
+	case !known:
+		rej.Reason = "unknown event type " + typ
+	case !mine:
+		rej.Reason = "no owner handles " + typ + " yet"
+	case err != nil:
+		rej.Reason = "malformed CloudEvent: " + err.Error()
+	case ev.Type != it.CloudEventType():
+		rej.Reason = fmt.Sprintf("CloudEvent type %q does not match the subject: want %q", ev.Type, it.CloudEventType())
+	}
+	if rej.Reason == "" {
+		if verr := events.ValidateInboundData(typ, ev.Data); verr != nil {
+			rej.Reason = verr.Error()
+		}
+	}
+	if rej.Reason != "" {
+		c.reject(ctx, msg, cluster, label, rej)
+		return
+	}
+
+	log := c.log.With("cluster", cluster, "type", typ, "id", ev.ID)
+	key := DedupKey(cluster, ev.ID)
+	if entry, err := c.cfg.Dedup.Get(ctx, key); err == nil {
+		var a applied
+		if json.Unmarshal(entry.Value(), &a) == nil && a.Seq == seq && seq != 0 {
+			// The very message that applied it, redelivered after a lost ack.
+			c.ack(msg)
+			return
+		}
+		rej.Reason = ReasonDuplicate
+		c.reject(ctx, msg, cluster, label, rej)
+		return
+	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+		c.retry(msg, label, log, fmt.Errorf("read %s: %w", key, err))
+		return
+	}
+
+	hctx := observe.ExtractNATS(ctx, msg.Headers())
+	err = handler(hctx, cluster, ev)
+	var re *RejectError
+	switch {
+	case errors.As(err, &re):
+		rej.Reason = re.Reason
+		c.reject(ctx, msg, cluster, label, rej)
+		return
+	case err != nil:
+		c.retry(msg, label, log, err)
+		return
+	}
+	b, _ := json.Marshal(applied{Seq: seq, Type: typ, At: time.Now().UTC()})
+	// Remember it even when the daemon is stopping: it was applied.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	_, err = c.cfg.Dedup.Put(pctx, key, b)
+	cancel()
+	if err != nil {
+		// Applied but not remembered: a replay would apply it again. Log loudly; the
+		// handlers are idempotent for the same data.
+		log.Error("inbox: remember applied event id", "key", key, "err", err)
+	}
+	c.count(label, OutcomeApplied)
+	log.Info("inbound event applied")
+	c.ack(msg)
+}
+
+func (c *Consumer) reject(ctx context.Context, msg jetstream.Msg, cluster, label string, r Rejection) {
+	if err := c.cfg.Reject(ctx, cluster, r); err != nil {
+		c.retry(msg, label, c.log.With("cluster", cluster), fmt.Errorf("publish rejection: %w", err))
+		return
+	}
+	c.count(label, OutcomeRejected)
+	c.log.Info("inbound event rejected", "cluster", cluster, "type", r.Type, "id", r.ID, "reason", r.Reason)
+	c.ack(msg)
+}
+
+func (c *Consumer) retry(msg jetstream.Msg, label string, log *slog.Logger, err error) {
+	c.count(label, OutcomeRetried)
+	log.Warn("inbound event will be retried", "subject", msg.Subject(), "err", err)
+	if err := msg.NakWithDelay(c.cfg.RetryDelay); err != nil {
+		log.Warn("inbox: nak", "err", err)
+	}
+}
+
+func (c *Consumer) ack(msg jetstream.Msg) {
+	if err := msg.Ack(); err != nil {
+		c.log.Warn("inbox: ack", "subject", msg.Subject(), "err", err)
+	}
+}
+
+func (c *Consumer) count(typ, outcome string) { c.outcome.WithLabelValues(typ, outcome).Inc() }
+
+// RejectionPublisher publishes one daemon's inbox.rejected events. Its Publish has the shape
+// of bus.Publisher.Publish, but the event's id (and Nats-Msg-Id) is Rejection.EventID, so the
+// rejection of a redelivered inbound event is stored once.
+type RejectionPublisher struct {
+	js     jetstream.JetStream
+	source string
+}
+
+// NewRejectionPublisher returns the publisher of daemon's rejections (source /hostplane/<daemon>).
+func NewRejectionPublisher(js jetstream.JetStream, daemon string) *RejectionPublisher {
+	return &RejectionPublisher{js: js, source: "/hostplane/" + daemon}
+}
+
+// Publish publishes data, which must be a Rejection, on hostplane.evt.<cluster>.<resource>.<verb>
+// (events.ResourceInbox, events.VerbInboxRejected).
+func (p *RejectionPublisher) Publish(ctx context.Context, cluster string, resource events.Resource, verb, key string, data any) (events.Event, error) {
+	r, ok := data.(Rejection)
+	if !ok {
+		return events.Event{}, fmt.Errorf("inbox: publish %T, want a Rejection", data)
+	}
+	subject, err := events.Subject(cluster, resource, verb)
+	if err != nil {
+		return events.Event{}, err
+	}
+	ev, err := events.New(p.source, resource, verb, key, r)
+	if err != nil {
+		return events.Event{}, err
+	}
+	ev.ID = r.EventID()
+	_, err = bus.PublishEvent(ctx, p.js, subject, ev)
+	return ev, err
+}

@@ -1,0 +1,70 @@
+package clusterd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/daemon"
+	"github.com/hostplane/hostplane/pkg/events"
+	"github.com/hostplane/hostplane/pkg/inbox"
+)
+
+// InboxConsumer is the durable consumer of the inbound events clusterd owns. clusterd also
+// runs the inbox front desk: it answers inbound types nobody handles (unknown, or whose
+// owner is not built yet).
+const InboxConsumer = Name + "-inbox"
+
+// newInbox builds clusterd's inbox consumer: cluster.upgrade, plus the front desk.
+func (d *Daemon) newInbox(ctx context.Context, rt *daemon.Runtime) (*inbox.Consumer, error) {
+	dedup, err := inbox.EnsureDedupBucket(ctx, rt.JS, Name, 0)
+	if err != nil {
+		return nil, err
+	}
+	d.rejections = inbox.NewRejectionPublisher(rt.JS, Name)
+	return inbox.New(rt.JS, inbox.Config{
+		Name:      InboxConsumer,
+		Handlers:  map[string]inbox.Handler{events.InboundClusterUpgrade: d.inboundUpgrade},
+		FrontDesk: true,
+		Dedup:     dedup,
+		Reject:    d.rejectInbound,
+		Registry:  rt.Registry,
+		Log:       rt.Log,
+	})
+}
+
+// rejectInbound answers an inbound event that was not applied on
+// hostplane.evt.<cluster>.inbox.rejected.
+func (d *Daemon) rejectInbound(ctx context.Context, cluster string, r inbox.Rejection) error {
+	_, err := d.rejections.Publish(ctx, cluster, events.ResourceInbox, events.VerbInboxRejected, cluster, r)
+	return err
+}
+
+// inboundUpgrade applies cluster.upgrade ({"version": "x.y.z"}) exactly as
+// PATCH /v1/clusters/{cluster} with {"release":{"version":...}} does.
+func (d *Daemon) inboundUpgrade(ctx context.Context, cluster string, ev events.Event) error {
+	var data struct {
+		Version string `json:"version"`
+	}
+	if err := ev.DecodeData(&data); err != nil {
+		return inbox.Rejectf("%v", err)
+	}
+	_, err := d.updateSpec(ctx, cluster, func(spec api.ClusterSpec) (api.ClusterSpec, error) {
+		spec.Release.Version = data.Version
+		return spec, nil
+	})
+	var ae *api.Error
+	if errors.As(err, &ae) {
+		switch ae.Code {
+		case api.CodeNotFound:
+			return inbox.Rejectf("cluster %s does not exist", cluster)
+		case api.CodeInvalid, api.CodeConflict:
+			return inbox.Rejectf("%s", ae.Error())
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("upgrade cluster %s: %w", cluster, err)
+	}
+	return nil
+}
