@@ -37,32 +37,15 @@ func NewSealKey(key []byte) (*SealKey, error) {
 }
 
 // LoadOrCreateSealKey reads a hex-encoded 32-byte key from path, creating the file (mode
-// 0600) with a random key when it does not exist.
+// 0600) with a random key when it does not exist. Creation is atomic (a complete temporary
+// file is hard-linked into place), so daemons starting together all read the same, whole key.
 func LoadOrCreateSealKey(path string) (*SealKey, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		key := make([]byte, 32)
-		if _, err := rand.Read(key); err != nil {
-			return nil, err
-		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return nil, err
-		}
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if errors.Is(err, os.ErrExist) { // another daemon created it first
-			return LoadOrCreateSealKey(path)
-		}
-		if err != nil {
+		if err := createSealKey(path); err != nil && !errors.Is(err, os.ErrExist) {
 			return nil, fmt.Errorf("create seal key: %w", err)
 		}
-		if _, err := f.WriteString(hex.EncodeToString(key) + "\n"); err != nil {
-			f.Close()
-			return nil, err
-		}
-		if err := f.Close(); err != nil {
-			return nil, err
-		}
-		return NewSealKey(key)
+		b, err = os.ReadFile(path) // ours, or the one another daemon linked first
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read seal key: %w", err)
@@ -71,10 +54,33 @@ func LoadOrCreateSealKey(path string) (*SealKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("seal key %s is not hex: %w", path, err)
 	}
-	if len(key) == 0 { // being written by another daemon right now
-		return nil, fmt.Errorf("seal key %s is empty", path)
-	}
 	return NewSealKey(key)
+}
+
+// createSealKey writes a random key to a temporary file and links it to path; it fails
+// with os.ErrExist when path exists already.
+func createSealKey(path string) error {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return err
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, ".seal-key-*") // mode 0600
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.WriteString(hex.EncodeToString(key) + "\n"); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Link(tmp.Name(), path)
 }
 
 // Seal encrypts plaintext; the nonce is prepended.

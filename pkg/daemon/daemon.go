@@ -22,6 +22,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/httpapi"
 	"github.com/hostplane/hostplane/pkg/observe"
 	"github.com/hostplane/hostplane/pkg/reconcile"
+	"github.com/hostplane/hostplane/pkg/store"
 )
 
 // Runnable is a long-lived part of a daemon: it runs until ctx ends.
@@ -324,4 +325,39 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	log.Info("daemon stopped")
 	return runErr
+}
+
+// Open returns a bucket (the daemon's own, or another daemon's to read) as a typed store.
+func Open[T any](ctx context.Context, rt *Runtime, bucket string) (*store.Store[T], error) {
+	kv, err := rt.Bucket(ctx, bucket)
+	if err != nil {
+		return nil, err
+	}
+	return store.New[T](kv), nil
+}
+
+// Stores are the control-plane buckets as typed stores. Every daemon may read them all; each
+// writes only its own (clusterd clusters, infrad infra, pkid pki, componentd components).
+type Stores struct {
+	Clusters   *store.Store[api.Cluster]
+	Infra      *store.Store[api.Infra]
+	PKI        *store.Store[api.ClusterPKI]
+	Components *store.Store[api.ControlPlaneComponent]
+}
+
+// OpenStores opens the control-plane buckets.
+func OpenStores(ctx context.Context, rt *Runtime) (Stores, error) {
+	var s Stores
+	var err error
+	if s.Clusters, err = Open[api.Cluster](ctx, rt, bus.BucketClusters); err != nil {
+		return s, err
+	}
+	if s.Infra, err = Open[api.Infra](ctx, rt, bus.BucketInfra); err != nil {
+		return s, err
+	}
+	if s.PKI, err = Open[api.ClusterPKI](ctx, rt, bus.BucketPKI); err != nil {
+		return s, err
+	}
+	s.Components, err = Open[api.ControlPlaneComponent](ctx, rt, bus.BucketControlPlane)
+	return s, err
 }

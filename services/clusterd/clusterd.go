@@ -124,23 +124,11 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	if err := d.metrics.register(rt.Registry); err != nil {
 		return nil, err
 	}
-	kv, err := rt.Bucket(ctx, bus.BucketClusters)
+	st, err := daemon.OpenStores(ctx, rt)
 	if err != nil {
 		return nil, err
 	}
-	d.clusters = store.New[api.Cluster](kv)
-	if kv, err = rt.Bucket(ctx, bus.BucketInfra); err != nil {
-		return nil, err
-	}
-	d.infra = store.New[api.Infra](kv)
-	if kv, err = rt.Bucket(ctx, bus.BucketPKI); err != nil {
-		return nil, err
-	}
-	d.pki = store.New[api.ClusterPKI](kv)
-	if kv, err = rt.Bucket(ctx, bus.BucketControlPlane); err != nil {
-		return nil, err
-	}
-	d.components = store.New[api.ControlPlaneComponent](kv)
+	d.clusters, d.infra, d.pki, d.components = st.Clusters, st.Infra, st.PKI, st.Components
 	d.publisher = rt.Publisher
 
 	c, err := rt.Controller(reconcile.Config{

@@ -169,23 +169,11 @@ func (d *Daemon) ClusterDir(cluster string) string {
 
 func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnable, error) {
 	d.rt = rt
-	kv, err := rt.Bucket(ctx, bus.BucketControlPlane)
+	st, err := daemon.OpenStores(ctx, rt)
 	if err != nil {
 		return nil, err
 	}
-	d.components = store.New[api.ControlPlaneComponent](kv)
-	if kv, err = rt.Bucket(ctx, bus.BucketClusters); err != nil {
-		return nil, err
-	}
-	d.clusters = store.New[api.Cluster](kv)
-	if kv, err = rt.Bucket(ctx, bus.BucketInfra); err != nil {
-		return nil, err
-	}
-	d.infra = store.New[api.Infra](kv)
-	if kv, err = rt.Bucket(ctx, bus.BucketPKI); err != nil {
-		return nil, err
-	}
-	d.pki = store.New[api.ClusterPKI](kv)
+	d.clusters, d.infra, d.pki, d.components = st.Clusters, st.Infra, st.PKI, st.Components
 	if d.seal, err = certs.LoadOrCreateSealKey(d.cfg.SealKeyFile); err != nil {
 		return nil, fmt.Errorf("seal key: %w", err)
 	}
@@ -237,25 +225,7 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 // listClusters returns every cluster componentd may have to act on: those in the clusters
 // bucket and those it still holds components of.
 func (d *Daemon) listClusters(ctx context.Context) ([]string, error) {
-	keys, err := d.clusters.Keys(ctx)
-	if err != nil {
-		return nil, err
-	}
-	own, err := d.components.Keys(ctx)
-	if err != nil {
-		return nil, err
-	}
-	seen := make(map[string]bool, len(keys))
-	for _, k := range keys {
-		seen[k] = true
-	}
-	for _, k := range own {
-		if c, _, ok := strings.Cut(k, "."); ok && !seen[c] {
-			seen[c] = true
-			keys = append(keys, c)
-		}
-	}
-	return keys, nil
+	return reconcile.ClusterKeys(d.clusters, d.components)(ctx)
 }
 
 // supervisor returns the process supervisor, or ErrStopped once the daemon stopped.

@@ -131,19 +131,11 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	}
 	d.metrics = m
 	d.publisher = rt.Publisher
-	kv, err := rt.Bucket(ctx, bus.BucketInfra)
+	st, err := daemon.OpenStores(ctx, rt)
 	if err != nil {
 		return nil, err
 	}
-	d.infra = store.New[api.Infra](kv)
-	if kv, err = rt.Bucket(ctx, bus.BucketClusters); err != nil {
-		return nil, err
-	}
-	d.clusters = store.New[api.Cluster](kv)
-	if kv, err = rt.Bucket(ctx, bus.BucketControlPlane); err != nil {
-		return nil, err
-	}
-	d.components = store.New[api.ControlPlaneComponent](kv)
+	d.infra, d.clusters, d.components = st.Infra, st.Clusters, st.Components
 	d.mu.Lock()
 	d.stopped = false
 	d.mu.Unlock()
@@ -162,23 +154,7 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 // listKeys is the resync set: every record (so load balancers come back after a restart and
 // orphans are released) and every cluster (so one whose event was lost is allocated).
 func (d *Daemon) listKeys(ctx context.Context) ([]string, error) {
-	infra, err := d.infra.Keys(ctx)
-	if err != nil {
-		return nil, err
-	}
-	clusters, err := d.clusters.Keys(ctx)
-	if err != nil {
-		return nil, err
-	}
-	seen := map[string]bool{}
-	var keys []string
-	for _, k := range append(infra, clusters...) {
-		if !seen[k] {
-			seen[k] = true
-			keys = append(keys, k)
-		}
-	}
-	return keys, nil
+	return reconcile.ClusterKeys(d.infra, d.clusters)(ctx)
 }
 
 // stop closes every load balancer; the records stay, so the next infrad re-opens them.

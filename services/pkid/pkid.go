@@ -2,7 +2,6 @@ package pkid
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"path/filepath"
@@ -126,7 +125,7 @@ func New(cfg Config) (*Daemon, error) {
 }
 
 func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnable, error) {
-	seal, err := loadSealKey(ctx, d.cfg.SealKeyFile)
+	seal, err := certs.LoadOrCreateSealKey(d.cfg.SealKeyFile)
 	if err != nil {
 		return nil, err
 	}
@@ -134,18 +133,11 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	if err := d.metrics.register(rt.Registry); err != nil {
 		return nil, err
 	}
-	if d.pki, err = openStore[api.ClusterPKI](ctx, rt, bus.BucketPKI); err != nil {
+	st, err := daemon.OpenStores(ctx, rt)
+	if err != nil {
 		return nil, err
 	}
-	if d.clusters, err = openStore[api.Cluster](ctx, rt, bus.BucketClusters); err != nil {
-		return nil, err
-	}
-	if d.infra, err = openStore[api.Infra](ctx, rt, bus.BucketInfra); err != nil {
-		return nil, err
-	}
-	if d.controlplane, err = openStore[api.ControlPlaneComponent](ctx, rt, bus.BucketControlPlane); err != nil {
-		return nil, err
-	}
+	d.pki, d.clusters, d.infra, d.controlplane = st.PKI, st.Clusters, st.Infra, st.Components
 	d.publisher = rt.Publisher
 
 	c, err := rt.Controller(reconcile.Config{
@@ -164,51 +156,8 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	return []daemon.Runnable{c}, nil
 }
 
-// openStore opens a bucket (pkid's own, or another daemon's to read) as a typed store.
-func openStore[T any](ctx context.Context, rt *daemon.Runtime, bucket string) (*store.Store[T], error) {
-	kv, err := rt.Bucket(ctx, bucket)
-	if err != nil {
-		return nil, err
-	}
-	return store.New[T](kv), nil
-}
-
 // listKeys is every cluster pkid may have work for: the clusters (issuance) and its own
 // records (rotation, deletion of records whose cluster is gone).
 func (d *Daemon) listKeys(ctx context.Context) ([]string, error) {
-	clusters, err := d.clusters.Keys(ctx)
-	if err != nil {
-		return nil, err
-	}
-	own, err := d.pki.Keys(ctx)
-	if err != nil {
-		return nil, err
-	}
-	seen := map[string]bool{}
-	var keys []string
-	for _, k := range append(clusters, own...) {
-		if !seen[k] {
-			seen[k] = true
-			keys = append(keys, k)
-		}
-	}
-	return keys, nil
-}
-
-// loadSealKey loads (or creates) the seal key, retrying briefly while another daemon is
-// writing the file at the same moment.
-func loadSealKey(ctx context.Context, path string) (*certs.SealKey, error) {
-	var err error
-	for range 20 {
-		var k *certs.SealKey
-		if k, err = certs.LoadOrCreateSealKey(path); err == nil {
-			return k, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, errors.Join(err, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return nil, fmt.Errorf("seal key %s: %w", path, err)
+	return reconcile.ClusterKeys(d.clusters, d.pki)(ctx)
 }
