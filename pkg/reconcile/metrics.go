@@ -1,9 +1,9 @@
 package reconcile
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hostplane/hostplane/pkg/observe"
 )
 
 type metrics struct {
@@ -22,7 +22,7 @@ func newMetrics(reg prometheus.Registerer, name string, depth func() int) (*metr
 		reg = prometheus.NewRegistry()
 	}
 	l := prometheus.Labels{"controller": name}
-	duration, err := register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	duration, err := observe.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "hostplane_reconcile_duration_seconds",
 		Help:    "Time one reconcile of a key took, by result (success, requeue, error).",
 		Buckets: []float64{.001, .005, .01, .05, .1, .5, 1, 5, 10, 30, 60, 300},
@@ -30,35 +30,35 @@ func newMetrics(reg prometheus.Registerer, name string, depth func() int) (*metr
 	if err != nil {
 		return nil, err
 	}
-	total, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	total, err := observe.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hostplane_reconcile_total",
 		Help: "Reconciles run, by result (success, requeue, error).",
 	}, []string{"controller", "result"}))
 	if err != nil {
 		return nil, err
 	}
-	errs, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	errs, err := observe.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hostplane_reconcile_errors_total",
 		Help: "Reconciles that returned an error (each is retried with backoff).",
 	}, []string{"controller"}))
 	if err != nil {
 		return nil, err
 	}
-	received, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	received, err := observe.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hostplane_events_received_total",
 		Help: "Messages delivered by the controller's durable consumer.",
 	}, []string{"controller"}))
 	if err != nil {
 		return nil, err
 	}
-	rejected, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	rejected, err := observe.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hostplane_events_rejected_total",
 		Help: "Malformed messages terminated without reconciling, by reason (envelope, subject).",
 	}, []string{"controller", "reason"}))
 	if err != nil {
 		return nil, err
 	}
-	resyncs, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	resyncs, err := observe.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hostplane_reconcile_resyncs_total",
 		Help: "Periodic resyncs that enqueued every owned key.",
 	}, []string{"controller"}))
@@ -90,19 +90,4 @@ func (m *metrics) observe(result string, seconds float64) {
 	if result == "error" {
 		m.errors.Inc()
 	}
-}
-
-// register registers c, or returns the collector already registered under the same
-// description.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		return c, err
-	}
-	return c, nil
 }

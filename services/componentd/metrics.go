@@ -1,9 +1,9 @@
 package componentd
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	obs "github.com/hostplane/hostplane/pkg/observe"
 )
 
 type metrics struct {
@@ -16,14 +16,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	available, err := register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	available, err := obs.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "hostplane_component_available",
 		Help: "1 when the control-plane component is Available, else 0.",
 	}, []string{"cluster", "component"}))
 	if err != nil {
 		return nil, err
 	}
-	rollout, err := register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	rollout, err := obs.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "hostplane_component_rollout_duration_seconds",
 		Help:    "Time from a component's config hash changing (or its creation) to every replica ready at it.",
 		Buckets: []float64{1, 2, 5, 10, 20, 30, 60, 120, 300, 600},
@@ -31,7 +31,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	restarts, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	restarts, err := obs.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hostplane_component_restarts_total",
 		Help: "Times a control-plane process exited and was restarted by the supervisor.",
 	}, []string{"cluster", "component"}))
@@ -39,21 +39,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	return &metrics{available: available, rollout: rollout, restarts: restarts}, nil
-}
-
-// register registers c, or returns the collector registered before under the same name (a
-// daemon restarted in-process with the same registry).
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		return c, err
-	}
-	return c, nil
 }
 
 // forget drops the cluster's series.

@@ -1,10 +1,9 @@
 package infrad
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hostplane/hostplane/pkg/observe"
 )
 
 // Metric names.
@@ -36,13 +35,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 	}
 	var err error
-	if m.lbConnections, err = register(reg, m.lbConnections); err != nil {
+	if m.lbConnections, err = observe.Register(reg, m.lbConnections); err != nil {
 		return nil, err
 	}
-	if m.lbDialFailures, err = register(reg, m.lbDialFailures); err != nil {
+	if m.lbDialFailures, err = observe.Register(reg, m.lbDialFailures); err != nil {
 		return nil, err
 	}
-	if m.clusters, err = register(reg, m.clusters); err != nil {
+	if m.clusters, err = observe.Register(reg, m.clusters); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -52,19 +51,4 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 func (m *metrics) forget(cluster string) {
 	m.lbConnections.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
 	m.lbDialFailures.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
-}
-
-// register registers c, or returns the collector registered before under the same name (an
-// embedding process may share one registry between daemon instances).
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		return c, fmt.Errorf("register metrics: %w", err)
-	}
-	return c, nil
 }
