@@ -57,15 +57,7 @@ func start(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("clusterd Run: %v", err)
-		}
-	})
+	testenv.Run(t, "clusterd Run", d.Run)
 	testenv.Eventually(t, 30*time.Second, func() bool { return d.Ready(context.Background()) == nil }, "clusterd ready")
 
 	router := httpapi.NewRouter(httpapi.Config{Name: "test", Logger: log})

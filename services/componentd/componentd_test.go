@@ -81,7 +81,7 @@ func TestComponentd_SingleReplicaCluster_ComesUpSurvivesRestartAndIsDeletedClean
 		t.Errorf("GET logs?tail=x: %d, want 400", status)
 	}
 	for _, name := range componentNames {
-		if v, ok := metric(t, cd.reg, "hostplane_component_available", map[string]string{"cluster": "demo", "component": name}); !ok || v != 1 {
+		if v, ok := testenv.Metric(t, cd.reg, "hostplane_component_available", map[string]string{"cluster": "demo", "component": name}); !ok || v != 1 {
 			t.Errorf("hostplane_component_available{%s} = %v (%v), want 1", name, v, ok)
 		}
 	}
@@ -101,7 +101,7 @@ func TestComponentd_SingleReplicaCluster_ComesUpSurvivesRestartAndIsDeletedClean
 	cd = h.startComponentd()
 	testenv.Eventually(t, wait, func() bool {
 		for _, name := range componentNames {
-			if v, ok := metric(t, cd.reg, "hostplane_component_available", map[string]string{"cluster": "demo", "component": name}); !ok || v != 1 {
+			if v, ok := testenv.Metric(t, cd.reg, "hostplane_component_available", map[string]string{"cluster": "demo", "component": name}); !ok || v != 1 {
 				return false
 			}
 		}
@@ -133,7 +133,7 @@ func TestComponentd_SingleReplicaCluster_ComesUpSurvivesRestartAndIsDeletedClean
 		r := e.Value.Status.Replicas[0]
 		return r.Pid != 0 && r.Pid != schedPid && r.Restarts >= 1 && r.Ready && e.Value.Status.Conditions.IsTrue(api.ConditionAvailable)
 	}, "the killed scheduler restarted and reported")
-	if v, _ := metric(t, cd.reg, "hostplane_component_restarts_total", map[string]string{"cluster": "demo", "component": api.ComponentScheduler}); v < 1 {
+	if v, _ := testenv.Metric(t, cd.reg, "hostplane_component_restarts_total", map[string]string{"cluster": "demo", "component": api.ComponentScheduler}); v < 1 {
 		t.Errorf("hostplane_component_restarts_total{kube-scheduler} = %v, want ≥ 1", v)
 	}
 

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -141,19 +140,7 @@ type runner interface {
 // run starts d and returns a func that stops it (also called at cleanup) and its address.
 func (h *harness) run(name string, d runner) (stop func(), addr string) {
 	h.t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				h.t.Errorf("%s Run: %v", name, err)
-			}
-		})
-	}
-	h.t.Cleanup(stop)
+	_, stop = testenv.Run(h.t, name+" Run", d.Run)
 	actx, cancelAddr := context.WithTimeout(h.ctx, wait)
 	defer cancelAddr()
 	addr = d.AdminAddr(actx)
@@ -403,41 +390,6 @@ func (h *harness) serverVersion(cs *kubernetes.Clientset) string {
 		h.t.Fatal(err)
 	}
 	return v.GitVersion
-}
-
-// metric returns the value of the series of name with labels in reg.
-func metric(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) (float64, bool) {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			for k, v := range labels {
-				if got[k] != v {
-					continue next
-				}
-			}
-			switch {
-			case m.Gauge != nil:
-				return m.GetGauge().GetValue(), true
-			case m.Counter != nil:
-				return m.GetCounter().GetValue(), true
-			case m.Histogram != nil:
-				return float64(m.GetHistogram().GetSampleCount()), true
-			}
-		}
-	}
-	return 0, false
 }
 
 // get GETs url and returns the status, content type and body.

@@ -86,19 +86,7 @@ func (e *env) start() *running {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				e.t.Errorf("infrad run: %v", err)
-			}
-		})
-	}
-	e.t.Cleanup(stop)
+	ctx, stop := testenv.Run(e.t, "infrad run", d.Run)
 	addrCtx, cancelAddr := context.WithTimeout(ctx, wait)
 	defer cancelAddr()
 	addr := d.AdminAddr(addrCtx)

@@ -117,19 +117,7 @@ func (h *harness) startPKID(cfg pkid.Config) *pkidProc {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				h.t.Errorf("pkid Run: %v", err)
-			}
-		})
-	}
-	h.t.Cleanup(stop)
+	_, stop := testenv.Run(h.t, "pkid Run", d.Run)
 	addrCtx, cancelAddr := context.WithTimeout(h.ctx, wait)
 	defer cancelAddr()
 	addr := d.AdminAddr(addrCtx)
@@ -670,35 +658,8 @@ func httpDo(t *testing.T, method, url string) (int, []byte, string) {
 // metricValue is the value of the series of name with labels (every other label ignored).
 func metricValue(t *testing.T, g prometheus.Gatherer, name string, labels map[string]string) float64 {
 	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			have := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				have[lp.GetName()] = lp.GetValue()
-			}
-			for k, v := range labels {
-				if have[k] != v {
-					continue next
-				}
-			}
-			switch {
-			case m.GetCounter() != nil:
-				return m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				return m.GetGauge().GetValue()
-			}
-		}
-	}
-	t.Fatalf("no series %s%v", name, labels)
-	return 0
+	v, _ := testenv.Metric(t, g, name, labels)
+	return v
 }
 
 // quietWriter writes logs into the test's output until the test is over.
