@@ -283,11 +283,11 @@ func (d *Daemon) notifyReady(p *process.Process, cluster string) {
 // connection reaches a replica that is about to go.
 const DrainDelay = 1500 * time.Millisecond
 
-// drain reports whether replica i must wait before it is replaced: a ready kube-apiserver
-// replica of a load-balanced (several replicas) control plane is first marked draining for
-// DrainDelay. It marks reps[i] draining while it waits.
+// drain reports whether replica i must wait before it is replaced: a ready replica of a
+// LoadBalanced component running several replicas is first marked draining for DrainDelay.
+// It marks reps[i] draining while it waits.
 func (d *Daemon) drain(log *slog.Logger, want component.Desired, reps []replica, i int) bool {
-	if want.Component.Name != api.ComponentKubeAPIServer || len(want.Specs) < 2 || !reps[i].Ready {
+	if !want.Component.LoadBalanced || len(want.Specs) < 2 || !reps[i].Ready {
 		return false
 	}
 	key := want.Specs[i].Name + "/" + want.Hash

@@ -244,7 +244,13 @@ func (lb *loadBalancer) checkHealth(ctx context.Context) {
 	}
 }
 
-// readyzProbe returns a probe that wants 200 from GET https://<addr>/readyz. The probe does
+// readyzPath leaves out kube-apiserver's etcd checks: etcd is shared by every replica, so its
+// hiccup (a member restarting, a leader election) would mark all backends unready at once and
+// leave the balancer choosing blindly, possibly a replica that is still starting. What the
+// balancer needs to know is whether this replica serves (and is not shutting down).
+const readyzPath = "/readyz?exclude=etcd&exclude=etcd-readiness"
+
+// readyzProbe returns a probe that wants 200 from GET https://<addr>/readyz (readyzPath). The probe does
 // not verify the serving certificate: it asks a backend it was configured with whether it is
 // ready, and carries no credentials or data (anonymous /readyz is allowed by default RBAC).
 func readyzProbe(timeout time.Duration) func(ctx context.Context, addr string) error {
@@ -256,7 +262,7 @@ func readyzProbe(timeout time.Duration) func(ctx context.Context, addr string) e
 		},
 	}
 	return func(ctx context.Context, addr string) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+"/readyz", nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+readyzPath, nil)
 		if err != nil {
 			return err
 		}

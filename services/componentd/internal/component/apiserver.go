@@ -16,6 +16,7 @@ func kubeAPIServer() *Component {
 		Name:         api.ComponentKubeAPIServer,
 		DependsOn:    []string{api.ComponentEtcd},
 		ReleaseBound: true,
+		LoadBalanced: true,
 		Uses: []string{
 			CertFile(api.CertEtcdCA),
 			CertFile(api.CertAPIServerEtcdClient), KeyFile(api.CertAPIServerEtcdClient),

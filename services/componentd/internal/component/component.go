@@ -67,6 +67,9 @@ type Component struct {
 	// Uses lists the files (relative paths, see Files) the component reads; their content
 	// is an input of its config hash.
 	Uses []string
+	// LoadBalanced components serve clients through infrad's load balancer when they run
+	// several replicas: a replica is drained from it before it is stopped.
+	LoadBalanced bool
 
 	single, ha int // replicas per availability policy
 	// StopTimeout is how long a replica gets after SIGTERM.
