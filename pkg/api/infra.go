@@ -14,10 +14,13 @@ type Infra struct {
 	// Etcd are the members' client and peer ports, one per member.
 	Etcd []EtcdMember `json:"etcd"`
 	// Ports for kube-controller-manager and kube-scheduler secure serving, one per replica.
-	ControllerManagerPorts []int  `json:"controllerManagerPorts"`
-	SchedulerPorts         []int  `json:"schedulerPorts"`
-	Ready                  bool   `json:"ready"`
-	Message                string `json:"message,omitempty"`
+	ControllerManagerPorts []int `json:"controllerManagerPorts"`
+	SchedulerPorts         []int `json:"schedulerPorts"`
+	// Ignition is where ignitiond serves the cluster's HTTPS Ignition endpoint
+	// (status.ignitionEndpoint), with pkid's "ignition-server" certificate.
+	Ignition Endpoint `json:"ignition"`
+	Ready    bool     `json:"ready"`
+	Message  string   `json:"message,omitempty"`
 }
 
 // EtcdMember is one etcd member's addresses.

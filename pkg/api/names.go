@@ -26,3 +26,52 @@ func EtcdDiscoveryHost(cluster string) string {
 func KubeAPIServerHost(cluster string) string {
 	return KubeAPIServerService + "." + ControlPlaneNamespace(cluster) + ".svc"
 }
+
+// Names shared by the daemons that meet in the management cluster's Cluster API objects
+// (docs/nodepool-flow.md). Every object of a cluster lives in ControlPlaneNamespace(cluster).
+const (
+	// LabelCluster and LabelNodePool mark every object hostplane writes for a cluster or a
+	// NodePool (beside Cluster API's own cluster.x-k8s.io/cluster-name); LabelOwner names the
+	// daemon that wrote it.
+	LabelCluster  = "hostplane.dev/cluster"
+	LabelNodePool = "hostplane.dev/nodepool"
+	LabelOwner    = "hostplane.dev/owner"
+
+	// AnnotationDesiredConfig on a Cluster API Machine of an InPlace pool names the config
+	// hash nodepoold wants the machine to apply; AnnotationDesiredUserData names the userdata
+	// Secret carrying the Ignition stub for it. The machine re-fetches Ignition with that
+	// stub, applies it and reports AnnotationCurrentConfig on its Node.
+	AnnotationDesiredConfig   = "hostplane.dev/desired-config"
+	AnnotationDesiredUserData = "hostplane.dev/desired-userdata"
+	AnnotationCurrentConfig   = "hostplane.dev/current-config"
+
+	// InfrastructureGroup is the API group of the local platform's Cluster API
+	// infrastructure provider (infrad): LocalCluster, LocalMachine, LocalMachineTemplate.
+	InfrastructureGroup   = "infrastructure.hostplane.dev"
+	InfrastructureVersion = "v1alpha1"
+	// ControlPlaneGroup is the API group of HostedControlPlane (clusterd), the Cluster's
+	// controlPlaneRef, which reports the externally managed control plane to Cluster API.
+	ControlPlaneGroup   = "controlplane.hostplane.dev"
+	ControlPlaneVersion = "v1alpha1"
+
+	// BootstrapGroupPrefix + nodepool is the extra group of a pool's guest bootstrap token
+	// (beside system:bootstrappers); pkid approves a kubelet CSR only from the group of the
+	// pool the Machine named by the CSR belongs to.
+	BootstrapGroupPrefix = "system:bootstrappers:hostplane:"
+)
+
+// ProviderID is the spec.providerID of a local-platform machine: "local://<cluster>/<machine>".
+func ProviderID(cluster, machine string) string { return "local://" + cluster + "/" + machine }
+
+// KubeconfigSecretName is the Secret Cluster API reads a cluster's admin kubeconfig from
+// (key "value"): "<cluster>-kubeconfig".
+func KubeconfigSecretName(cluster string) string { return cluster + "-kubeconfig" }
+
+// UserDataSecretName is the bootstrap data Secret (key "value", format "ignition") of a
+// NodePool's config hash: "<nodepool>-userdata-<first 8 of hash>".
+func UserDataSecretName(nodepool, configHash string) string {
+	if len(configHash) > 8 {
+		configHash = configHash[:8]
+	}
+	return nodepool + "-userdata-" + configHash
+}

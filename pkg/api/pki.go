@@ -73,6 +73,7 @@ const (
 	CertAdmin               = "admin"
 	CertControllerManager   = "controller-manager"
 	CertScheduler           = "scheduler"
+	CertIgnitionServer      = "ignition-server" // ignitiond's HTTPS serving cert for the cluster, signed by root-ca
 	KubeconfigAdmin         = "admin"
 	KubeconfigControllerMgr = "controller-manager"
 	KubeconfigScheduler     = "scheduler"

@@ -20,6 +20,11 @@ type Base struct {
 	AdminAddr    string // HOSTPLANE_<DAEMON>_ADDR; "" serves no admin port (hostplane dev's front door serves the routes)
 	LogLevel     string // HOSTPLANE_LOG_LEVEL: debug, info, warn, error
 	OTLPEndpoint string // HOSTPLANE_OTLP_ENDPOINT: traces are exported there when set
+	// ManagementKubeconfig is the kubeconfig file of the management cluster
+	// (HOSTPLANE_MANAGEMENT_KUBECONFIG): Cluster API objects, the local platform's machines,
+	// and the kubernetes runtime's workloads live there. "" means none: what needs it
+	// reports so in its status.
+	ManagementKubeconfig string
 
 	// Access control of the admin router (only used with an AdminAddr). Auth, when set, is
 	// used as is; else TokensFile and AdminToken, when either is set, make one (see
@@ -70,6 +75,7 @@ func Flags(fs *flag.FlagSet, name string) *Base {
 	addrEnv := "HOSTPLANE_" + strings.ToUpper(name) + "_ADDR"
 	fs.StringVar(&b.AdminAddr, "addr", env(addrEnv, "127.0.0.1:0"), "admin and API listen address ("+addrEnv+")")
 	fs.StringVar(&b.LogLevel, "log-level", env("HOSTPLANE_LOG_LEVEL", "info"), "debug, info, warn or error (HOSTPLANE_LOG_LEVEL)")
+	fs.StringVar(&b.ManagementKubeconfig, "management-kubeconfig", env("HOSTPLANE_MANAGEMENT_KUBECONFIG", ""), "kubeconfig of the management cluster (HOSTPLANE_MANAGEMENT_KUBECONFIG)")
 	fs.StringVar(&b.OTLPEndpoint, "otlp-endpoint", env("HOSTPLANE_OTLP_ENDPOINT", ""), "OTLP/HTTP trace endpoint host:port (HOSTPLANE_OTLP_ENDPOINT)")
 	fs.StringVar(&b.TokensFile, "tokens-file", env(auth.EnvTokensFile, ""), "YAML or JSON list of API tokens {token, role, clusters} ("+auth.EnvTokensFile+")")
 	b.AdminToken = os.Getenv(auth.EnvAdminToken)

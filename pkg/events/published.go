@@ -25,6 +25,23 @@ const (
 	VerbComponentDeleted     = "deleted"
 
 	VerbInboxRejected = "rejected"
+
+	VerbNodePoolCreated  = "created"  // nodepoold: POST stored a new pool
+	VerbNodePoolUpdated  = "updated"  // nodepoold: PATCH (or an inbound nodepool.scale) changed the spec
+	VerbNodePoolDeleting = "deleting" // nodepoold: DELETE (or the cluster's deletion) began
+	VerbNodePoolDeleted  = "deleted"  // nodepoold: every machine is gone and the key removed
+	VerbNodePoolStatus   = "status"   // nodepoold: counts, version or conditions changed
+
+	VerbIgnitionReady   = "ready"   // ignitiond: a pool's token and userdata for its current config hash are ready
+	VerbIgnitionRotated = "rotated" // ignitiond: a pool's token was rotated (half-life); the userdata changed
+	VerbIgnitionDeleted = "deleted" // ignitiond: a pool's (or cluster's) token records were removed
+	VerbIgnitionServer  = "server"  // ignitiond: a cluster's HTTPS Ignition server opened, reloaded its cert, or closed
+
+	VerbMachineCreated = "created" // infrad: the local cloud provisioned a machine
+	VerbMachineJoined  = "joined"  // infrad: a machine's node registered and is Ready
+	VerbMachineFaulted = "faulted" // infrad: a fault was injected
+	VerbMachineDeleted = "deleted" // infrad: the machine is gone from the cloud
+	VerbMachineStatus  = "status"  // infrad: a machine's phase or node changed
 )
 
 // PublishedEvent describes one event type hostplane publishes.

@@ -44,9 +44,6 @@ type Config struct {
 	SealKeyFile string
 	// Runtime runs the components: RuntimeProcess (default) or RuntimeKubernetes.
 	Runtime string
-	// ManagementKubeconfig is the path of the kubeconfig of the management cluster the
-	// kubernetes runtime writes to (HOSTPLANE_MANAGEMENT_KUBECONFIG); required by that runtime.
-	ManagementKubeconfig string
 	// ProgressInterval is how soon a cluster whose components are still rolling out is
 	// looked at again (default 750ms); SteadyInterval is how often a converged cluster is
 	// (default 10s), so a crashed process shows in its status.
@@ -93,8 +90,6 @@ func RegisterFlags(fs *flag.FlagSet) func(daemon.Base) (daemon.Runner, error) {
 		"key that opens the sealed PKI (HOSTPLANE_PKI_KEY_FILE; default <data dir>/pki.key)")
 	fs.StringVar(&cfg.Runtime, "runtime", daemon.Env("HOSTPLANE_COMPONENTD_RUNTIME", RuntimeProcess),
 		"control-plane runtime: process or kubernetes (HOSTPLANE_COMPONENTD_RUNTIME)")
-	fs.StringVar(&cfg.ManagementKubeconfig, "management-kubeconfig", daemon.Env("HOSTPLANE_MANAGEMENT_KUBECONFIG", ""),
-		"kubeconfig of the management cluster; required by the kubernetes runtime (HOSTPLANE_MANAGEMENT_KUBECONFIG)")
 	return func(base daemon.Base) (daemon.Runner, error) {
 		cfg.Base = base
 		return New(cfg)

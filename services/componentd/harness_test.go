@@ -185,7 +185,9 @@ func (h *harness) startComponentd() *componentdProc {
 func (h *harness) startComponentdWith(cfg componentd.Config) *componentdProc {
 	h.t.Helper()
 	reg := observe.NewRegistry()
+	mgmt := cfg.ManagementKubeconfig
 	cfg.Base = h.base(reg)
+	cfg.ManagementKubeconfig = mgmt
 	d, err := componentd.New(cfg)
 	if err != nil {
 		h.t.Fatal(err)

@@ -39,7 +39,7 @@ func TestComponentd_KubernetesRuntime_AppliesWorkloadsReportsThemUnavailableRoll
 	h := newHarness(t)
 	h.startInfrad()
 	h.startPKID()
-	h.startComponentdWith(componentd.Config{Runtime: componentd.RuntimeKubernetes, ManagementKubeconfig: mgmt.KubeconfigPath})
+	h.startComponentdWith(componentd.Config{Runtime: componentd.RuntimeKubernetes, Base: daemon.Base{ManagementKubeconfig: mgmt.KubeconfigPath}})
 
 	var (
 		mu     sync.Mutex

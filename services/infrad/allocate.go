@@ -30,7 +30,7 @@ func (t topology) satisfiedBy(inf *api.Infra) bool {
 		len(inf.ControllerManagerPorts) != t.controllerManagers || len(inf.SchedulerPorts) != t.schedulers {
 		return false
 	}
-	if inf.Endpoint.Port == 0 {
+	if inf.Endpoint.Port == 0 || inf.Ignition.Port == 0 {
 		return false
 	}
 	if t.loadBalanced {
@@ -50,7 +50,7 @@ func isAPIServerPort(inf *api.Infra, port int) bool {
 
 // portsOf lists every port inf records.
 func portsOf(inf *api.Infra) []int {
-	ports := []int{inf.Endpoint.Port}
+	ports := []int{inf.Endpoint.Port, inf.Ignition.Port}
 	for _, e := range inf.APIServers {
 		ports = append(ports, e.Port)
 	}
@@ -127,6 +127,13 @@ func allocate(inf *api.Infra, host string, t topology, a *portAllocator) error {
 	}
 	if inf.SchedulerPorts, err = fill(inf.SchedulerPorts, t.schedulers, a); err != nil {
 		return err
+	}
+	if inf.Ignition.Port == 0 {
+		p, err := a.next()
+		if err != nil {
+			return err
+		}
+		inf.Ignition = api.Endpoint{Host: host, Port: p}
 	}
 	switch {
 	case !t.loadBalanced:

@@ -119,6 +119,11 @@ func leafSpecs(c *api.Cluster, inf *api.Infra) ([]leafSpec, []string, error) {
 	}
 	apiserver.add(ip.String())
 
+	ignition := newSANs("127.0.0.1", "localhost", inf.Endpoint.Host)
+	if inf.Ignition.Host != "" {
+		ignition.add(inf.Ignition.Host)
+	}
+
 	client := func(name, ca, cn string, orgs ...string) leafSpec {
 		return leafSpec{Name: name, CA: ca, Req: certs.Request{CommonName: cn, Organizations: orgs, Usage: certs.UsageClient}}
 	}
@@ -132,6 +137,7 @@ func leafSpecs(c *api.Cluster, inf *api.Infra) ([]leafSpec, []string, error) {
 		client(api.CertAdmin, api.CertRootCA, "kubernetes-admin", groupMasters),
 		client(api.CertControllerManager, api.CertRootCA, "system:kube-controller-manager"),
 		client(api.CertScheduler, api.CertRootCA, "system:kube-scheduler"),
+		{Name: api.CertIgnitionServer, CA: api.CertRootCA, Req: ignition.request("hostplane-ignition-server", certs.UsageServer)},
 	}, problems, nil
 }
 

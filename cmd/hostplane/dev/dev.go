@@ -148,13 +148,14 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 
 	registries := prometheus.Gatherers{}
 	cd := componentd.Config{Runtime: cfg.Runtime}
-	if cfg.Runtime == componentd.RuntimeKubernetes {
-		cd.ManagementKubeconfig = s.Management.KubeconfigPath
+	mgmtKubeconfig := ""
+	if s.Management != nil {
+		mgmtKubeconfig = s.Management.KubeconfigPath
 	}
 	s.Daemons, err = daemons(func() daemon.Base {
 		reg := observe.NewRegistry()
 		registries = append(registries, reg)
-		return daemon.Base{NATSURL: s.NATS.URL(), DataDir: dataDir, Logger: s.log, Registry: reg}
+		return daemon.Base{NATSURL: s.NATS.URL(), DataDir: dataDir, Logger: s.log, Registry: reg, ManagementKubeconfig: mgmtKubeconfig}
 	}, cd)
 	if err != nil {
 		return nil, err
