@@ -1,0 +1,44 @@
+// Package localcloud is the local platform's cloud: it runs simulated worker machines that
+// outlive infrad restarts (a process of its own, cmd/localcloud) and speak the real
+// protocols (Ignition over HTTPS, the kubelet's bootstrap, CSR, Node, Lease and pod status).
+//
+// infrad is its only client (Client); the API is HTTP on a unix socket.
+package localcloud
+
+import "time"
+
+// Machine states.
+const (
+	StateBooting = "Booting" // fetching Ignition and joining
+	StateRunning = "Running" // joined: Node registered, heartbeats flowing
+	StateFailed  = "Failed"  // the boot failed (Message says why); retried with backoff
+	StateStopped = "Stopped" // crashed (fault) or powered off
+)
+
+// MachineSpec asks for one machine. Cluster and Name identify it (Name is the Cluster API
+// Machine's name and becomes the node name); creating an existing machine is a no-op.
+type MachineSpec struct {
+	Cluster  string `json:"cluster"`
+	Name     string `json:"name"`
+	NodePool string `json:"nodePool"`
+	// UserData is the bootstrap data (an Ignition stub) the machine boots with.
+	UserData []byte `json:"userData"`
+	// ProviderID is the Node's spec.providerID.
+	ProviderID string `json:"providerID"`
+}
+
+// MachineStatus is what a machine reports.
+type MachineStatus struct {
+	Cluster        string    `json:"cluster"`
+	Name           string    `json:"name"`
+	NodePool       string    `json:"nodePool"`
+	ProviderID     string    `json:"providerID"`
+	State          string    `json:"state"`
+	NodeName       string    `json:"nodeName,omitempty"`
+	ConfigHash     string    `json:"configHash,omitempty"`     // of the Ignition payload last applied
+	KubeletVersion string    `json:"kubeletVersion,omitempty"` // "v1.34.4"
+	Fault          string    `json:"fault,omitempty"`          // api.Fault* injected, if any
+	Message        string    `json:"message,omitempty"`
+	Boots          int       `json:"boots"`
+	CreatedAt      time.Time `json:"createdAt"`
+}
