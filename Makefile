@@ -5,7 +5,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 MODULES   := pkg services/clusterd services/nodepoold services/componentd services/ignitiond \
-             services/pkid services/infrad cmd/hostplane test/e2e bench
+             services/pkid services/infrad services/localcloud cmd/hostplane test/e2e bench
 PKGS      := $(addprefix ./,$(addsuffix /...,$(MODULES)))
 DAEMONS   := clusterd nodepoold componentd ignitiond pkid infrad
 BIN       := bin
@@ -28,6 +28,7 @@ build: ## build the hostplane CLI and the six daemons into bin/
 	$(GO) build -o $(BIN)/hostplane ./cmd/hostplane
 	@for d in $(DAEMONS); do echo "$(GO) build -o $(BIN)/$$d ./services/$$d/cmd/$$d"; \
 	  CGO_ENABLED=0 $(GO) build -o $(BIN)/$$d ./services/$$d/cmd/$$d || exit 1; done
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/localcloud ./services/localcloud/cmd/localcloud
 
 .PHONY: run
 run: k8s-bins ## run everything in one process: hostplane dev on http://127.0.0.1:8080 (Ctrl-C stops it)
