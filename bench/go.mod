@@ -14,6 +14,7 @@ replace (
 	github.com/hostplane/hostplane/services/componentd => ../services/componentd
 	github.com/hostplane/hostplane/services/ignitiond => ../services/ignitiond
 	github.com/hostplane/hostplane/services/infrad => ../services/infrad
+	github.com/hostplane/hostplane/services/localcloud => ../services/localcloud
 	github.com/hostplane/hostplane/services/nodepoold => ../services/nodepoold
 	github.com/hostplane/hostplane/services/pkid => ../services/pkid
 )

@@ -9,6 +9,7 @@ require (
 	github.com/hostplane/hostplane/services/componentd v0.0.0
 	github.com/hostplane/hostplane/services/ignitiond v0.0.0
 	github.com/hostplane/hostplane/services/infrad v0.0.0
+	github.com/hostplane/hostplane/services/localcloud v0.0.0
 	github.com/hostplane/hostplane/services/nodepoold v0.0.0
 	github.com/hostplane/hostplane/services/pkid v0.0.0
 	github.com/prometheus/client_golang v1.22.0
@@ -95,6 +96,7 @@ replace (
 	github.com/hostplane/hostplane/services/componentd => ../../services/componentd
 	github.com/hostplane/hostplane/services/ignitiond => ../../services/ignitiond
 	github.com/hostplane/hostplane/services/infrad => ../../services/infrad
+	github.com/hostplane/hostplane/services/localcloud => ../../services/localcloud
 	github.com/hostplane/hostplane/services/nodepoold => ../../services/nodepoold
 	github.com/hostplane/hostplane/services/pkid => ../../services/pkid
 )

@@ -51,7 +51,7 @@ func (t InboundType) CloudEventType() string { return InboundTypePrefix + t.Type
 // Inbound lists every inbound event type. Flip Handled when the owner starts consuming it.
 var Inbound = []InboundType{
 	{Type: InboundClusterUpgrade, Owner: "clusterd", Handled: true, Schema: "schemas/cluster.upgrade.json"},
-	{Type: InboundNodePoolScale, Owner: "nodepoold", Schema: "schemas/nodepool.scale.json"},
+	{Type: InboundNodePoolScale, Owner: "nodepoold", Handled: true, Schema: "schemas/nodepool.scale.json"},
 	{Type: InboundMachineTerminating, Owner: "infrad", Schema: "schemas/machine.terminating.json"},
 }
 

@@ -17,6 +17,8 @@ var clusterNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 func (d *Daemon) routes(r chi.Router) {
 	r.Get("/v1/clusters/{cluster}/infra", httpapi.Handle(d.getInfra))
+	r.Get("/v1/clusters/{cluster}/machines", httpapi.Handle(d.listMachines))
+	r.Post("/v1/clusters/{cluster}/machines/{machine}/fault", httpapi.Handle(d.faultMachine))
 }
 
 // getInfra answers GET /v1/clusters/{cluster}/infra with the cluster's api.Infra.

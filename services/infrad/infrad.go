@@ -9,8 +9,12 @@
 // closes the load balancer, deletes the record and publishes infra.deleted
 // (docs/control-plane-flow.md).
 //
-// Machines (the platform's Cluster API infrastructure provider) come later; they will be
-// another controller returned by setup, beside the endpoint controller.
+// With a management cluster (daemon.Base.ManagementKubeconfig) infrad is also the local
+// platform's Cluster API infrastructure provider (provider.go, machines.go): it installs the
+// infrastructure.hostplane.dev CRDs, writes each cluster's LocalCluster once its record is
+// ready and provisions every LocalMachine in the local cloud (Config.LocalCloudURL), which
+// outlives infrad; GET /v1/clusters/{cluster}/machines and POST .../machines/{machine}/fault
+// serve them (docs/nodepool-flow.md).
 //
 // It is an importable package: New(cfg) and Run(ctx), so hostplane dev and the tests run the
 // very code cmd/infrad runs.
@@ -55,6 +59,16 @@ type Config struct {
 	// DeletePoll is how often a deleting cluster's controlplane keys are checked again,
 	// besides the component events that trigger a check at once (default 2s).
 	DeletePoll time.Duration
+	// LocalCloudURL is the local cloud's API, "unix:///abs.sock" or "http://host:port"
+	// (HOSTPLANE_LOCALCLOUD_URL). Without it LocalMachines are not provisioned (their Ready
+	// condition says so).
+	LocalCloudURL string
+	// MachineResync is how often a running machine's status is read from the local cloud
+	// again (default 15s).
+	MachineResync time.Duration
+	// LeaderElection makes the machines provider hold a Lease in the management cluster, for
+	// running several infrads (default off).
+	LeaderElection bool
 }
 
 func (c *Config) defaults() error {
@@ -67,6 +81,9 @@ func (c *Config) defaults() error {
 	if c.DeletePoll <= 0 {
 		c.DeletePoll = DefaultDeletePoll
 	}
+	if c.MachineResync <= 0 {
+		c.MachineResync = DefaultMachineResync
+	}
 	return nil
 }
 
@@ -75,6 +92,8 @@ func RegisterFlags(fs *flag.FlagSet) func(daemon.Base) (daemon.Runner, error) {
 	var cfg Config
 	fs.StringVar(&cfg.Host, "endpoint-host", daemon.Env("HOSTPLANE_INFRA_HOST", DefaultHost), "address of the control planes' endpoints and load balancers (HOSTPLANE_INFRA_HOST)")
 	fs.DurationVar(&cfg.HealthInterval, "lb-health-interval", DefaultHealthInterval, "how often a load balancer probes its kube-apiserver backends' /readyz")
+	fs.StringVar(&cfg.LocalCloudURL, "localcloud-url", daemon.Env("HOSTPLANE_LOCALCLOUD_URL", ""), "the local cloud's API, unix:///abs.sock or http://host:port (HOSTPLANE_LOCALCLOUD_URL); without it machines are not provisioned")
+	fs.BoolVar(&cfg.LeaderElection, "machines-leader-election", false, "hold a Lease in the management cluster for the machines provider (several infrads)")
 	return func(base daemon.Base) (daemon.Runner, error) {
 		cfg.Base = base
 		return New(cfg)
@@ -91,6 +110,7 @@ type Daemon struct {
 	infra      *store.Store[api.Infra]
 	clusters   *store.Store[api.Cluster]
 	components *store.Store[api.ControlPlaneComponent]
+	provider   *provider // nil without a management cluster
 
 	// allocMu serialises allocations, so two clusters reconciled at once never pick the same
 	// port (the other records are listed under it).
@@ -114,6 +134,7 @@ func New(cfg Config) (*Daemon, error) {
 		Buckets: []string{bus.BucketInfra},
 		Setup:   d.setup,
 		Routes:  d.routes,
+		Ready:   d.readyCheck,
 		Stop:    d.stop,
 	})
 	if err != nil {
@@ -148,7 +169,30 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	if err != nil {
 		return nil, err
 	}
-	return []daemon.Runnable{c}, nil
+	runnables := []daemon.Runnable{c}
+	d.provider = nil
+	if d.cfg.ManagementKubeconfig == "" {
+		d.log.Info("no management cluster (HOSTPLANE_MANAGEMENT_KUBECONFIG): the machines provider is off")
+		return runnables, nil
+	}
+	p, err := d.newProvider()
+	if err != nil {
+		return nil, err
+	}
+	lc, err := p.localClusterController(rt)
+	if err != nil {
+		return nil, err
+	}
+	d.provider = p
+	return append(runnables, lc, p), nil
+}
+
+// readyCheck adds the machines provider's readiness, when there is one.
+func (d *Daemon) readyCheck(context.Context) error {
+	if p := d.provider; p != nil {
+		return p.ready()
+	}
+	return nil
 }
 
 // listKeys is the resync set: every record (so load balancers come back after a restart and

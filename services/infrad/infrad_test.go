@@ -72,17 +72,22 @@ type running struct {
 	stop     func()
 }
 
-// start runs a new infrad instance against the env's NATS until stop (or the test's end).
-func (e *env) start() *running {
+// start runs a new infrad instance against the env's NATS until stop (or the test's end);
+// opts change its configuration.
+func (e *env) start(opts ...func(*infrad.Config)) *running {
 	e.t.Helper()
 	reg := prometheus.NewRegistry()
-	d, err := infrad.New(infrad.Config{Base: daemon.Base{
+	cfg := infrad.Config{Base: daemon.Base{
 		NATSURL:   e.nats.Server.URL(),
 		DataDir:   e.t.TempDir(),
 		AdminAddr: "127.0.0.1:0",
 		Logger:    slog.New(slog.NewTextHandler(newQuietWriter(e.t), &slog.HandlerOptions{Level: slog.LevelInfo})),
 		Registry:  reg,
-	}})
+	}}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	d, err := infrad.New(cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}

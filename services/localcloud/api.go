@@ -42,3 +42,19 @@ type MachineStatus struct {
 	Boots          int       `json:"boots"`
 	CreatedAt      time.Time `json:"createdAt"`
 }
+
+// FaultRequest is the body of POST /machines/{cluster}/{name}/fault.
+type FaultRequest struct {
+	Type string `json:"type"` // api.Fault*
+}
+
+// UserDataRequest is the body of POST /machines/{cluster}/{name}/userdata: the Ignition stub
+// an InPlace update re-fetches the machine's config with.
+type UserDataRequest struct {
+	UserData []byte `json:"userData"`
+}
+
+// MachineList is the answer of GET /machines.
+type MachineList struct {
+	Items []MachineStatus `json:"items"`
+}

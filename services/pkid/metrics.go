@@ -15,13 +15,14 @@ import (
 type metrics struct {
 	expiryDesc *prometheus.Desc
 	rotations  *prometheus.CounterVec
+	csrs       *prometheus.CounterVec
 
 	mu       sync.Mutex
 	notAfter map[string]map[string]time.Time // cluster → cert → NotAfter
 }
 
 func newMetrics() *metrics {
-	return &metrics{
+	m := &metrics{
 		expiryDesc: prometheus.NewDesc("hostplane_pki_cert_expiry_seconds",
 			"Seconds until the certificate's NotAfter (negative once expired).",
 			[]string{"cluster", "cert"}, nil),
@@ -31,11 +32,19 @@ func newMetrics() *metrics {
 		}, []string{"cluster"}),
 		notAfter: map[string]map[string]time.Time{},
 	}
+	m.csrs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hostplane_pkid_csr_decisions_total",
+		Help: "Kubelet CSR decisions of guest clusters, once per CSR and outcome; every outcome but approved leaves the CSR pending.",
+	}, []string{"outcome"})
+	for _, o := range outcomes {
+		m.csrs.WithLabelValues(o)
+	}
+	return m
 }
 
 // register adds the series to reg; registering the same metrics again (a second Run) is a no-op.
 func (m *metrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m, m.rotations} {
+	for _, c := range []prometheus.Collector{m, m.rotations, m.csrs} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) && are.ExistingCollector == c {
@@ -75,6 +84,9 @@ func (m *metrics) observe(cluster string, p *api.ClusterPKI) {
 
 // rotated counts one rotation of cluster's PKI.
 func (m *metrics) rotated(cluster string) { m.rotations.WithLabelValues(cluster).Inc() }
+
+// csrDecided counts one CSR decision.
+func (m *metrics) csrDecided(outcome string) { m.csrs.WithLabelValues(outcome).Inc() }
 
 // forget drops a deleted cluster's series.
 func (m *metrics) forget(cluster string) {

@@ -4,15 +4,20 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"k8s.io/client-go/dynamic"
 
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/bus"
 	"github.com/hostplane/hostplane/pkg/certs"
 	"github.com/hostplane/hostplane/pkg/daemon"
 	"github.com/hostplane/hostplane/pkg/events"
+	"github.com/hostplane/hostplane/pkg/guest"
+	"github.com/hostplane/hostplane/pkg/kube"
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/store"
 )
@@ -103,6 +108,8 @@ type Daemon struct {
 	controlplane *store.Store[api.ControlPlaneComponent]
 	publisher    *bus.Publisher
 	controller   *reconcile.Controller
+	// approver approves guest kubelet CSRs; nil without a management cluster.
+	approver *approver
 }
 
 // New validates cfg and returns the daemon; Run starts it.
@@ -153,7 +160,30 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 		return nil, err
 	}
 	d.controller = c
-	return []daemon.Runnable{c}, nil
+	runnables := []daemon.Runnable{c}
+	if d.cfg.ManagementKubeconfig == "" {
+		rt.Log.Warn("kubelet CSRs are left pending: pkid approves only CSRs of Cluster API Machines, and has no management cluster (HOSTPLANE_MANAGEMENT_KUBECONFIG)")
+		return runnables, nil
+	}
+	mgmt, err := managementClient(d.cfg.ManagementKubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	d.approver = newApprover(rt.Log, guest.NewClients(d.pki, seal), mgmt, d.metrics)
+	return append(runnables, d.approver), nil
+}
+
+// managementClient is a dynamic client of the management cluster of kubeconfig file path.
+func managementClient(path string) (dynamic.Interface, error) {
+	kc, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read the management kubeconfig: %w", err)
+	}
+	cfg, err := kube.RESTConfig(kc)
+	if err != nil {
+		return nil, fmt.Errorf("management kubeconfig %s: %w", path, err)
+	}
+	return dynamic.NewForConfig(cfg)
 }
 
 // listKeys is every cluster pkid may have work for: the clusters (issuance) and its own

@@ -106,12 +106,14 @@ func (h *harness) startPKID(cfg pkid.Config) *pkidProc {
 	reg := observe.NewRegistry()
 	logs := &quietWriter{t: h.t}
 	h.t.Cleanup(logs.close) // registered before stop, so it runs after it
+	mgmt := cfg.ManagementKubeconfig
 	cfg.Base = daemon.Base{
-		NATSURL:   h.env.Server.URL(),
-		DataDir:   h.dataDir,
-		AdminAddr: "127.0.0.1:0",
-		Logger:    slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
-		Registry:  reg,
+		ManagementKubeconfig: mgmt,
+		NATSURL:              h.env.Server.URL(),
+		DataDir:              h.dataDir,
+		AdminAddr:            "127.0.0.1:0",
+		Logger:               slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Registry:             reg,
 	}
 	d, err := pkid.New(cfg)
 	if err != nil {

@@ -37,15 +37,54 @@ func (d *Daemon) reconcile(ctx context.Context, key string) (reconcile.Result, e
 	log := d.Logger().With("cluster", key)
 	cluster, _, err := d.clusters.Get(ctx, key)
 	if errors.Is(err, store.ErrNotFound) {
+		d.stopApprover(key)
 		return d.reconcileDelete(ctx, log, key)
 	}
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	if cluster.DeletionTimestamp != nil {
+		d.stopApprover(key)
 		return d.reconcileDelete(ctx, log, key)
 	}
-	return d.reconcileLive(ctx, log, key, cluster)
+	res, err := d.reconcileLive(ctx, log, key, cluster)
+	if err == nil {
+		d.syncApprover(ctx, log, key)
+	}
+	return res, err
+}
+
+// syncApprover runs the cluster's CSR approver once its PKI is ready and its kube-apiserver
+// has been available (so the informer does not start against a control plane that is not
+// there yet), and restarts it when the PKI serial changed. A failure is logged: the next
+// reconcile (an event or the resync) tries again.
+func (d *Daemon) syncApprover(ctx context.Context, log *slog.Logger, name string) {
+	if d.approver == nil {
+		return
+	}
+	p, _, err := d.pki.Get(ctx, name)
+	if err != nil || !p.Ready {
+		return
+	}
+	serial := d.approver.running(name)
+	if serial == p.Serial {
+		return
+	}
+	if serial == "" {
+		comp, _, err := d.controlplane.Get(ctx, name+"."+api.ComponentKubeAPIServer)
+		if err != nil || !comp.Status.Conditions.IsTrue(api.ConditionAvailable) {
+			return // component.available triggers a reconcile
+		}
+	}
+	if err := d.approver.ensure(ctx, name); err != nil {
+		log.Warn("start the CSR approver", "err", err)
+	}
+}
+
+func (d *Daemon) stopApprover(name string) {
+	if d.approver != nil {
+		d.approver.stop(name)
+	}
 }
 
 // reconcileDelete waits until componentd removed every controlplane key of the cluster,

@@ -275,6 +275,11 @@ var eventData = map[string]reflect.Type{
 	"io.hostplane.component.available":   reflect.TypeFor[api.ControlPlaneComponent](),
 	"io.hostplane.component.degraded":    reflect.TypeFor[api.ControlPlaneComponent](),
 	"io.hostplane.inbox.rejected":        reflect.TypeFor[inbox.Rejection](),
+	"io.hostplane.machine.created":       reflect.TypeFor[api.Machine](),
+	"io.hostplane.machine.joined":        reflect.TypeFor[api.Machine](),
+	"io.hostplane.machine.faulted":       reflect.TypeFor[api.Machine](),
+	"io.hostplane.machine.deleted":       reflect.TypeFor[api.Machine](),
+	"io.hostplane.machine.status":        reflect.TypeFor[api.Machine](),
 }
 
 func TestEventsDoc_HasASectionWithAValidExamplePerPublishedType(t *testing.T) {

@@ -32,6 +32,7 @@ import (
 	"github.com/hostplane/hostplane/services/componentd"
 	"github.com/hostplane/hostplane/services/ignitiond"
 	"github.com/hostplane/hostplane/services/infrad"
+	"github.com/hostplane/hostplane/services/localcloud"
 	"github.com/hostplane/hostplane/services/nodepoold"
 	"github.com/hostplane/hostplane/services/pkid"
 )
@@ -82,7 +83,12 @@ type Stack struct {
 	mgmtSup    *process.Supervisor
 	server     *httpapi.Server
 	adminToken string
-	cancel     context.CancelFunc
+	// Cloud is the local platform's cloud, run in-process; its machines stop with the stack
+	// and resume on the next start (their state stays under <data dir>/localcloud).
+	Cloud       *localcloud.Cloud
+	cloudCancel context.CancelFunc
+	cloudDone   chan struct{}
+	cancel      context.CancelFunc
 	wg         sync.WaitGroup
 	errs       chan error
 }
@@ -146,6 +152,10 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		s.log.Info("management kube-apiserver ready", "url", s.Management.URL, "kubeconfig", s.Management.KubeconfigPath)
 	}
 
+	if err := s.startCloud(ctx, filepath.Join(dataDir, "localcloud")); err != nil {
+		return nil, err
+	}
+
 	registries := prometheus.Gatherers{}
 	cd := componentd.Config{Runtime: cfg.Runtime}
 	mgmtKubeconfig := ""
@@ -156,7 +166,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		reg := observe.NewRegistry()
 		registries = append(registries, reg)
 		return daemon.Base{NATSURL: s.NATS.URL(), DataDir: dataDir, Logger: s.log, Registry: reg, ManagementKubeconfig: mgmtKubeconfig}
-	}, cd)
+	}, cd, infrad.Config{LocalCloudURL: s.Cloud.URL()})
 	if err != nil {
 		return nil, err
 	}
@@ -199,14 +209,15 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 
 // Daemons builds the six daemons, each with the Base base returns (called once per daemon).
 func Daemons(base func() daemon.Base) ([]Daemon, error) {
-	return daemons(base, componentd.Config{})
+	return daemons(base, componentd.Config{}, infrad.Config{})
 }
 
-// daemons is Daemons with componentd's own settings cd (its Base is base's).
-func daemons(base func() daemon.Base, cd componentd.Config) ([]Daemon, error) {
+// daemons is Daemons with componentd's and infrad's own settings cd and inf (their Base is
+// base's).
+func daemons(base func() daemon.Base, cd componentd.Config, inf infrad.Config) ([]Daemon, error) {
 	builders := []func() (Daemon, error){
 		func() (Daemon, error) { return clusterd.New(clusterd.Config{Base: base()}) },
-		func() (Daemon, error) { return infrad.New(infrad.Config{Base: base()}) },
+		func() (Daemon, error) { inf.Base = base(); return infrad.New(inf) },
 		func() (Daemon, error) { return pkid.New(pkid.Config{Base: base()}) },
 		func() (Daemon, error) { cd.Base = base(); return componentd.New(cd) },
 		func() (Daemon, error) { return nodepoold.New(nodepoold.Config{Base: base()}) },
@@ -365,6 +376,10 @@ func (s *Stack) Stop(ctx context.Context) {
 		s.cancel()
 	}
 	s.wg.Wait()
+	if s.cloudCancel != nil {
+		s.cloudCancel()
+		<-s.cloudDone
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	for _, d := range s.Daemons {
@@ -383,4 +398,38 @@ func (s *Stack) Stop(ctx context.Context) {
 		s.NATS.Stop()
 	}
 	s.log.Info("hostplane dev stopped")
+}
+
+// maxUnixSocketPath is the longest unix socket path Linux accepts (sun_path holds 108 bytes
+// with the terminating NUL).
+const maxUnixSocketPath = 107
+
+// startCloud runs the local cloud in-process on a unix socket in dir (a loopback TCP port
+// when the path is too long for a socket) and waits until it listens.
+func (s *Stack) startCloud(ctx context.Context, dir string) error {
+	listen := ""
+	if len(filepath.Join(dir, localcloud.DefaultSocketName)) > maxUnixSocketPath {
+		listen = "127.0.0.1:0"
+	}
+	cloud, err := localcloud.New(localcloud.Config{Dir: dir, Listen: listen, Logger: s.log.With("component", "localcloud")})
+	if err != nil {
+		return fmt.Errorf("local cloud: %w", err)
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.Cloud, s.cloudCancel, s.cloudDone = cloud, cancel, make(chan struct{})
+	go func() {
+		defer close(s.cloudDone)
+		if err := cloud.Run(runCtx); err != nil {
+			s.errs <- fmt.Errorf("local cloud: %w", err)
+		}
+	}()
+	select {
+	case <-cloud.Ready():
+		s.log.Info("local cloud started", "url", cloud.URL(), "dir", dir)
+		return nil
+	case err := <-s.errs:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -1,6 +1,7 @@
 package kuberuntime
 
 import (
+	"bytes"
 	"crypto/x509"
 	"fmt"
 	"net"
@@ -33,7 +34,11 @@ const (
 // Keys inside the Secrets. kubernetes.io/tls Secrets hold corev1.TLSCertKey ("tls.crt"),
 // corev1.TLSPrivateKeyKey ("tls.key") and KeyCA, the CA that signed the certificate.
 const (
-	KeyCA                = "ca.crt"
+	KeyCA = "ca.crt"
+	// KeyClientCA, in the kube-apiserver-serving Secret, is kube-apiserver's
+	// --client-ca-file: root-ca then kubelet-signer (which signs the kubelets' client
+	// certificates), PEM.
+	KeyClientCA          = "client-ca.crt"
 	KeyKubeconfig        = "kubeconfig"
 	KeyServiceAccountKey = "service-account.key" // PKCS #8 private key
 	KeyServiceAccountPub = "service-account.pub" // PKIX public key
@@ -118,8 +123,13 @@ func (in *Inputs) secrets() ([]secret, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, secret{name: s.name, component: s.component, typ: corev1.SecretTypeTLS,
-			data: map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM, KeyCA: caPEM}})
+		data := map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM, KeyCA: caPEM}
+		if s.name == SecretAPIServer {
+			if data[KeyClientCA], err = clientCABundle(r); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, secret{name: s.name, component: s.component, typ: corev1.SecretTypeTLS, data: data})
 	}
 
 	sa := in.PKI.ServiceAccount
@@ -163,6 +173,22 @@ func (in *Inputs) secrets() ([]secret, error) {
 	}
 	out = append(out, secret{name: SecretAdminKubeconfig, component: ComponentShared, typ: corev1.SecretTypeOpaque,
 		data: map[string][]byte{KeyKubeconfig: admin}})
+	return out, nil
+}
+
+// clientCABundle is root-ca's certificate followed by kubelet-signer's (KeyClientCA).
+func clientCABundle(r pkiReader) ([]byte, error) {
+	var out []byte
+	for _, name := range []string{api.CertRootCA, api.CertKubeletSigner} {
+		_, certPEM, err := r.cert(name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, certPEM...)
+		if !bytes.HasSuffix(out, []byte("\n")) {
+			out = append(out, '\n')
+		}
+	}
 	return out, nil
 }
 

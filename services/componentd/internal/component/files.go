@@ -1,6 +1,7 @@
 package component
 
 import (
+	"bytes"
 	"fmt"
 	"path"
 
@@ -18,6 +19,10 @@ const (
 const (
 	FileSAPublic  = PKIDir + "/sa.pub"
 	FileSAPrivate = PKIDir + "/sa.key"
+	// FileClientCA is kube-apiserver's --client-ca-file: root-ca, which signs every
+	// control-plane client certificate, then kubelet-signer, which signs the kubelets'
+	// client certificates (kube-controller-manager's --cluster-signing-*).
+	FileClientCA = PKIDir + "/client-ca.crt"
 )
 
 // CertFile and KeyFile are where the certificate and key called name (one of the api.Cert*
@@ -83,6 +88,11 @@ func Files(p *api.ClusterPKI, o Opener) (map[string][]byte, error) {
 		}
 		files[KeyFile(w.name)] = key
 	}
+	bundle, err := ClientCABundle(p)
+	if err != nil {
+		return nil, err
+	}
+	files[FileClientCA] = bundle
 	if len(p.ServiceAccount.PublicPEM) == 0 || len(p.ServiceAccount.SealedPriv) == 0 {
 		return nil, fmt.Errorf("%w: no service-account key pair", ErrIncompletePKI)
 	}
@@ -104,6 +114,23 @@ func Files(p *api.ClusterPKI, o Opener) (map[string][]byte, error) {
 		files[KubeconfigFile(name)] = kc
 	}
 	return files, nil
+}
+
+// ClientCABundle is the CA bundle kube-apiserver verifies client certificates against
+// (--client-ca-file): root-ca's certificate followed by kubelet-signer's, both PEM.
+func ClientCABundle(p *api.ClusterPKI) ([]byte, error) {
+	var out []byte
+	for _, name := range []string{api.CertRootCA, api.CertKubeletSigner} {
+		b, ok := p.Certs[name]
+		if !ok || len(b.CertPEM) == 0 {
+			return nil, fmt.Errorf("%w: no certificate %q", ErrIncompletePKI, name)
+		}
+		out = append(out, b.CertPEM...)
+		if !bytes.HasSuffix(out, []byte("\n")) {
+			out = append(out, '\n')
+		}
+	}
+	return out, nil
 }
 
 // AdminCredentials opens the admin client certificate and key, which kube-apiserver's

@@ -1,0 +1,472 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// MaxNodePoolNameLength bounds NodePool names so that the names derived from them stay DNS
+// labels: the userdata Secret "<nodepool>-userdata-<hash8>" (18 more characters) and Cluster
+// API's MachineSet "<nodepool>-<5>" and Machine "<nodepool>-<5>-<5>" names.
+const MaxNodePoolNameLength = 63 - len("-userdata-") - 8
+
+// MaxKubeletSkew is how many minor releases a pool's kubelets may trail the control plane
+// (Kubernetes' version skew policy); a pool may never be newer than the control plane.
+const MaxKubeletSkew = 3
+
+// Defaults of a NodePool's management.
+const (
+	DefaultMaxSurge              int32 = 1
+	DefaultMaxUnavailable        int32 = 0
+	DefaultInPlaceMaxUnavailable int32 = 1
+)
+
+// ReservedLabelPrefix starts the node labels hostplane sets itself (LabelNodePool, ...); a
+// pool's nodeLabels may not use it.
+const ReservedLabelPrefix = "hostplane.dev/"
+
+// Taint effects.
+const (
+	TaintEffectNoSchedule       = "NoSchedule"
+	TaintEffectPreferNoSchedule = "PreferNoSchedule"
+	TaintEffectNoExecute        = "NoExecute"
+)
+
+const (
+	maxLabelNameLength          = 63
+	maxLabelPrefixLength        = 253
+	maxConfigDocumentNameLength = 253
+)
+
+// NodePoolChecks are the questions validating a pool asks outside pkg/api.
+type NodePoolChecks struct {
+	// Releases answers whether a version is in the catalogue (Known; CheckUpgrade is unused).
+	Releases ReleaseCatalogue
+	// Config checks one config document's content (an Ignition v3 config or a MachineConfig);
+	// nil accepts every non-empty content. Its error message is shown to the caller.
+	Config func(doc ConfigDocument) error
+}
+
+var (
+	labelNameRE  = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+	dnsSubdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+)
+
+// Default fills the fields a user may leave out: the cluster's platform, and the rollout
+// bounds of the pool's upgrade type (Replace: RollingUpdate with maxSurge 1 and
+// maxUnavailable 0; InPlace: maxUnavailable 1). A leading "v" of the release is dropped.
+// Replicas stay unset: an unset size without autoScaling means 0.
+func (s *NodePoolSpec) Default(cluster *ClusterSpec) {
+	s.Release.Version = strings.TrimPrefix(strings.TrimSpace(s.Release.Version), "v")
+	if s.Platform.Type == "" && cluster != nil {
+		s.Platform.Type = cluster.Platform.Type
+	}
+	m := &s.Management
+	switch m.UpgradeType {
+	case UpgradeTypeReplace:
+		if m.Replace == nil {
+			m.Replace = &ReplaceUpgrade{}
+		}
+		if m.Replace.Strategy == "" {
+			m.Replace.Strategy = ReplaceStrategyRollingUpdate
+		}
+		if m.Replace.Strategy == ReplaceStrategyRollingUpdate {
+			if m.Replace.RollingUpdate == nil {
+				m.Replace.RollingUpdate = &RollingUpdate{}
+			}
+			ru := m.Replace.RollingUpdate
+			if ru.MaxSurge == nil {
+				v := DefaultMaxSurge
+				ru.MaxSurge = &v
+			}
+			if ru.MaxUnavailable == nil {
+				v := DefaultMaxUnavailable
+				ru.MaxUnavailable = &v
+			}
+		}
+	case UpgradeTypeInPlace:
+		if m.InPlace == nil {
+			m.InPlace = &InPlaceUpgrade{}
+		}
+		if m.InPlace.MaxUnavailable == nil {
+			v := DefaultInPlaceMaxUnavailable
+			m.InPlace.MaxUnavailable = &v
+		}
+	}
+}
+
+// DesiredReplicas is the pool's fixed size, or for an autoscaled pool its minimum.
+func (s *NodePoolSpec) DesiredReplicas() int32 {
+	switch {
+	case s.Replicas != nil:
+		return *s.Replicas
+	case s.AutoScaling != nil:
+		return s.AutoScaling.Min
+	}
+	return 0
+}
+
+// ValidateNodePoolName reports whether name can name a NodePool: a DNS label of at most
+// MaxNodePoolNameLength characters.
+func ValidateNodePoolName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("is required")
+	case len(name) > MaxNodePoolNameLength:
+		return fmt.Errorf("must be at most %d characters (it is %d), so <nodepool>-userdata-<hash8> stays a valid DNS label",
+			MaxNodePoolNameLength, len(name))
+	case !dnsLabelRE.MatchString(name):
+		return fmt.Errorf("%q must be a DNS label: lower-case letters, digits and '-', starting and ending with a letter or digit", name)
+	}
+	return nil
+}
+
+// ValidateNodePool checks a new pool (defaults already applied) of cluster and returns an
+// Invalid error naming every bad field, or nil. The cluster's existence and deletion are the
+// caller's to check (they are not field errors).
+func ValidateNodePool(np *NodePool, cluster *Cluster, checks NodePoolChecks) error {
+	var fe FieldErrors
+	if err := ValidateNodePoolName(np.Name); err != nil {
+		fe.Add("name", "%s", err)
+	}
+	validateNodePoolSpec(&fe, &np.Spec, cluster, checks, true)
+	return fe.Err()
+}
+
+// ValidateNodePoolUpdate checks a change of a pool's spec from old to updated (defaults applied
+// to both): updated must be valid and the immutable fields (upgradeType, platform) unchanged.
+// The release is checked against the cluster's only when it changed, so a pool left behind by
+// a control-plane upgrade can still be scaled.
+func ValidateNodePoolUpdate(old, updated *NodePoolSpec, cluster *Cluster, checks NodePoolChecks) error {
+	var fe FieldErrors
+	validateNodePoolSpec(&fe, updated, cluster, checks, updated.Release.Version != old.Release.Version)
+	if updated.Management.UpgradeType != old.Management.UpgradeType {
+		// The settings of the other type are beside the point: the type cannot change.
+		fe = slices.DeleteFunc(fe, func(f FieldError) bool {
+			return f.Field == "spec.management.replace" || f.Field == "spec.management.inPlace"
+		})
+		setField(&fe, "spec.management.upgradeType", fmt.Sprintf("is immutable (it is %q): create a new node pool to change it", old.Management.UpgradeType))
+	}
+	if updated.Platform.Type != old.Platform.Type {
+		setField(&fe, "spec.platform.type", fmt.Sprintf("is immutable (it is %q)", old.Platform.Type))
+	}
+	return fe.Err()
+}
+
+// CheckNodePoolRelease reports whether machines at release pool may join a control plane at
+// release cluster: not newer, and at most MaxKubeletSkew minor releases older.
+func CheckNodePoolRelease(cluster, pool string) error {
+	cv, err := parseVersion(cluster)
+	if err != nil {
+		return fmt.Errorf("the cluster's release %q is not a version", cluster)
+	}
+	pv, err := parseVersion(pool)
+	if err != nil {
+		return fmt.Errorf("%q is not a version such as 1.34.4", pool)
+	}
+	switch {
+	case pv.compare(cv) > 0:
+		return fmt.Errorf("%s is newer than the cluster's control plane %s: upgrade the cluster first", pool, cluster)
+	case pv[0] != cv[0] || cv[1]-pv[1] > MaxKubeletSkew:
+		return fmt.Errorf("%s is more than %d minor releases older than the cluster's control plane %s (kubelet version skew)",
+			pool, MaxKubeletSkew, cluster)
+	}
+	return nil
+}
+
+func validateNodePoolSpec(fe *FieldErrors, s *NodePoolSpec, cluster *Cluster, checks NodePoolChecks, checkSkew bool) {
+	validateNodePoolSize(fe, s)
+	validateNodePoolRelease(fe, s, cluster, checks, checkSkew)
+	switch {
+	case s.Platform.Type != PlatformLocal && s.Platform.Type != PlatformNone:
+		fe.Add("spec.platform.type", "%q is not a platform; use %q or %q", s.Platform.Type, PlatformLocal, PlatformNone)
+	case cluster != nil && s.Platform.Type != cluster.Spec.Platform.Type:
+		fe.Add("spec.platform.type", "%q differs from the cluster's platform %q: a pool's machines run on its cluster's platform",
+			s.Platform.Type, cluster.Spec.Platform.Type)
+	}
+	validateManagement(fe, &s.Management)
+	validateLabels(fe, s.NodeLabels)
+	validateTaints(fe, s.Taints)
+	validateConfig(fe, s.Config, checks.Config)
+	validateTimeout(fe, "spec.nodeDrainTimeout", s.NodeDrainTimeout, true)
+	validateTimeout(fe, "spec.nodeVolumeDetachTimeout", s.NodeVolumeDetachTimeout, true)
+}
+
+func validateNodePoolSize(fe *FieldErrors, s *NodePoolSpec) {
+	if s.Replicas != nil && s.AutoScaling != nil {
+		fe.Add("spec.replicas", "cannot be set together with spec.autoScaling; send \"replicas\": null to autoscale")
+		fe.Add("spec.autoScaling", "cannot be set together with spec.replicas; send \"autoScaling\": null for a fixed size")
+		return
+	}
+	if s.Replicas != nil && *s.Replicas < 0 {
+		fe.Add("spec.replicas", "%d must not be negative", *s.Replicas)
+	}
+	if a := s.AutoScaling; a != nil {
+		if a.Min < 0 {
+			fe.Add("spec.autoScaling.min", "%d must not be negative", a.Min)
+		}
+		switch {
+		case a.Max < 1:
+			fe.Add("spec.autoScaling.max", "%d must be at least 1", a.Max)
+		case a.Max < a.Min:
+			fe.Add("spec.autoScaling.max", "%d must not be less than min %d", a.Max, a.Min)
+		}
+	}
+}
+
+func validateNodePoolRelease(fe *FieldErrors, s *NodePoolSpec, cluster *Cluster, checks NodePoolChecks, checkSkew bool) {
+	const field = "spec.release.version"
+	v := s.Release.Version
+	if v == "" {
+		fe.Add(field, "is required")
+		return
+	}
+	if checks.Releases.Known != nil {
+		if err := checks.Releases.Known(v); err != nil {
+			fe.Add(field, "%s", message(err))
+			return
+		}
+	}
+	if _, err := parseVersion(v); err != nil {
+		fe.Add(field, "%q is not a version such as 1.34.4", v)
+		return
+	}
+	if checkSkew && cluster != nil {
+		if err := CheckNodePoolRelease(cluster.Spec.Release.Version, v); err != nil {
+			fe.Add(field, "%s", err)
+		}
+	}
+}
+
+func validateManagement(fe *FieldErrors, m *NodePoolManagement) {
+	switch m.UpgradeType {
+	case "":
+		fe.Add("spec.management.upgradeType", "is required: %q or %q (it cannot change later)", UpgradeTypeReplace, UpgradeTypeInPlace)
+	case UpgradeTypeReplace:
+		if m.InPlace != nil {
+			fe.Add("spec.management.inPlace", "applies only to upgradeType %q", UpgradeTypeInPlace)
+		}
+	case UpgradeTypeInPlace:
+		if m.Replace != nil {
+			fe.Add("spec.management.replace", "applies only to upgradeType %q", UpgradeTypeReplace)
+		}
+	default:
+		fe.Add("spec.management.upgradeType", "%q is not an upgrade type; use %q or %q", m.UpgradeType, UpgradeTypeReplace, UpgradeTypeInPlace)
+	}
+	if r := m.Replace; r != nil && m.UpgradeType != UpgradeTypeInPlace {
+		switch r.Strategy {
+		case ReplaceStrategyRollingUpdate, "":
+			if ru := r.RollingUpdate; ru != nil {
+				validateRollingUpdate(fe, ru)
+			}
+		case ReplaceStrategyOnDelete:
+			if r.RollingUpdate != nil {
+				fe.Add("spec.management.replace.rollingUpdate", "applies only to strategy %q", ReplaceStrategyRollingUpdate)
+			}
+		default:
+			fe.Add("spec.management.replace.strategy", "%q is not a strategy; use %q or %q", r.Strategy, ReplaceStrategyRollingUpdate, ReplaceStrategyOnDelete)
+		}
+	}
+	if ip := m.InPlace; ip != nil && m.UpgradeType != UpgradeTypeReplace && ip.MaxUnavailable != nil && *ip.MaxUnavailable < 1 {
+		fe.Add("spec.management.inPlace.maxUnavailable", "%d must be at least 1, or no machine would ever update", *ip.MaxUnavailable)
+	}
+	if p := m.AutoRepairPolicy; p != nil {
+		validateTimeout(fe, "spec.management.autoRepairPolicy.nodeNotReadyTimeout", p.NodeNotReadyTimeout, false)
+		validateTimeout(fe, "spec.management.autoRepairPolicy.nodeStartupTimeout", p.NodeStartupTimeout, false)
+		if p.MaxUnhealthy != nil && *p.MaxUnhealthy < 0 {
+			fe.Add("spec.management.autoRepairPolicy.maxUnhealthy", "%d must not be negative", *p.MaxUnhealthy)
+		}
+	}
+}
+
+func validateRollingUpdate(fe *FieldErrors, ru *RollingUpdate) {
+	const prefix = "spec.management.replace.rollingUpdate."
+	bad := false
+	if ru.MaxSurge != nil && *ru.MaxSurge < 0 {
+		fe.Add(prefix+"maxSurge", "%d must not be negative", *ru.MaxSurge)
+		bad = true
+	}
+	if ru.MaxUnavailable != nil && *ru.MaxUnavailable < 0 {
+		fe.Add(prefix+"maxUnavailable", "%d must not be negative", *ru.MaxUnavailable)
+		bad = true
+	}
+	if !bad && ru.MaxSurge != nil && ru.MaxUnavailable != nil && *ru.MaxSurge == 0 && *ru.MaxUnavailable == 0 {
+		fe.Add(prefix+"maxSurge", "maxSurge and maxUnavailable cannot both be 0, or a rollout could never progress")
+	}
+}
+
+func validateLabels(fe *FieldErrors, labels map[string]string) {
+	for _, k := range sortedKeys(labels) {
+		field := "spec.nodeLabels." + k
+		if err := validateQualifiedName(k); err != nil {
+			fe.Add(field, "key %q %s", k, err)
+			continue
+		}
+		if strings.HasPrefix(k, ReservedLabelPrefix) {
+			fe.Add(field, "key %q: the prefix %s is reserved for hostplane", k, ReservedLabelPrefix)
+			continue
+		}
+		if err := validateLabelValue(labels[k]); err != nil {
+			fe.Add(field, "value %q %s", labels[k], err)
+		}
+	}
+}
+
+func validateTaints(fe *FieldErrors, taints []Taint) {
+	seen := map[string]int{}
+	for i, t := range taints {
+		field := fmt.Sprintf("spec.taints[%d]", i)
+		if err := validateQualifiedName(t.Key); err != nil {
+			fe.Add(field+".key", "%q %s", t.Key, err)
+		}
+		if err := validateLabelValue(t.Value); err != nil {
+			fe.Add(field+".value", "%q %s", t.Value, err)
+		}
+		switch t.Effect {
+		case TaintEffectNoSchedule, TaintEffectPreferNoSchedule, TaintEffectNoExecute:
+			id := t.Key + ":" + t.Effect
+			if j, dup := seen[id]; dup {
+				fe.Add(field, "repeats spec.taints[%d] (key %q, effect %s)", j, t.Key, t.Effect)
+			}
+			seen[id] = i
+		case "":
+			fe.Add(field+".effect", "is required: %s, %s or %s", TaintEffectNoSchedule, TaintEffectPreferNoSchedule, TaintEffectNoExecute)
+		default:
+			fe.Add(field+".effect", "%q is not a taint effect; use %s, %s or %s", t.Effect,
+				TaintEffectNoSchedule, TaintEffectPreferNoSchedule, TaintEffectNoExecute)
+		}
+	}
+}
+
+func validateConfig(fe *FieldErrors, docs []ConfigDocument, check func(ConfigDocument) error) {
+	seen := map[string]int{}
+	for i, d := range docs {
+		field := fmt.Sprintf("spec.config[%d]", i)
+		switch {
+		case d.Name == "":
+			fe.Add(field+".name", "is required: it names the document in conditions and errors")
+		case len(d.Name) > maxConfigDocumentNameLength || !dnsSubdomain.MatchString(d.Name):
+			fe.Add(field+".name", "%q must be a DNS subdomain: lower-case letters, digits, '-' and '.'", d.Name)
+		default:
+			if j, dup := seen[d.Name]; dup {
+				fe.Add(field+".name", "%q repeats spec.config[%d]", d.Name, j)
+			}
+			seen[d.Name] = i
+		}
+		if strings.TrimSpace(d.Content) == "" {
+			fe.Add(field+".content", "is required: an Ignition v3 config (JSON) or a MachineConfig (YAML or JSON)")
+			continue
+		}
+		if check != nil {
+			if err := check(d); err != nil {
+				fe.Add(field+".content", "%s", message(err))
+			}
+		}
+	}
+}
+
+// validateTimeout checks a Go duration field: empty is allowed, zero only if zeroOK.
+func validateTimeout(fe *FieldErrors, field, s string, zeroOK bool) {
+	if s == "" {
+		return
+	}
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		fe.Add(field, "%q is not a duration such as 5m or 30s", s)
+	case d < 0:
+		fe.Add(field, "%q must not be negative", s)
+	case d == 0 && !zeroOK:
+		fe.Add(field, "%q must be positive", s)
+	case d > time.Duration(1<<31-1)*time.Second:
+		fe.Add(field, "%q is too long", s)
+	}
+}
+
+// validateQualifiedName checks a Kubernetes label key or taint key: an optional DNS subdomain
+// prefix and '/', then a name of at most 63 characters.
+func validateQualifiedName(k string) error {
+	prefix, name, hasPrefix := strings.Cut(k, "/")
+	if !hasPrefix {
+		name, prefix = prefix, ""
+	}
+	switch {
+	case k == "":
+		return errors.New("is required")
+	case hasPrefix && (prefix == "" || len(prefix) > maxLabelPrefixLength || !dnsSubdomain.MatchString(prefix)):
+		return errors.New("must have a DNS subdomain prefix (example.com/name) of at most 253 characters")
+	case strings.Contains(name, "/"):
+		return errors.New("may contain at most one '/'")
+	case name == "" || len(name) > maxLabelNameLength || !labelNameRE.MatchString(name):
+		return errors.New("must be a name of at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit (optionally prefixed: example.com/name)")
+	}
+	return nil
+}
+
+// validateLabelValue checks a label (or taint) value: empty, or a name of at most 63
+// characters.
+func validateLabelValue(v string) error {
+	if v == "" {
+		return nil
+	}
+	if len(v) > maxLabelNameLength || !labelNameRE.MatchString(v) {
+		return errors.New("must be at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit")
+	}
+	return nil
+}
+
+// version is a parsed major.minor.patch.
+type version [3]int
+
+func parseVersion(s string) (version, error) {
+	parts := strings.Split(strings.TrimPrefix(strings.TrimSpace(s), "v"), ".")
+	if len(parts) != 3 {
+		return version{}, fmt.Errorf("want major.minor.patch, got %q", s)
+	}
+	var v version
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 || p == "" || (len(p) > 1 && p[0] == '0') {
+			return version{}, fmt.Errorf("want major.minor.patch, got %q", s)
+		}
+		v[i] = n
+	}
+	return v, nil
+}
+
+func (v version) compare(o version) int {
+	for i := range v {
+		switch {
+		case v[i] < o[i]:
+			return -1
+		case v[i] > o[i]:
+			return 1
+		}
+	}
+	return 0
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// setField replaces the detail of field's error, or adds one.
+func setField(fe *FieldErrors, field, detail string) {
+	for i := range *fe {
+		if (*fe)[i].Field == field {
+			(*fe)[i].Detail = detail
+			return
+		}
+	}
+	*fe = append(*fe, FieldError{Field: field, Detail: detail})
+}

@@ -1,0 +1,145 @@
+package ignitiond
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
+
+	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/guest"
+	"github.com/hostplane/hostplane/pkg/store"
+)
+
+// Guest cluster objects ignitiond keeps (docs/nodepool-flow.md).
+const (
+	// BootstrapSecretPrefix + id is a pool's bootstrap token Secret in kube-system.
+	BootstrapSecretPrefix = "bootstrap-token-"
+	// NodeBootstrapperBinding binds the group system:bootstrappers to the ClusterRole
+	// system:node-bootstrapper (create kubelet CSRs).
+	NodeBootstrapperBinding = "hostplane:node-bootstrapper"
+
+	bootstrappersGroup = "system:bootstrappers"
+	nodeBootstrapper   = "system:node-bootstrapper"
+	fieldManager       = "hostplane-ignitiond"
+	guestTimeout       = 15 * time.Second
+)
+
+// ensureBootstrap applies the guest bootstrap token of pool np (id, secret derived) and the
+// node-bootstrapper binding, and deletes the pool's bootstrap Secrets of other ids. Once it
+// succeeded for an id it is not repeated by this process.
+func (d *Daemon) ensureBootstrap(ctx context.Context, cluster, np, id string, p *api.ClusterPKI) error {
+	done := cluster + "/" + np + "/" + id
+	d.mu.Lock()
+	ok := d.ensured[done]
+	d.mu.Unlock()
+	if ok {
+		return nil
+	}
+	secret, err := d.bootstrapSecret(cluster, p, np, id)
+	if err != nil {
+		return err
+	}
+	cl, err := d.guests.For(ctx, cluster)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, guestTimeout)
+	defer cancel()
+	opts := metav1.ApplyOptions{FieldManager: fieldManager, Force: true}
+	sec := corev1ac.Secret(BootstrapSecretPrefix+id, metav1.NamespaceSystem).
+		WithLabels(ownLabels(cluster, np)).
+		WithType(corev1.SecretTypeBootstrapToken).
+		WithData(map[string][]byte{
+			"description":                    []byte("hostplane nodepool " + np + " (ignitiond)"),
+			"token-id":                       []byte(id),
+			"token-secret":                   []byte(secret),
+			"usage-bootstrap-authentication": []byte("true"),
+			"auth-extra-groups":              []byte(api.BootstrapGroupPrefix + np),
+		})
+	if _, err := cl.Clientset.CoreV1().Secrets(metav1.NamespaceSystem).Apply(ctx, sec, opts); err != nil {
+		return fmt.Errorf("apply bootstrap token secret: %w", err)
+	}
+	crb := rbacv1ac.ClusterRoleBinding(NodeBootstrapperBinding).
+		WithLabels(map[string]string{api.LabelOwner: Name, api.LabelCluster: cluster}).
+		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup("rbac.authorization.k8s.io").WithKind("ClusterRole").WithName(nodeBootstrapper)).
+		WithSubjects(rbacv1ac.Subject().WithAPIGroup("rbac.authorization.k8s.io").WithKind("Group").WithName(bootstrappersGroup))
+	if _, err := cl.Clientset.RbacV1().ClusterRoleBindings().Apply(ctx, crb, opts); err != nil {
+		return fmt.Errorf("apply cluster role binding %s: %w", NodeBootstrapperBinding, err)
+	}
+	if err := d.deleteBootstrap(ctx, cl, np, id); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.ensured[done] = true
+	d.mu.Unlock()
+	return nil
+}
+
+// removeBootstrap deletes every bootstrap token Secret of pool np from the guest cluster. A
+// cluster whose admin kubeconfig is not issued has none.
+func (d *Daemon) removeBootstrap(ctx context.Context, cluster, np string) error {
+	cl, err := d.guests.For(ctx, cluster)
+	if errors.Is(err, guest.ErrNotReady) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, guestTimeout)
+	defer cancel()
+	return d.deleteBootstrap(ctx, cl, np, "")
+}
+
+// deleteBootstrap deletes the bootstrap token Secrets ignitiond made in cluster cl: pool
+// np's except the one of id keep (keep "" deletes them all), and, when keep is set, those of
+// pools that have no token record any more (their removal failed while the guest cluster
+// was unreachable).
+func (d *Daemon) deleteBootstrap(ctx context.Context, cl *guest.Client, np, keep string) error {
+	secrets := cl.Clientset.CoreV1().Secrets(metav1.NamespaceSystem)
+	sel := map[string]string{api.LabelOwner: Name, api.LabelCluster: cl.Cluster}
+	if keep == "" {
+		sel[api.LabelNodePool] = np
+	}
+	list, err := secrets.List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(sel).String()})
+	if err != nil {
+		return fmt.Errorf("list bootstrap token secrets: %w", err)
+	}
+	for _, s := range list.Items {
+		pool := s.Labels[api.LabelNodePool]
+		switch {
+		case pool == np && s.Name == BootstrapSecretPrefix+keep:
+			continue
+		case pool != np:
+			_, _, err := d.tokens.Get(ctx, api.NodePoolKey(cl.Cluster, pool))
+			if !errors.Is(err, store.ErrNotFound) {
+				continue // another live pool's (or unknown: leave it)
+			}
+		}
+		if err := secrets.Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete bootstrap token secret %s: %w", s.Name, err)
+		}
+	}
+	prefix := cl.Cluster + "/" + np + "/"
+	d.mu.Lock()
+	for k := range d.ensured {
+		if k != prefix+keep && strings.HasPrefix(k, prefix) {
+			delete(d.ensured, k)
+		}
+	}
+	d.mu.Unlock()
+	return nil
+}
+
+// ownLabels mark the guest objects of pool np.
+func ownLabels(cluster, np string) map[string]string {
+	return map[string]string{api.LabelOwner: Name, api.LabelCluster: cluster, api.LabelNodePool: np}
+}

@@ -1,0 +1,91 @@
+package ignitiond
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/hostplane/hostplane/services/ignitiond/ignconfig"
+)
+
+// Paths of a cluster's Ignition listener: nothing else is served there.
+const (
+	PathIgnition = "/ignition"
+	PathHealthz  = "/healthz"
+)
+
+// handler is cluster's listener: GET /ignition and /healthz.
+func (d *Daemon) handler(cluster string) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+PathIgnition, func(w http.ResponseWriter, r *http.Request) { d.serveIgnition(w, r, cluster) })
+	mux.HandleFunc("GET "+PathHealthz, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return mux
+}
+
+// serveIgnition answers a machine's GET /ignition: the payload of its bearer token's hash,
+// or 401 with an empty body for anything but a valid token of this cluster.
+func (d *Daemon) serveIgnition(w http.ResponseWriter, r *http.Request, cluster string) {
+	start := time.Now()
+	outcome := OutcomeError
+	defer func() {
+		d.metrics.requests.WithLabelValues(outcome).Inc()
+		d.metrics.duration.Observe(time.Since(start).Seconds())
+	}()
+	log := d.log.With("cluster", cluster, "remote", r.RemoteAddr)
+	w.Header().Set("Cache-Control", "no-store")
+
+	tok, ok := bearer(r.Header.Values("Authorization"))
+	result := TokenMalformed
+	var ref tokenRef
+	if ok {
+		select {
+		case <-d.index.synced:
+		case <-r.Context().Done():
+			return
+		}
+		ref, result = d.index.lookup(cluster, tok, time.Now())
+	}
+	d.metrics.tokens.WithLabelValues(result).Inc()
+	if result != TokenCurrent && result != TokenPrevious {
+		outcome = OutcomeUnauthorized
+		log.Debug("refused an Ignition request", "token", result)
+		unauthorized(w)
+		return
+	}
+	log = log.With("nodepool", ref.nodepool, "hash", ref.token.ConfigHash)
+	body, err := d.payload(r.Context(), ref)
+	switch {
+	case errors.Is(err, ErrPoolGone):
+		outcome = OutcomeUnauthorized
+		unauthorized(w)
+		return
+	case errors.Is(err, ignconfig.ErrInvalidPayload):
+		outcome = OutcomeInvalidConfig
+		log.Error("the rendered Ignition config is invalid; not serving it", "err", err)
+		http.Error(w, "", http.StatusInternalServerError)
+		return
+	case err != nil:
+		log.Error("render the Ignition config", "err", err)
+		http.Error(w, "", http.StatusInternalServerError)
+		return
+	}
+	outcome = OutcomeServed
+	w.Header().Set("Content-Type", ignconfig.MediaType)
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(body)
+	}
+	log.Debug("served Ignition", "token", result)
+}
+
+// unauthorized answers 401 with an empty body: nothing says why.
+func unauthorized(w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", "Bearer")
+	w.Header().Set("Content-Length", "0")
+	w.WriteHeader(http.StatusUnauthorized)
+}

@@ -1,0 +1,196 @@
+package ignitiond
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/reconcile"
+	"github.com/hostplane/hostplane/pkg/store"
+	"github.com/hostplane/hostplane/services/ignitiond/ignconfig"
+)
+
+// minRequeue keeps a timer that is due now from spinning.
+const minRequeue = 50 * time.Millisecond
+
+// reconcilePool converges the token record of one pool (key "<cluster>.<nodepool>").
+func (d *Daemon) reconcilePool(ctx context.Context, cluster, np string) (reconcile.Result, error) {
+	key := api.NodePoolKey(cluster, np)
+	log := d.log.With("cluster", cluster, "nodepool", np)
+	c, _, err := d.clusters.Get(ctx, cluster)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return reconcile.Result{}, err
+	}
+	if c == nil || c.DeletionTimestamp != nil {
+		// The guest cluster goes too: only the record.
+		return reconcile.Result{}, d.dropPool(ctx, cluster, np, false, log)
+	}
+	pool, _, err := d.nodepools.Get(ctx, key)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return reconcile.Result{}, err
+	}
+	if pool == nil || pool.DeletionTimestamp != nil {
+		return reconcile.Result{}, d.dropPool(ctx, cluster, np, true, log)
+	}
+	if pool.Status.ConfigHash == "" {
+		return reconcile.Result{}, nil // nodepoold has not validated it yet; it publishes when it has
+	}
+	srv, _, err := d.servers.Get(ctx, cluster)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return reconcile.Result{}, err
+	}
+	if srv == nil || !srv.Ready {
+		return reconcile.Result{}, nil // the server's reconcile enqueues the pool once it is ready
+	}
+	p, _, err := d.pki.Get(ctx, cluster)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	rootCA := p.Certs[api.CertRootCA].CertPEM
+	if len(rootCA) == 0 {
+		return reconcile.Result{}, fmt.Errorf("%s: %w", cluster, ErrNoRootCA)
+	}
+
+	cur, rev, err := d.tokens.Get(ctx, key)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return reconcile.Result{}, err
+	}
+	now := time.Now().UTC()
+	next := &api.IgnitionTokens{ObjectMeta: api.ObjectMeta{Name: np}, Cluster: cluster, NodePool: np}
+	if cur != nil {
+		c := *cur
+		next = &c
+	}
+	verb := ""
+	switch {
+	case cur == nil || cur.Current.ConfigHash != pool.Status.ConfigHash || cur.Current.Token == "":
+		next.Previous = retire(next.Current, now, d.cfg.Grace)
+		next.Current = mint(pool.Status.ConfigHash, pool.Spec.Release.Version, pool.Spec.Config, now, d.cfg.TokenTTL)
+		verb = VerbReady
+	case !now.Before(rotateAt(cur.Current)):
+		next.Previous = retire(next.Current, now, d.cfg.Grace)
+		next.Current = mint(cur.Current.ConfigHash, cur.Current.Release, cur.Current.Config, now, d.cfg.TokenTTL)
+		verb = VerbRotated
+	}
+	if next.Previous != nil && (next.Previous.ValidUntil == nil || !now.Before(*next.Previous.ValidUntil)) {
+		next.Previous = nil // its grace is over
+	}
+	if next.BootstrapTokenID == "" {
+		next.BootstrapTokenID = newBootstrapID()
+	}
+	next.NodePoolGeneration = pool.Generation
+	next.UserData, err = ignconfig.Stub(ignconfig.StubInfo{URL: "https://" + srv.Endpoint + "/ignition", Token: next.Current.Token, CAPEM: rootCA})
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("userdata of %s: %w", key, err)
+	}
+	next.Ready = true
+	next.Message = ""
+	if errs := ignconfig.ValidateDocuments(next.Current.Config); len(errs) > 0 {
+		// nodepoold validates documents before it hashes them: this is a bug, not a user's
+		// mistake. Machines would get a 500, so the userdata is not announced as ready.
+		next.Ready = false
+		next.Message = fmt.Sprintf("%s: %s", errs[0].Field, errs[0].Detail)
+	}
+	guestErr := d.ensureBootstrap(ctx, cluster, np, next.BootstrapTokenID, p)
+	if guestErr != nil && next.Message == "" {
+		next.Message = "the guest bootstrap token is not created yet: " + guestErr.Error()
+	}
+
+	if cur == nil || !same(cur, next) {
+		if verb != "" {
+			next.Generation++
+		}
+		var nrev uint64
+		if cur == nil {
+			nrev, err = d.tokens.Create(ctx, key, next)
+		} else {
+			nrev, err = d.tokens.Update(ctx, key, next, rev)
+		}
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		d.index.put(key, nrev, next)
+		switch verb {
+		case VerbReady:
+			log.Info("minted a token for the pool's config hash", "hash", next.Current.ConfigHash, "expires", next.Current.ExpiresAt)
+		case VerbRotated:
+			d.metrics.rotations.Inc()
+			log.Info("rotated the pool's token", "hash", next.Current.ConfigHash, "expires", next.Current.ExpiresAt)
+		}
+		if verb != "" && next.Ready {
+			d.markUnsent(key, verb)
+		}
+	}
+	if guestErr != nil {
+		log.Info("guest bootstrap token not created yet; retrying", "retry_in", d.cfg.GuestRetry, "err", guestErr)
+	}
+	if err := d.flush(ctx, key, log); err != nil {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{RequeueAfter: d.nextTimer(next, now, guestErr != nil)}, nil
+}
+
+// nextTimer is when rec needs another look: its rotation, its Previous's end of grace, or
+// a retry of the guest bootstrap token.
+func (d *Daemon) nextTimer(rec *api.IgnitionTokens, now time.Time, guestRetry bool) time.Duration {
+	next := rotateAt(rec.Current).Sub(now)
+	if rec.Previous != nil && rec.Previous.ValidUntil != nil {
+		next = min(next, rec.Previous.ValidUntil.Sub(now))
+	}
+	if guestRetry {
+		next = min(next, d.cfg.GuestRetry)
+	}
+	return max(next, minRequeue)
+}
+
+// dropPool removes a deleted pool's tokens: first it empties the record (the tokens stop at
+// once, and stay stopped after a restart), then, when guest is set, deletes the pool's
+// bootstrap token Secrets in the guest cluster, then the record (ignition.deleted).
+func (d *Daemon) dropPool(ctx context.Context, cluster, np string, guest bool, log *slog.Logger) error {
+	key := api.NodePoolKey(cluster, np)
+	cur, rev, err := d.tokens.Get(ctx, key)
+	if errors.Is(err, store.ErrNotFound) {
+		d.index.remove(key, 0)
+		return d.flush(ctx, key, log)
+	}
+	if err != nil {
+		return err
+	}
+	if guest {
+		if cur.Current.Token != "" || cur.Previous != nil || cur.Ready {
+			emptied := *cur
+			emptied.Current, emptied.Previous, emptied.UserData = api.IgnitionToken{}, nil, nil
+			emptied.Ready = false
+			emptied.Message = "the nodepool is being deleted: removing its guest bootstrap token"
+			nrev, err := d.tokens.Update(ctx, key, &emptied, rev)
+			if err != nil {
+				return err
+			}
+			d.index.put(key, nrev, &emptied)
+		}
+		if err := d.removeBootstrap(ctx, cluster, np); err != nil {
+			d.mu.Lock()
+			first, ok := d.dropping[key]
+			if !ok {
+				first = time.Now()
+				d.dropping[key] = first
+			}
+			d.mu.Unlock()
+			if time.Since(first) < d.cfg.GuestCleanupTimeout {
+				return fmt.Errorf("remove the guest bootstrap token of %s: %w", key, err)
+			}
+			log.Warn("giving up removing the guest bootstrap token for now; the next bootstrap token applied in the cluster removes it",
+				"after", d.cfg.GuestCleanupTimeout, "err", err)
+		}
+		d.mu.Lock()
+		delete(d.dropping, key)
+		d.mu.Unlock()
+	}
+	if err := d.deleteRecord(ctx, key, log); err != nil {
+		return err
+	}
+	return d.flush(ctx, key, log)
+}

@@ -1,0 +1,467 @@
+package infrad
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/events"
+	"github.com/hostplane/hostplane/services/localcloud"
+)
+
+// Event verbs of the machine controller (resource "machine", key "<cluster>/<machine>",
+// data the api.Machine; listed in events.Published and docs/events.md).
+const (
+	VerbMachineCreated = events.VerbMachineCreated
+	VerbMachineJoined  = events.VerbMachineJoined
+	VerbMachineFaulted = events.VerbMachineFaulted
+	VerbMachineDeleted = events.VerbMachineDeleted
+	VerbMachineStatus  = events.VerbMachineStatus
+)
+
+// DefaultMachineResync is how often a running (or stopped) machine's status is read from the
+// cloud again; a booting or failing one is read every bootPoll.
+const (
+	DefaultMachineResync = 15 * time.Second
+	bootPoll             = 2 * time.Second
+)
+
+// Phases of the machines gauge besides the cloud states.
+const (
+	phasePending  = "Pending"  // waiting for the Machine, its bootstrap data or a local cloud
+	phaseMissing  = "Missing"  // provisioned, but the cloud has no such machine
+	phaseDeleting = "Deleting" // the LocalMachine is being deleted
+)
+
+// machineID names a LocalMachine's cloud machine.
+type machineID struct{ cluster, name, nodepool string }
+
+// key is the machine events' key, "<cluster>/<machine>".
+func (id machineID) key() string { return id.cluster + "/" + id.name }
+
+// setupMachineController registers the LocalMachine controller: it reconciles a LocalMachine
+// when it or its Machine changes, and re-reads the cloud periodically.
+func (p *provider) setupMachineController() error {
+	err := builder.ControllerManagedBy(p.mgr).
+		Named("localmachine").
+		For(&LocalMachine{}).
+		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(localMachineOf)).
+		Complete(crreconcile.Func(p.reconcileMachine))
+	if err != nil {
+		return fmt.Errorf("LocalMachine controller: %w", err)
+	}
+	return nil
+}
+
+// localMachineOf maps a Machine to its LocalMachine (spec.infrastructureRef).
+func localMachineOf(_ context.Context, o client.Object) []crreconcile.Request {
+	m, ok := o.(*clusterv1.Machine)
+	if !ok {
+		return nil
+	}
+	ref := m.Spec.InfrastructureRef
+	if ref.APIGroup != api.InfrastructureGroup || ref.Kind != KindLocalMachine || ref.Name == "" {
+		return nil
+	}
+	return []crreconcile.Request{{NamespacedName: types.NamespacedName{Namespace: m.Namespace, Name: ref.Name}}}
+}
+
+// machineScope is one reconcile of one LocalMachine.
+type machineScope struct {
+	lm     *LocalMachine
+	before LocalMachineStatus // the status as read
+	m      *clusterv1.Machine // the owner; nil until Cluster API sets it
+	id     machineID
+	log    *slog.Logger
+	cloud  *localcloud.MachineStatus // what the cloud reported, if it was asked
+	events []string                  // verbs to publish
+}
+
+// reconcileMachine converges one LocalMachine with its cloud machine.
+func (p *provider) reconcileMachine(ctx context.Context, req crreconcile.Request) (crreconcile.Result, error) {
+	lm := &LocalMachine{}
+	if err := p.client.Get(ctx, req.NamespacedName, lm); err != nil {
+		if apierrors.IsNotFound(err) {
+			p.phases.forget(req.NamespacedName)
+			return crreconcile.Result{}, nil
+		}
+		return crreconcile.Result{}, err
+	}
+	m, err := p.ownerMachine(ctx, lm)
+	if err != nil {
+		return crreconcile.Result{}, err
+	}
+	id := identify(lm, m)
+	s := &machineScope{lm: lm, m: m, id: id, log: p.log.With("cluster", id.cluster, "nodepool", id.nodepool, "machine", id.name)}
+	lm.Status.DeepCopyInto(&s.before)
+	if !lm.DeletionTimestamp.IsZero() {
+		return p.finalizeMachine(ctx, s)
+	}
+	res, err := p.ensureMachine(ctx, s)
+	if err := p.publish(ctx, s); err != nil {
+		// The status stays as it was, so the next attempt publishes again.
+		return crreconcile.Result{}, err
+	}
+	if perr := p.patchStatus(ctx, s); perr != nil {
+		err = errors.Join(err, perr)
+	}
+	return res, err
+}
+
+// ensureMachine provisions the cloud machine once the Machine has bootstrap data, applies an
+// InPlace userdata change and copies the cloud's status into the LocalMachine.
+func (p *provider) ensureMachine(ctx context.Context, s *machineScope) (crreconcile.Result, error) {
+	lm := s.lm
+	switch {
+	case s.m == nil:
+		s.setReady(ReasonWaitingForMachine, "waiting for Cluster API to set the owner Machine")
+		p.phases.set(lm, s.id.cluster, phasePending)
+		return crreconcile.Result{}, nil
+	case p.cloud == nil:
+		s.setReady(ReasonNoLocalCloud, "infrad has no local cloud (--localcloud-url, HOSTPLANE_LOCALCLOUD_URL): the machine is not provisioned")
+		p.phases.set(lm, s.id.cluster, phasePending)
+		return crreconcile.Result{}, nil
+	case s.m.Spec.Bootstrap.DataSecretName == nil || *s.m.Spec.Bootstrap.DataSecretName == "":
+		s.setReady(ReasonWaitingForBootstrapData, "waiting for the Machine's bootstrap data Secret (spec.bootstrap.dataSecretName)")
+		p.phases.set(lm, s.id.cluster, phasePending)
+		return crreconcile.Result{}, nil
+	}
+	if !controllerutil.ContainsFinalizer(lm, FinalizerLocalMachine) {
+		err := p.patchObject(ctx, s, func(lm *LocalMachine) { controllerutil.AddFinalizer(lm, FinalizerLocalMachine) })
+		if err != nil {
+			return crreconcile.Result{}, err
+		}
+	}
+
+	var st localcloud.MachineStatus
+	if provisioned(lm) {
+		var err error
+		st, err = p.cloud.Get(ctx, s.id.cluster, s.id.name)
+		if errors.Is(err, localcloud.ErrNotFound) {
+			s.setReady(ReasonNotFound, fmt.Sprintf("the local cloud has no machine %s/%s", s.id.cluster, s.id.name))
+			lm.Status.State = ""
+			p.phases.set(lm, s.id.cluster, phaseMissing)
+			return crreconcile.Result{RequeueAfter: p.resync}, nil
+		}
+		if err != nil {
+			return p.cloudFailed(s, "get", err)
+		}
+	} else {
+		secret := *s.m.Spec.Bootstrap.DataSecretName
+		userData, msg, err := p.userData(ctx, lm.Namespace, secret)
+		if err != nil || msg != "" {
+			s.setReady(ReasonWaitingForBootstrapData, msg)
+			p.phases.set(lm, s.id.cluster, phasePending)
+			return crreconcile.Result{RequeueAfter: bootPoll}, err
+		}
+		providerID := api.ProviderID(s.id.cluster, s.id.name)
+		st, err = p.cloud.Create(ctx, localcloud.MachineSpec{
+			Cluster: s.id.cluster, Name: s.id.name, NodePool: s.id.nodepool, UserData: userData, ProviderID: providerID,
+		})
+		if err != nil {
+			return p.cloudFailed(s, "create", err)
+		}
+		err = p.patchObject(ctx, s, func(lm *LocalMachine) {
+			lm.Spec.ProviderID = providerID
+			setAnnotation(lm, AnnotationAppliedUserData, secret)
+		})
+		if err != nil {
+			return crreconcile.Result{}, err
+		}
+		yes := true
+		lm.Status.Initialization.Provisioned = &yes
+		lm.Status.Addresses = []clusterv1.MachineAddress{{Type: clusterv1.MachineHostName, Address: s.id.name}}
+		p.d.metrics.provisioning.Observe(time.Since(lm.CreationTimestamp.Time).Seconds())
+		s.events = append(s.events, VerbMachineCreated)
+		s.log.Info("provisioned the machine in the local cloud", "providerID", providerID, "userdata", secret)
+	}
+
+	waiting := false // for an in-place userdata Secret
+	if desired := s.m.Annotations[api.AnnotationDesiredUserData]; desired != "" && desired != lm.Annotations[AnnotationAppliedUserData] {
+		userData, msg, err := p.userData(ctx, lm.Namespace, desired)
+		switch {
+		case err != nil:
+			return crreconcile.Result{}, err
+		case msg != "":
+			s.log.Warn("cannot reconfigure the machine in place yet", "userdata", desired, "why", msg)
+			waiting = true
+		default:
+			st, err = p.cloud.Reconfigure(ctx, s.id.cluster, s.id.name, userData)
+			if err != nil {
+				return p.cloudFailed(s, "reconfigure", err)
+			}
+			if err := p.patchObject(ctx, s, func(lm *LocalMachine) { setAnnotation(lm, AnnotationAppliedUserData, desired) }); err != nil {
+				return crreconcile.Result{}, err
+			}
+			s.log.Info("reconfigured the machine in place", "userdata", desired, "desiredConfig", s.m.Annotations[api.AnnotationDesiredConfig])
+		}
+	}
+
+	s.observe(st)
+	p.phases.set(lm, s.id.cluster, st.State)
+	if s.before.NodeName == "" && lm.Status.NodeName != "" {
+		s.events = append(s.events, VerbMachineJoined)
+		p.d.metrics.createToNodeReady.Observe(time.Since(s.m.CreationTimestamp.Time).Seconds())
+		s.log.Info("the machine joined the cluster", "node", lm.Status.NodeName)
+	}
+	if statusChanged(s.before, lm.Status) {
+		s.events = append(s.events, VerbMachineStatus)
+	}
+	if settled := st.State == localcloud.StateRunning || st.State == localcloud.StateStopped; settled && !waiting {
+		return crreconcile.Result{RequeueAfter: p.resync}, nil
+	}
+	return crreconcile.Result{RequeueAfter: min(bootPoll, p.resync)}, nil
+}
+
+// finalizeMachine deletes the cloud machine of a deleting LocalMachine, then releases it.
+func (p *provider) finalizeMachine(ctx context.Context, s *machineScope) (crreconcile.Result, error) {
+	nn := types.NamespacedName{Namespace: s.lm.Namespace, Name: s.lm.Name}
+	if !controllerutil.ContainsFinalizer(s.lm, FinalizerLocalMachine) {
+		p.phases.forget(nn)
+		return crreconcile.Result{}, nil
+	}
+	p.phases.set(s.lm, s.id.cluster, phaseDeleting)
+	if p.cloud == nil {
+		s.setReady(ReasonNoLocalCloud, "infrad has no local cloud (--localcloud-url, HOSTPLANE_LOCALCLOUD_URL): the cloud machine cannot be deleted")
+		return crreconcile.Result{}, p.patchStatus(ctx, s)
+	}
+	if err := p.cloud.Delete(ctx, s.id.cluster, s.id.name); err != nil {
+		res, err := p.cloudFailed(s, "delete", err)
+		return res, errors.Join(err, p.patchStatus(ctx, s))
+	}
+	// Published with its constant verb (not through publish), so the events registry test
+	// tells it from infra.deleted.
+	view := s.view()
+	view.Phase = string(clusterv1.MachinePhaseDeleting)
+	if _, err := p.d.publisher.Publish(ctx, s.id.cluster, events.ResourceMachine, VerbMachineDeleted, s.id.key(), view); err != nil {
+		return crreconcile.Result{}, fmt.Errorf("publish machine.deleted of %s: %w", s.id.key(), err)
+	}
+	if err := p.patchObject(ctx, s, func(lm *LocalMachine) { controllerutil.RemoveFinalizer(lm, FinalizerLocalMachine) }); err != nil {
+		return crreconcile.Result{}, err
+	}
+	p.phases.forget(nn)
+	s.log.Info("deleted the machine from the local cloud")
+	return crreconcile.Result{}, nil
+}
+
+// cloudFailed records a failed cloud call on the LocalMachine and returns the error, so the
+// controller retries with backoff.
+func (p *provider) cloudFailed(s *machineScope, op string, err error) (crreconcile.Result, error) {
+	p.d.metrics.cloudErrors.WithLabelValues(op).Inc()
+	s.setReady(ReasonCloudError, fmt.Sprintf("the local cloud failed to %s the machine: %v", op, err))
+	return crreconcile.Result{}, fmt.Errorf("local cloud: %s %s: %w", op, s.id.key(), err)
+}
+
+// observe copies the cloud's report into the LocalMachine's status.
+func (s *machineScope) observe(st localcloud.MachineStatus) {
+	s.cloud = &st
+	lm := s.lm
+	lm.Status.State = st.State
+	if st.State == localcloud.StateRunning && st.NodeName != "" {
+		lm.Status.NodeName = st.NodeName // joined; kept from then on
+	}
+	lm.Status.ConfigHash = st.ConfigHash
+	lm.Status.KubeletVersion = st.KubeletVersion
+	lm.Status.Fault = st.Fault
+	lm.Status.Boots = int32(st.Boots)
+	status, msg := metav1.ConditionFalse, st.Message
+	switch st.State {
+	case localcloud.StateRunning:
+		status = metav1.ConditionTrue
+	case localcloud.StateBooting:
+		msg = cmp.Or(msg, "booting: fetching Ignition and joining the cluster")
+	case localcloud.StateStopped:
+		msg = cmp.Or(msg, "the machine is stopped")
+	case localcloud.StateFailed:
+		msg = cmp.Or(msg, "the machine failed to boot")
+	}
+	meta.SetStatusCondition(&lm.Status.Conditions, metav1.Condition{
+		Type: ConditionReady, Status: status, Reason: cmp.Or(st.State, "Unknown"), Message: msg, ObservedGeneration: lm.Generation,
+	})
+}
+
+// setReady sets the Ready condition False with reason and message.
+func (s *machineScope) setReady(reason, message string) {
+	meta.SetStatusCondition(&s.lm.Status.Conditions, metav1.Condition{
+		Type: ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: message, ObservedGeneration: s.lm.Generation,
+	})
+}
+
+// statusChanged reports whether what machine.status announces changed.
+func statusChanged(a, b LocalMachineStatus) bool {
+	return a.State != b.State || a.NodeName != b.NodeName || a.ConfigHash != b.ConfigHash ||
+		a.Fault != b.Fault || a.KubeletVersion != b.KubeletVersion
+}
+
+// publish sends the scope's pending events (data: the api.Machine); sent ones are dropped.
+func (p *provider) publish(ctx context.Context, s *machineScope) error {
+	for len(s.events) > 0 {
+		verb := s.events[0]
+		if _, err := p.d.publisher.Publish(ctx, s.id.cluster, events.ResourceMachine, verb, s.id.key(), s.view()); err != nil {
+			return fmt.Errorf("publish machine.%s of %s: %w", verb, s.id.key(), err)
+		}
+		s.log.Info("published", "event", "machine."+verb)
+		s.events = s.events[1:]
+	}
+	return nil
+}
+
+// view is the machine as its events carry it.
+func (s *machineScope) view() api.Machine {
+	v := machineView(s.id.cluster, s.m, s.cloud)
+	v.Name = cmp.Or(v.Name, s.id.name)
+	v.NodePool = cmp.Or(v.NodePool, s.id.nodepool)
+	return v
+}
+
+// patchObject applies change to the LocalMachine's metadata or spec and writes it, with an
+// optimistic lock (a concurrent change makes the reconcile retry). The in-memory status,
+// written separately, is kept.
+func (p *provider) patchObject(ctx context.Context, s *machineScope, change func(*LocalMachine)) error {
+	base := s.lm.DeepCopy()
+	change(s.lm)
+	err := p.client.Patch(ctx, s.lm, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	base.Status.DeepCopyInto(&s.lm.Status) // the response's status is the stored one
+	if err != nil {
+		return fmt.Errorf("patch LocalMachine %s/%s: %w", s.lm.Namespace, s.lm.Name, err)
+	}
+	return nil
+}
+
+// patchStatus writes the status if it changed.
+func (p *provider) patchStatus(ctx context.Context, s *machineScope) error {
+	if equality.Semantic.DeepEqual(s.before, s.lm.Status) {
+		return nil
+	}
+	base := s.lm.DeepCopy()
+	s.before.DeepCopyInto(&base.Status)
+	if err := p.client.Status().Patch(ctx, s.lm, client.MergeFrom(base)); err != nil {
+		return fmt.Errorf("patch LocalMachine %s/%s status: %w", s.lm.Namespace, s.lm.Name, err)
+	}
+	s.lm.Status.DeepCopyInto(&s.before)
+	return nil
+}
+
+// userData reads a bootstrap data Secret's "value". A Secret that is missing or has no value
+// is a message (the caller waits), not an error.
+func (p *provider) userData(ctx context.Context, namespace, name string) (data []byte, msg string, err error) {
+	var sec corev1.Secret
+	err = p.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &sec)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, fmt.Sprintf("the bootstrap data Secret %s does not exist yet", name), nil
+	case err != nil:
+		return nil, "", fmt.Errorf("read Secret %s/%s: %w", namespace, name, err)
+	case len(sec.Data["value"]) == 0:
+		return nil, fmt.Sprintf("the bootstrap data Secret %s has no \"value\"", name), nil
+	}
+	return sec.Data["value"], "", nil
+}
+
+// ownerMachine returns the Cluster API Machine that owns lm, or nil when none does (yet).
+func (p *provider) ownerMachine(ctx context.Context, lm *LocalMachine) (*clusterv1.Machine, error) {
+	name := ownerMachineName(lm)
+	if name == "" {
+		return nil, nil
+	}
+	m := &clusterv1.Machine{}
+	err := p.client.Get(ctx, types.NamespacedName{Namespace: lm.Namespace, Name: name}, m)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get Machine %s/%s: %w", lm.Namespace, name, err)
+	}
+	return m, nil
+}
+
+// ownerMachineName is the name of lm's Machine owner reference, or "".
+func ownerMachineName(lm *LocalMachine) string {
+	for _, ref := range lm.OwnerReferences {
+		gv, err := schema.ParseGroupVersion(ref.APIVersion)
+		if err == nil && gv.Group == clusterv1.GroupVersion.Group && ref.Kind == "Machine" {
+			return ref.Name
+		}
+	}
+	return ""
+}
+
+// identify names lm's cloud machine: from its providerID once set, else from its Machine
+// (Cluster = label cluster.x-k8s.io/cluster-name, Name = the Machine's name), else from its
+// owner reference, labels and namespace.
+func identify(lm *LocalMachine, m *clusterv1.Machine) machineID {
+	var id machineID
+	if rest, ok := strings.CutPrefix(lm.Spec.ProviderID, "local://"); ok {
+		id.cluster, id.name, _ = strings.Cut(rest, "/")
+	}
+	if m != nil {
+		id.name = cmp.Or(id.name, m.Name)
+		id.cluster = cmp.Or(id.cluster, m.Labels[clusterv1.ClusterNameLabel], m.Spec.ClusterName)
+		id.nodepool = m.Labels[api.LabelNodePool]
+	}
+	id.name = cmp.Or(id.name, ownerMachineName(lm), lm.Name)
+	id.cluster = cmp.Or(id.cluster, lm.Labels[clusterv1.ClusterNameLabel], strings.TrimPrefix(lm.Namespace, api.ControlPlaneNamespacePrefix))
+	id.nodepool = cmp.Or(id.nodepool, lm.Labels[api.LabelNodePool])
+	return id
+}
+
+func provisioned(lm *LocalMachine) bool {
+	return lm.Status.Initialization.Provisioned != nil && *lm.Status.Initialization.Provisioned
+}
+
+func setAnnotation(o metav1.Object, key, value string) {
+	a := o.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[key] = value
+	o.SetAnnotations(a)
+}
+
+// machineView is the api.Machine of a Cluster API Machine (nil: unknown) joined with what the
+// local cloud reports of it (nil: nothing).
+func machineView(cluster string, m *clusterv1.Machine, st *localcloud.MachineStatus) api.Machine {
+	v := api.Machine{Cluster: cluster}
+	if m != nil {
+		v.Name = m.Name
+		v.NodePool = m.Labels[api.LabelNodePool]
+		v.Phase = m.Status.Phase
+		v.NodeName = m.Status.NodeRef.Name
+		v.ProviderID = m.Spec.ProviderID
+		v.Version = m.Spec.Version
+		v.CreatedAt = m.CreationTimestamp.UTC()
+	}
+	if st != nil {
+		v.Name = cmp.Or(v.Name, st.Name)
+		v.NodePool = cmp.Or(v.NodePool, st.NodePool)
+		v.NodeName = cmp.Or(v.NodeName, st.NodeName)
+		v.ProviderID = cmp.Or(v.ProviderID, st.ProviderID)
+		v.Version = cmp.Or(v.Version, st.KubeletVersion)
+		v.ConfigHash = st.ConfigHash
+		v.Fault = st.Fault
+		v.Message = st.Message
+		if v.CreatedAt.IsZero() {
+			v.CreatedAt = st.CreatedAt.UTC()
+		}
+	}
+	return v
+}

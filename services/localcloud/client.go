@@ -1,0 +1,184 @@
+package localcloud
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/httpapi"
+)
+
+// unixScheme prefixes a unix socket URL: "unix:///abs/path.sock".
+const unixScheme = "unix://"
+
+// Client talks to a Cloud over its HTTP API. It is safe for concurrent use.
+type Client struct {
+	base string // "http://host:port" or "http://localcloud" over a unix socket
+	http *http.Client
+}
+
+// NewClient returns a client of the cloud at u, as Cloud.URL returns it: "unix:///abs/path.sock"
+// or "http://127.0.0.1:port".
+func NewClient(u string) (*Client, error) {
+	if path, ok := strings.CutPrefix(u, unixScheme); ok {
+		if path == "" || !strings.HasPrefix(path, "/") {
+			return nil, fmt.Errorf("%w: socket URL %q is not unix:///absolute/path", ErrInvalid, u)
+		}
+		tr := &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "unix", path)
+			},
+			MaxIdleConnsPerHost: 16,
+			IdleConnTimeout:     time.Minute,
+		}
+		return &Client{base: "http://localcloud", http: &http.Client{Transport: tr}}, nil
+	}
+	pu, err := url.Parse(u)
+	if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+		return nil, fmt.Errorf("%w: cloud URL %q is neither unix:///path nor http://host:port", ErrInvalid, u)
+	}
+	return &Client{base: strings.TrimSuffix(u, "/"), http: &http.Client{}}, nil
+}
+
+// Create asks for a machine. It is idempotent per (cluster, name): creating an existing
+// machine returns its status (and, while it has not joined yet, gives it the new UserData).
+func (c *Client) Create(ctx context.Context, spec MachineSpec) (MachineStatus, error) {
+	var st MachineStatus
+	err := c.do(ctx, http.MethodPost, "/machines", spec, &st)
+	return st, err
+}
+
+// Get returns a machine's status; the error is ErrNotFound (errors.Is) when it is absent.
+func (c *Client) Get(ctx context.Context, cluster, name string) (MachineStatus, error) {
+	var st MachineStatus
+	err := c.do(ctx, http.MethodGet, machinePath(cluster, name), nil, &st)
+	return st, err
+}
+
+// List returns the machines of cluster, or of every cluster when cluster is "".
+func (c *Client) List(ctx context.Context, cluster string) ([]MachineStatus, error) {
+	p := "/machines"
+	if cluster != "" {
+		p += "?cluster=" + url.QueryEscape(cluster)
+	}
+	var l MachineList
+	if err := c.do(ctx, http.MethodGet, p, nil, &l); err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
+// Delete stops a machine and removes it. Deleting an absent machine is not an error.
+func (c *Client) Delete(ctx context.Context, cluster, name string) error {
+	err := c.do(ctx, http.MethodDelete, machinePath(cluster, name), nil, nil)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// Fault injects fault (api.FaultStopHeartbeats, api.FaultCrash or api.FaultFailNextBoot) on
+// a machine; another type is ErrUnknownFault.
+func (c *Client) Fault(ctx context.Context, cluster, name, fault string) (MachineStatus, error) {
+	var st MachineStatus
+	if !knownFault(fault) {
+		return st, fmt.Errorf("%w: %q", ErrUnknownFault, fault)
+	}
+	err := c.do(ctx, http.MethodPost, machinePath(cluster, name)+"/fault", FaultRequest{Type: fault}, &st)
+	return st, err
+}
+
+// Reconfigure updates a machine in place: it re-fetches its Ignition config with userData
+// (an Ignition stub), applies it and reports the new ConfigHash and KubeletVersion once done.
+// It returns at once; a call with the userData already applied or being applied is a no-op.
+func (c *Client) Reconfigure(ctx context.Context, cluster, name string, userData []byte) (MachineStatus, error) {
+	var st MachineStatus
+	err := c.do(ctx, http.MethodPost, machinePath(cluster, name)+"/userdata", UserDataRequest{UserData: userData}, &st)
+	return st, err
+}
+
+// Healthy returns nil when the cloud answers /healthz.
+func (c *Client) Healthy(ctx context.Context) error {
+	return c.do(ctx, http.MethodGet, httpapi.PathHealthz, nil, nil)
+}
+
+func machinePath(cluster, name string) string {
+	return "/machines/" + url.PathEscape(cluster) + "/" + url.PathEscape(name)
+}
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("localcloud: encode request: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return fmt.Errorf("localcloud: %s %s: %w", method, path, err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("localcloud: %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return fmt.Errorf("localcloud: %s %s: read answer: %w", method, path, err)
+	}
+	if resp.StatusCode >= 300 {
+		return problemError(resp.StatusCode, data)
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("localcloud: %s %s: decode answer: %w", method, path, err)
+	}
+	return nil
+}
+
+// problemError turns an error answer into an error that matches this package's sentinels.
+func problemError(status int, data []byte) error {
+	p := httpapi.Problem{Status: status}
+	if err := json.Unmarshal(data, &p); err != nil || p.Status == 0 {
+		p = httpapi.Problem{Status: status, Detail: strings.TrimSpace(string(data))}
+	}
+	ae := p.Err()
+	switch ae.Code {
+	case api.CodeNotFound:
+		return fmt.Errorf("%w: %w", ErrNotFound, ae)
+	case api.CodeInvalid:
+		for _, f := range ae.Fields {
+			if f.Field == "type" {
+				return fmt.Errorf("%w: %w", ErrUnknownFault, ae)
+			}
+		}
+		return fmt.Errorf("%w: %w", ErrInvalid, ae)
+	}
+	return fmt.Errorf("localcloud: %w", ae)
+}
+
+func knownFault(f string) bool {
+	switch f {
+	case api.FaultStopHeartbeats, api.FaultCrash, api.FaultFailNextBoot:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,198 @@
+package nodepoold
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/events"
+	"github.com/hostplane/hostplane/pkg/reconcile"
+	"github.com/hostplane/hostplane/pkg/store"
+)
+
+// ReasonDeleting is the Ready condition's reason while a pool is deleted.
+const ReasonDeleting = "Deleting"
+
+// requestDeletion marks a pool deleted (once) and publishes nodepool.deleting; the
+// reconciler does the rest. why is logged and shown in the Ready condition.
+func (d *Daemon) requestDeletion(ctx context.Context, cluster, pool, why string) (*api.NodePool, error) {
+	now := time.Now().UTC().Truncate(time.Second)
+	requested := false
+	np, _, err := d.pools.Mutate(ctx, api.NodePoolKey(cluster, pool), false, func(np *api.NodePool) error {
+		requested = false
+		if np.DeletionTimestamp != nil {
+			return store.ErrNoChange
+		}
+		np.DeletionTimestamp = &now
+		np.Status.Conditions.Set(api.Condition{
+			Type: api.NodePoolConditionReady, Status: api.ConditionFalse, Reason: ReasonDeleting,
+			Message: "deletion requested: " + why, ObservedGeneration: np.Generation,
+		}, now)
+		requested = true
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if requested {
+		d.poolLog(cluster, pool).InfoContext(ctx, "node pool deletion requested", "why", why)
+		d.announce(ctx, cluster, pool, VerbDeleting)
+	}
+	return np, nil
+}
+
+// reconcileDeletion takes a deleting pool's objects down in order: the MachineHealthCheck
+// (no repairs while machines go) and the MachineDeployment or MachineSet (Cluster API drains
+// and deletes the machines and their Nodes), then, once no Machine of the pool remains, the
+// template and the userdata Secrets; then the key goes and nodepool.deleted is published.
+func (d *Daemon) reconcileDeletion(ctx context.Context, np *api.NodePool) (reconcile.Result, error) {
+	key := api.NodePoolKey(np.Cluster, np.Name)
+	if d.mgmt != nil {
+		if err := d.mgmt.ready(); err != nil {
+			return reconcile.Result{RequeueAfter: d.cfg.ProgressRequeue}, nil
+		}
+		waiting, err := d.deleteObjects(ctx, np)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if waiting != "" {
+			d.writeDeletingStatus(ctx, key, waiting)
+			return reconcile.Result{RequeueAfter: d.cfg.ProgressRequeue}, nil
+		}
+	}
+	if err := d.pools.Delete(ctx, key, 0); err != nil {
+		return reconcile.Result{}, fmt.Errorf("delete %s: %w", key, err)
+	}
+	d.metrics.forget(key)
+	d.poolLog(np.Cluster, np.Name).InfoContext(ctx, "node pool deleted",
+		"deletion_seconds", time.Since(*np.DeletionTimestamp).Round(time.Second).Seconds())
+	if _, err := d.publisher.Publish(ctx, np.Cluster, events.ResourceNodePool, VerbDeleted, eventKey(np.Cluster, np.Name), nil); err != nil {
+		d.poolLog(np.Cluster, np.Name).WarnContext(ctx, "publish nodepool.deleted", "err", err)
+	}
+	return reconcile.Result{}, nil
+}
+
+// deleteObjects deletes what nodepoold wrote for the pool and returns what it still waits
+// for ("" once everything is gone).
+func (d *Daemon) deleteObjects(ctx context.Context, np *api.NodePool) (string, error) {
+	c := d.mgmt.client()
+	ns := api.ControlPlaneNamespace(np.Cluster)
+	for _, gvk := range []schemaGVK{gvkMachineHealthCheck, gvkMachineDeployment, gvkMachineSet} {
+		if err := deleteObject(ctx, c, gvk, ns, np.Name); err != nil {
+			return "", err
+		}
+	}
+	machines, err := listMachines(ctx, d.mgmt.reader(), np.Cluster, np.Name)
+	if err != nil {
+		return "", err
+	}
+	if len(machines) > 0 {
+		return fmt.Sprintf("waiting for %d machines to go: %s", len(machines), machineList(machines)), nil
+	}
+	// The MachineDeployment or MachineSet keeps its finalizer until its machines are gone.
+	for kind, obj := range map[string]client.Object{"MachineDeployment": &clusterv1.MachineDeployment{}, "MachineSet": &clusterv1.MachineSet{}} {
+		err := d.mgmt.reader().Get(ctx, client.ObjectKey{Namespace: ns, Name: np.Name}, obj)
+		if err == nil {
+			return fmt.Sprintf("waiting for Cluster API to remove %s %s", kind, np.Name), nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return "", fmt.Errorf("get %s %s: %w", kind, np.Name, err)
+		}
+	}
+	if err := deleteObject(ctx, c, gvkLocalMachineTemplate, ns, np.Name); err != nil {
+		return "", err
+	}
+	secrets, err := d.userDataSecrets(ctx, np)
+	if err != nil {
+		return "", err
+	}
+	for _, sec := range secrets {
+		if err := deleteObject(ctx, c, gvkSecret, ns, sec.Name); err != nil {
+			return "", err
+		}
+	}
+	return "", nil
+}
+
+// machineList names up to five machines with their phases.
+func machineList(ms []clusterv1.Machine) string {
+	var names []string
+	for _, m := range ms {
+		names = append(names, m.Name+" ("+m.Status.Phase+")")
+	}
+	slices.Sort(names)
+	return listFirst(names, 5)
+}
+
+// writeDeletingStatus shows what a deletion waits for.
+func (d *Daemon) writeDeletingStatus(ctx context.Context, key, waiting string) {
+	now := time.Now().UTC().Truncate(time.Second)
+	_, _, err := d.pools.Mutate(ctx, key, false, func(np *api.NodePool) error {
+		np.Status.Conditions.Set(api.Condition{
+			Type: api.NodePoolConditionReady, Status: api.ConditionFalse, Reason: ReasonDeleting,
+			Message: waiting, ObservedGeneration: np.Generation,
+		}, now)
+		return nil
+	})
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		d.Logger().WarnContext(ctx, "write deleting status", "key", key, "err", err)
+	}
+}
+
+// userDataSecrets lists the pool's userdata Secrets.
+func (d *Daemon) userDataSecrets(ctx context.Context, np *api.NodePool) ([]corev1.Secret, error) {
+	var list corev1.SecretList
+	err := d.mgmt.reader().List(ctx, &list, client.InNamespace(api.ControlPlaneNamespace(np.Cluster)),
+		client.MatchingLabels{api.LabelOwner: Name, api.LabelCluster: np.Cluster, api.LabelNodePool: np.Name})
+	if err != nil {
+		return nil, fmt.Errorf("list userdata Secrets: %w", err)
+	}
+	return list.Items, nil
+}
+
+// deleteUnusedUserData deletes the pool's userdata Secrets of older hashes once nothing
+// refers to them: not the template, no Machine (its bootstrap data, or the config an InPlace
+// update hands it).
+func (d *Daemon) deleteUnusedUserData(ctx context.Context, s *scope) {
+	if s.state == nil {
+		return
+	}
+	used := map[string]bool{api.UserDataSecretName(s.np.Name, s.hash): true}
+	if s.template != nil {
+		used[s.template.DataSecret] = true
+	}
+	if t := s.state.appliedTemplate(); t != nil {
+		used[t.DataSecret] = true
+	}
+	for _, m := range s.state.machines {
+		if m.Spec.Bootstrap.DataSecretName != nil {
+			used[*m.Spec.Bootstrap.DataSecretName] = true
+		}
+		if u := m.Annotations[api.AnnotationDesiredUserData]; u != "" {
+			used[u] = true
+		}
+	}
+	secrets, err := d.userDataSecrets(ctx, s.np)
+	if err != nil {
+		s.fail("list userdata Secrets", err)
+		return
+	}
+	for _, sec := range secrets {
+		if used[sec.Name] {
+			continue
+		}
+		if err := deleteObject(ctx, d.mgmt.client(), gvkSecret, sec.Namespace, sec.Name); err != nil {
+			s.fail("delete userdata Secret "+sec.Name, err)
+			continue
+		}
+		s.log.InfoContext(ctx, "userdata Secret of an old config deleted", "secret", sec.Name)
+	}
+}

@@ -1,0 +1,70 @@
+package nodepoold
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/daemon"
+	"github.com/hostplane/hostplane/pkg/events"
+	"github.com/hostplane/hostplane/pkg/inbox"
+)
+
+// InboxConsumer is the durable consumer of the inbound events nodepoold owns.
+const InboxConsumer = Name + "-inbox"
+
+// newInbox builds nodepoold's inbox consumer: nodepool.scale.
+func (d *Daemon) newInbox(ctx context.Context, rt *daemon.Runtime) (*inbox.Consumer, error) {
+	dedup, err := inbox.EnsureDedupBucket(ctx, rt.JS, Name, 0)
+	if err != nil {
+		return nil, err
+	}
+	d.rejections = inbox.NewRejectionPublisher(rt.JS, Name)
+	return inbox.New(rt.JS, inbox.Config{
+		Name:     InboxConsumer,
+		Handlers: map[string]inbox.Handler{events.InboundNodePoolScale: d.inboundScale},
+		Dedup:    dedup,
+		Reject:   d.rejectInbound,
+		Registry: rt.Registry,
+		Log:      rt.Log,
+	})
+}
+
+// rejectInbound answers an inbound event that was not applied on
+// hostplane.evt.<cluster>.inbox.rejected.
+func (d *Daemon) rejectInbound(ctx context.Context, cluster string, r inbox.Rejection) error {
+	_, err := d.rejections.Publish(ctx, cluster, events.ResourceInbox, events.VerbInboxRejected, cluster, r)
+	return err
+}
+
+// inboundScale applies nodepool.scale ({"nodePool": "workers", "replicas": 3}) exactly as
+// PATCH /v1/clusters/{cluster}/nodepools/{nodePool} with {"replicas": 3} does: an autoscaled
+// pool refuses it (replicas and autoScaling are mutually exclusive), as does a pool or
+// cluster being deleted.
+func (d *Daemon) inboundScale(ctx context.Context, cluster string, ev events.Event) error {
+	var data struct {
+		NodePool string `json:"nodePool"`
+		Replicas int32  `json:"replicas"`
+	}
+	if err := ev.DecodeData(&data); err != nil {
+		return inbox.Rejectf("%v", err)
+	}
+	_, err := d.updateSpec(ctx, cluster, data.NodePool, func(spec api.NodePoolSpec) (api.NodePoolSpec, error) {
+		spec.Replicas = &data.Replicas
+		return spec, nil
+	})
+	var ae *api.Error
+	if errors.As(err, &ae) {
+		switch ae.Code {
+		case api.CodeNotFound:
+			return inbox.Rejectf("%s", ae.Message)
+		case api.CodeInvalid, api.CodeConflict:
+			return inbox.Rejectf("%s", ae.Error())
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("scale node pool %s/%s: %w", cluster, data.NodePool, err)
+	}
+	return nil
+}

@@ -1,0 +1,250 @@
+package nodepoold
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/reconcile"
+	"github.com/hostplane/hostplane/pkg/store"
+)
+
+// scope is one reconcile of one pool: what was read, what was done, what went wrong. The
+// status is computed from it in one place (status.go) after the work.
+type scope struct {
+	np      *api.NodePool
+	cluster *api.Cluster // nil when the cluster record is gone
+	hash    string
+	now     time.Time
+	log     *slog.Logger
+
+	// ignition is ignitiond's token record of the pool (nil: none yet); userDataReady says
+	// its userdata serves the pool's current hash.
+	ignition      *api.IgnitionTokens
+	userDataReady bool
+	// template is what the MachineDeployment or MachineSet points at (nil: not written yet);
+	// it lags the pool's hash while ignitiond has not minted the new userdata.
+	template *machineTemplate
+
+	// management is why the management cluster cannot be used ("" when it can).
+	management string
+	state      *poolState
+	// desired is the number of machines the pool should have now.
+	desired int32
+	// inPlace is the in-place updater's progress (InPlace pools).
+	inPlace inPlaceProgress
+
+	errs []error
+}
+
+func (s *scope) fail(step string, err error) {
+	s.errs = append(s.errs, fmt.Errorf("%s: %w", step, err))
+}
+
+// Reconcile converges the pool named key ("<cluster>.<nodepool>"). A cluster key
+// ("<cluster>", from cluster, machine and component events) enqueues every pool of the
+// cluster.
+func (d *Daemon) Reconcile(ctx context.Context, key string) (reconcile.Result, error) {
+	cluster, _, isPool := strings.Cut(key, ".")
+	if !isPool {
+		return reconcile.Result{}, d.enqueueClusterPools(ctx, cluster)
+	}
+	np, _, err := d.pools.Get(ctx, key)
+	if errors.Is(err, store.ErrNotFound) {
+		d.metrics.forget(key)
+		return reconcile.Result{}, nil
+	}
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	c, _, err := d.clusters.Get(ctx, cluster)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		c = nil
+	case err != nil:
+		return reconcile.Result{}, fmt.Errorf("read cluster %s: %w", cluster, err)
+	}
+	if np.DeletionTimestamp == nil && (c == nil || c.DeletionTimestamp != nil) {
+		why := "its cluster is being deleted"
+		if c == nil {
+			why = "its cluster is gone"
+		}
+		if np, err = d.requestDeletion(ctx, np.Cluster, np.Name, why); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	if np.DeletionTimestamp != nil {
+		return d.reconcileDeletion(ctx, np)
+	}
+	return d.reconcilePool(ctx, np, c)
+}
+
+// enqueueClusterPools wakes every pool of cluster.
+func (d *Daemon) enqueueClusterPools(ctx context.Context, cluster string) error {
+	keys, err := d.pools.Keys(ctx, cluster+".*")
+	if err != nil {
+		return fmt.Errorf("list pools of %s: %w", cluster, err)
+	}
+	for _, k := range keys {
+		d.controller.Enqueue(k)
+	}
+	return nil
+}
+
+// reconcilePool writes a live pool's objects and reports its status.
+func (d *Daemon) reconcilePool(ctx context.Context, np *api.NodePool, c *api.Cluster) (reconcile.Result, error) {
+	s := &scope{np: np, cluster: c, hash: np.Status.ConfigHash, now: time.Now().UTC().Truncate(time.Second), log: d.poolLog(np.Cluster, np.Name)}
+	if s.hash == "" { // a record written before the hash was stored at the API
+		s.hash = ConfigHash(&np.Spec)
+	}
+	s.desired = np.Spec.DesiredReplicas()
+	d.readIgnition(ctx, s)
+	switch {
+	case d.mgmt == nil:
+		s.management = "no management cluster is configured (HOSTPLANE_MANAGEMENT_KUBECONFIG): the pool gets no machines"
+	case d.mgmt.ready() != nil:
+		s.management = "waiting for the management cluster: " + d.mgmt.ready().Error()
+	default:
+		d.converge(ctx, s)
+	}
+	changed, err := d.writeStatus(ctx, s)
+	if err != nil {
+		s.errs = append(s.errs, err)
+	}
+	if err := errors.Join(s.errs...); err != nil {
+		return reconcile.Result{}, err
+	}
+	if changed || s.progressing() {
+		return reconcile.Result{RequeueAfter: d.cfg.ProgressRequeue}, nil
+	}
+	return reconcile.Result{RequeueAfter: d.cfg.Requeue}, nil
+}
+
+// readIgnition reads ignitiond's token record of the pool.
+func (d *Daemon) readIgnition(ctx context.Context, s *scope) {
+	tok, _, err := d.ignition.Get(ctx, api.NodePoolKey(s.np.Cluster, s.np.Name))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		s.fail("read the ignition record", err)
+	default:
+		s.ignition = tok
+		s.userDataReady = tok.Ready && tok.Current.ConfigHash == s.hash && len(tok.UserData) > 0
+	}
+}
+
+// converge writes the pool's management objects, moves InPlace machines and keeps the guest
+// Nodes' labels and taints. Each step's failure is recorded and the next steps still run
+// when they can.
+func (d *Daemon) converge(ctx context.Context, s *scope) {
+	st, err := d.observe(ctx, s.np)
+	if err != nil {
+		s.fail("read the pool's machines", err)
+		return
+	}
+	s.state = st
+	o := newObjects(s.np)
+	c := d.mgmt.client()
+
+	if s.userDataReady {
+		if err := apply(ctx, c, o.userDataSecret(s.hash, s.ignition.UserData)); err != nil {
+			s.fail("write the userdata Secret", err)
+			return
+		}
+		s.template = &machineTemplate{Version: "v" + s.np.Spec.Release.Version, DataSecret: api.UserDataSecretName(s.np.Name, s.hash)}
+	} else if t := st.appliedTemplate(); t != nil {
+		// ignitiond has not minted the new hash's userdata: the machines keep booting the
+		// last one (release and userdata move together).
+		s.template = t
+	}
+	if s.np.Spec.Platform.Type == api.PlatformNone {
+		// The user provisions the machines with the userdata Secret; nothing else to write.
+		d.syncNodes(ctx, s)
+		d.deleteUnusedUserData(ctx, s)
+		return
+	}
+	if s.template != nil {
+		if err := apply(ctx, c, o.localMachineTemplate()); err != nil {
+			s.fail("write the LocalMachineTemplate", err)
+			return
+		}
+		s.desired = st.replicasToApply(s.np)
+		var obj *unstructured.Unstructured
+		if s.np.Spec.Management.UpgradeType == api.UpgradeTypeInPlace {
+			obj = o.machineSet(*s.template, s.desired)
+		} else {
+			obj = o.machineDeployment(*s.template, s.desired)
+		}
+		if err := apply(ctx, c, obj); err != nil {
+			s.fail("write the "+obj.GetKind(), err)
+			return
+		}
+	}
+	if s.np.Spec.Management.AutoRepair {
+		if err := apply(ctx, c, o.machineHealthCheck()); err != nil {
+			s.fail("write the MachineHealthCheck", err)
+		}
+	} else if err := deleteObject(ctx, c, gvkMachineHealthCheck, o.ns, s.np.Name); err != nil {
+		s.fail("delete the MachineHealthCheck", err)
+	}
+	if s.np.Spec.Management.UpgradeType == api.UpgradeTypeInPlace && s.userDataReady {
+		d.updateInPlace(ctx, s)
+	}
+	d.syncNodes(ctx, s)
+	d.deleteUnusedUserData(ctx, s)
+}
+
+// apply writes obj with server-side apply as nodepoold, taking over conflicting fields.
+func apply(ctx context.Context, c client.Client, obj *unstructured.Unstructured) error {
+	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(Name), client.ForceOwnership); err != nil {
+		return fmt.Errorf("apply %s %s/%s: %w", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
+	}
+	return nil
+}
+
+// deleteObject deletes an object nodepoold wrote; a missing one (or kind) is fine.
+func deleteObject(ctx context.Context, c client.Client, gvk schemaGVK, ns, name string) error {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	err := c.Delete(ctx, u, client.PropagationPolicy("Background"))
+	if err == nil || apierrors.IsNotFound(err) || isNoKind(err) {
+		return nil
+	}
+	return fmt.Errorf("delete %s %s/%s: %w", gvk.Kind, ns, name, err)
+}
+
+// progressing reports whether the pool is on its way somewhere, so it is looked at again soon.
+func (s *scope) progressing() bool {
+	if s.management != "" {
+		return s.mgmtPending()
+	}
+	if !s.userDataReady || s.template == nil || s.inPlace.active > 0 || s.inPlace.pending > 0 {
+		return true
+	}
+	if s.state == nil {
+		return false
+	}
+	c := s.counts()
+	if s.np.Spec.Platform.Type != api.PlatformNone && len(s.state.machines) != int(c.replicas) {
+		return true // machines being deleted
+	}
+	return c.replicas != s.desired || c.ready != c.replicas || c.updated != c.replicas
+}
+
+// mgmtPending is true while the management cluster is starting (not when none is configured).
+func (s *scope) mgmtPending() bool { return strings.HasPrefix(s.management, "waiting") }
+
+// poolLog is the daemon's logger for one pool.
+func (d *Daemon) poolLog(cluster, pool string) *slog.Logger {
+	return d.Logger().With("cluster", cluster, "nodepool", pool)
+}
