@@ -89,8 +89,8 @@ type Stack struct {
 	cloudCancel context.CancelFunc
 	cloudDone   chan struct{}
 	cancel      context.CancelFunc
-	wg         sync.WaitGroup
-	errs       chan error
+	wg          sync.WaitGroup
+	errs        chan error
 }
 
 // Start brings the stack up and returns once the front door listens (daemons become ready
