@@ -7,11 +7,25 @@
 // users ask for and publishes cluster.created / updated / deleting. Its reconciler
 // (reconcile.go) aggregates what infrad, pkid and componentd report into the cluster's status
 // (status.go) and finishes a deletion once every other daemon has released the cluster.
+//
+// With a management cluster (daemon.Base.ManagementKubeconfig) it also writes each cluster's
+// Cluster API side there (management.go), with server-side apply as field manager clusterd:
+// the namespace hostplane-<cluster>, the Secret <cluster>-kubeconfig (type
+// cluster.x-k8s.io/secret, key "value": the admin kubeconfig, refreshed with the PKI
+// serial), the HostedControlPlane <cluster> (controlplane.hostplane.dev/v1alpha1, CRD in
+// crds/, installed at start) and the Cluster <cluster> (cluster.x-k8s.io/v1beta2) whose
+// controlPlaneRef is that HostedControlPlane and, on the local platform, whose
+// infrastructureRef is infrad's LocalCluster <cluster>. A deleting cluster first waits for
+// nodepoold and ignitiond to remove every "nodepools" and "ignition" key of the cluster,
+// then deletes the Cluster (and waits until Cluster API let it go), the HostedControlPlane
+// and the Secret, then waits for infrad, pkid and componentd as before, and deletes the
+// namespace last.
 package clusterd
 
 import (
 	"context"
 	"flag"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"time"
@@ -19,12 +33,15 @@ import (
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/bus"
 	"github.com/hostplane/hostplane/pkg/certs"
+	"github.com/hostplane/hostplane/pkg/crd"
 	"github.com/hostplane/hostplane/pkg/daemon"
 	"github.com/hostplane/hostplane/pkg/events"
+	"github.com/hostplane/hostplane/pkg/guest"
 	"github.com/hostplane/hostplane/pkg/inbox"
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/release"
 	"github.com/hostplane/hostplane/pkg/store"
+	"github.com/hostplane/hostplane/services/clusterd/crds"
 )
 
 // Name is the daemon's name.
@@ -87,12 +104,21 @@ type Daemon struct {
 	infra      *store.Store[api.Infra]
 	pki        *store.Store[api.ClusterPKI]
 	components *store.Store[api.ControlPlaneComponent]
+	nodepools  *store.Store[api.NodePool]
+	ignition   *store.Store[api.IgnitionServer] // key <cluster>; <cluster>.<np> are token records
 	publisher  *bus.Publisher
 	controller *reconcile.Controller
 	rejections *inbox.RejectionPublisher
 
+	// mgmt writes the Cluster API objects; nil without a management cluster.
+	mgmt *management
+
 	sealMu sync.Mutex
 	seal   *certs.SealKey
+	guests *guest.Clients
+
+	mgmtErrMu sync.Mutex
+	mgmtErr   map[string]string // cluster → the management error last logged
 }
 
 // New validates cfg and returns the daemon; Run starts it.
@@ -100,7 +126,7 @@ func New(cfg Config) (*Daemon, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, metrics: newMetrics()}
+	d := &Daemon{cfg: cfg, metrics: newMetrics(), mgmtErr: map[string]string{}}
 	core, err := daemon.New(cfg.Base, daemon.Spec{
 		Name:    Name,
 		Buckets: []string{bus.BucketClusters},
@@ -129,7 +155,25 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 		return nil, err
 	}
 	d.clusters, d.infra, d.pki, d.components = st.Clusters, st.Infra, st.PKI, st.Components
+	if d.nodepools, err = daemon.Open[api.NodePool](ctx, rt, bus.BucketNodePools); err != nil {
+		return nil, err
+	}
+	if d.ignition, err = daemon.Open[api.IgnitionServer](ctx, rt, bus.BucketIgnition); err != nil {
+		return nil, err
+	}
 	d.publisher = rt.Publisher
+	if d.cfg.ManagementKubeconfig != "" {
+		m, cfg, err := newManagement(d.cfg.ManagementKubeconfig)
+		if err != nil {
+			return nil, err
+		}
+		if err := crd.Install(ctx, cfg, crds.FS, Name); err != nil {
+			return nil, fmt.Errorf("install the HostedControlPlane CRD: %w", err)
+		}
+		d.mgmt = m
+	} else {
+		rt.Log.Warn("no management cluster (HOSTPLANE_MANAGEMENT_KUBECONFIG): clusterd writes no Cluster API objects, so node pools cannot join")
+	}
 
 	c, err := rt.Controller(reconcile.Config{
 		Name: Name,
@@ -138,6 +182,8 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 			events.ClusterFilter(events.ResourceInfra),
 			events.ClusterFilter(events.ResourcePKI),
 			events.ClusterFilter(events.ResourceComponent),
+			events.ClusterFilter(events.ResourceNodePool),
+			events.ClusterFilter(events.ResourceIgnition),
 		},
 		ListKeys: func(ctx context.Context) ([]string, error) { return d.clusters.Keys(ctx) },
 	}, reconcile.Func(d.Reconcile))
@@ -165,4 +211,18 @@ func (d *Daemon) sealKey() (*certs.SealKey, error) {
 	}
 	d.seal = k
 	return k, nil
+}
+
+// guestClients returns the cached admin clients of the guest clusters (pkg/guest).
+func (d *Daemon) guestClients() (*guest.Clients, error) {
+	key, err := d.sealKey()
+	if err != nil {
+		return nil, err
+	}
+	d.sealMu.Lock()
+	defer d.sealMu.Unlock()
+	if d.guests == nil {
+		d.guests = guest.NewClients(d.pki, key)
+	}
+	return d.guests, nil
 }

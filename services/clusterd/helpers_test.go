@@ -45,6 +45,12 @@ type env struct {
 
 func start(t *testing.T) *env {
 	t.Helper()
+	return startWith(t, "")
+}
+
+// startWith starts clusterd with the management cluster of kubeconfig file mgmt ("" none).
+func startWith(t *testing.T, mgmt string) *env {
+	t.Helper()
 	n := testenv.NATS(t)
 	dir := t.TempDir()
 	seal, err := certs.LoadOrCreateSealKey(filepath.Join(dir, "pki.key"))
@@ -53,7 +59,7 @@ func start(t *testing.T) *env {
 	}
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	reg := prometheus.NewRegistry()
-	d, err := New(Config{Base: daemon.Base{NATSURL: n.Server.URL(), DataDir: dir, Logger: log, Registry: reg}})
+	d, err := New(Config{Base: daemon.Base{NATSURL: n.Server.URL(), DataDir: dir, Logger: log, Registry: reg, ManagementKubeconfig: mgmt}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/events"
+	"github.com/hostplane/hostplane/pkg/guest"
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/store"
 )
@@ -29,8 +30,11 @@ func (d *Daemon) Reconcile(ctx context.Context, key string) (reconcile.Result, e
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if c.DeletionTimestamp != nil && o.empty() {
-		return reconcile.Result{}, d.finishDeletion(ctx, c, rev)
+	if c.DeletionTimestamp != nil {
+		d.teardownManagement(ctx, key, &o)
+		if o.empty() {
+			return reconcile.Result{}, d.finishDeletion(ctx, c, rev)
+		}
 	}
 
 	now := time.Now().UTC().Truncate(time.Second)
@@ -60,10 +64,77 @@ func (d *Daemon) Reconcile(ctx context.Context, key string) (reconcile.Result, e
 	if updated.DeletionTimestamp != nil {
 		return reconcile.Result{RequeueAfter: d.cfg.DeletingRequeue}, nil
 	}
+	if !d.syncManagement(ctx, updated, o) {
+		return reconcile.Result{RequeueAfter: d.cfg.DeletingRequeue}, nil
+	}
 	return reconcile.Result{RequeueAfter: d.cfg.Requeue}, nil
 }
 
-// observe reads what infrad, pkid and componentd hold for the cluster.
+// syncManagement writes the Cluster API objects of live cluster c; false when that failed
+// (logged once per distinct error; the reconcile comes back soon).
+func (d *Daemon) syncManagement(ctx context.Context, c *api.Cluster, o observed) bool {
+	if d.mgmt == nil {
+		return true
+	}
+	in := capiInputs{cluster: c, infra: o.infra, apiServer: o.components[api.ComponentKubeAPIServer]}
+	err := func() error {
+		if o.pki != nil && o.pki.Ready {
+			clients, err := d.guestClients()
+			if err != nil {
+				return err
+			}
+			g, err := clients.For(ctx, c.Name)
+			if err != nil && !errors.Is(err, guest.ErrNotReady) {
+				return err
+			}
+			if err == nil {
+				in.kubeconfig, in.serial = g.Kubeconfig, g.Serial
+			}
+		}
+		return d.mgmt.apply(ctx, in)
+	}()
+	d.noteManagementError(ctx, c.Name, err)
+	return err == nil
+}
+
+// teardownManagement records in o what the deletion of the cluster's Cluster API objects
+// waits for. They go only once nodepoold and ignitiond removed every key of the cluster.
+func (d *Daemon) teardownManagement(ctx context.Context, name string, o *observed) {
+	if d.mgmt == nil || len(o.nodePools) > 0 || len(o.ignitionKeys) > 0 {
+		return
+	}
+	msg, err := d.mgmt.teardown(ctx, name)
+	d.noteManagementError(ctx, name, err)
+	if err != nil {
+		msg = "deleting the Cluster API objects failed, retrying: " + err.Error()
+	}
+	o.management = msg
+}
+
+// noteManagementError logs a management-cluster error of the cluster once (until it
+// changes or clears).
+func (d *Daemon) noteManagementError(ctx context.Context, cluster string, err error) {
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	d.mgmtErrMu.Lock()
+	last := d.mgmtErr[cluster]
+	if msg == "" {
+		delete(d.mgmtErr, cluster)
+	} else {
+		d.mgmtErr[cluster] = msg
+	}
+	d.mgmtErrMu.Unlock()
+	switch {
+	case msg != "" && msg != last:
+		d.clusterLog(cluster).WarnContext(ctx, "write the Cluster API objects", "err", err)
+	case msg == "" && last != "":
+		d.clusterLog(cluster).InfoContext(ctx, "the Cluster API objects are written again")
+	}
+}
+
+// observe reads what infrad, pkid, componentd, nodepoold and ignitiond hold for the cluster.
 func (d *Daemon) observe(ctx context.Context, name string) (observed, error) {
 	o := observed{components: map[string]*api.ControlPlaneComponent{}}
 	infra, _, err := d.infra.Get(ctx, name)
@@ -80,6 +151,19 @@ func (d *Daemon) observe(ctx context.Context, name string) (observed, error) {
 	case !errors.Is(err, store.ErrNotFound):
 		return o, fmt.Errorf("read pki: %w", err)
 	}
+	if o.nodePools, err = d.nodepools.Keys(ctx, name+".>"); err != nil {
+		return o, fmt.Errorf("read node pools: %w", err)
+	}
+	if o.ignitionKeys, err = d.ignition.Keys(ctx, name, name+".>"); err != nil {
+		return o, fmt.Errorf("read ignition keys: %w", err)
+	}
+	ign, _, err := d.ignition.Get(ctx, name)
+	switch {
+	case err == nil:
+		o.ignition = ign
+	case !errors.Is(err, store.ErrNotFound):
+		return o, fmt.Errorf("read the ignition server: %w", err)
+	}
 	entries, err := d.components.List(ctx, name+".>")
 	if err != nil {
 		return o, fmt.Errorf("read components: %w", err)
@@ -93,6 +177,16 @@ func (d *Daemon) observe(ctx context.Context, name string) (observed, error) {
 
 // finishDeletion removes a deleting cluster's key once every other daemon has released it.
 func (d *Daemon) finishDeletion(ctx context.Context, c *api.Cluster, rev uint64) error {
+	if d.mgmt != nil {
+		if err := d.mgmt.deleteNamespace(ctx, c.Name); err != nil {
+			return err
+		}
+	}
+	d.sealMu.Lock()
+	if d.guests != nil {
+		d.guests.Forget(c.Name)
+	}
+	d.sealMu.Unlock()
 	if err := d.clusters.Delete(ctx, c.Name, rev); err != nil {
 		return fmt.Errorf("delete cluster %s: %w", c.Name, err)
 	}

@@ -23,7 +23,7 @@ const (
 	ReasonUpgrading                = "UpgradingVersion"
 	ReasonRollingOut               = "RollingOut"
 	ReasonComponentDegraded        = "ComponentDegraded"
-	ReasonNotImplemented           = "NotImplemented"
+	ReasonWaitingForIgnition       = "WaitingForIgnitionServer"
 	ReasonDeletionRequested        = "DeletionRequested"
 	ReasonWaitingForCleanup        = "WaitingForCleanup"
 )
@@ -47,11 +47,19 @@ type observed struct {
 	components map[string]*api.ControlPlaneComponent // by component name ("etcd")
 	// componentKeys are every controlplane key of the cluster, the four above and any other.
 	componentKeys []string
+	// nodePools are the cluster's "nodepools" keys ("<cluster>.<pool>"), ignitionKeys its
+	// "ignition" keys (the server record "<cluster>" and the pools' token records).
+	nodePools, ignitionKeys []string
+	// ignition is ignitiond's server record of the cluster.
+	ignition *api.IgnitionServer
+	// management is what the deletion of the cluster's Cluster API objects waits for.
+	management string
 }
 
 // empty reports whether no daemon holds anything for the cluster any more.
 func (o observed) empty() bool {
-	return o.infra == nil && o.pki == nil && len(o.componentKeys) == 0
+	return o.infra == nil && o.pki == nil && len(o.componentKeys) == 0 &&
+		len(o.nodePools) == 0 && len(o.ignitionKeys) == 0 && o.management == ""
 }
 
 // statusChange says what computeStatus changed, for events and metrics.
@@ -201,8 +209,22 @@ func computeStatus(c *api.Cluster, o observed, now time.Time) statusChange {
 		set(api.ConditionDegraded, api.ConditionFalse, ReasonAsExpected, "no component is degraded")
 	}
 
-	set(api.ConditionIgnitionEndpointAvailable, api.ConditionUnknown, ReasonNotImplemented,
-		"ignition comes with NodePools: no ignition endpoint serves this cluster yet")
+	// IgnitionEndpointAvailable: ignitiond's server. Available does not depend on it (a
+	// cluster without node pools is available).
+	switch ign := o.ignition; {
+	case ign == nil:
+		set(api.ConditionIgnitionEndpointAvailable, api.ConditionFalse, ReasonWaitingForIgnition,
+			"waiting for ignitiond to serve the cluster's ignition endpoint")
+		st.IgnitionEndpoint = ""
+	case !ign.Ready:
+		set(api.ConditionIgnitionEndpointAvailable, api.ConditionFalse, ReasonWaitingForIgnition,
+			withDetail("waiting for ignitiond to serve the ignition endpoint", ign.Message))
+		st.IgnitionEndpoint = ""
+	default:
+		set(api.ConditionIgnitionEndpointAvailable, api.ConditionTrue, ReasonAsExpected,
+			"machines fetch their ignition from https://"+ign.Endpoint)
+		st.IgnitionEndpoint = ign.Endpoint
+	}
 
 	if c.DeletionTimestamp != nil {
 		set(api.ConditionDeleting, api.ConditionTrue, ReasonWaitingForCleanup, deletionMessage(o))
@@ -303,18 +325,19 @@ func updateVersion(st *api.ClusterStatus, desired string, complete bool, now tim
 // deletionMessage says what a deleting cluster waits for.
 func deletionMessage(o observed) string {
 	var waits []string
+	if n := len(o.nodePools); n > 0 {
+		waits = append(waits, fmt.Sprintf("waiting for %d %s to be deleted (%s)", n, plural(n, "node pool", "node pools"),
+			strings.Join(names(o.nodePools), ", ")))
+	}
+	if n := len(o.ignitionKeys); n > 0 {
+		waits = append(waits, fmt.Sprintf("waiting for ignitiond to remove %d ignition %s", n, plural(n, "record", "records")))
+	}
+	if o.management != "" {
+		waits = append(waits, o.management)
+	}
 	if n := len(o.componentKeys); n > 0 {
-		names := make([]string, 0, n)
-		for _, k := range o.componentKeys {
-			_, name, _ := strings.Cut(k, ".")
-			names = append(names, name)
-		}
-		slices.Sort(names)
-		noun := "components"
-		if n == 1 {
-			noun = "component"
-		}
-		waits = append(waits, fmt.Sprintf("waiting for componentd to stop %d %s (%s)", n, noun, strings.Join(names, ", ")))
+		waits = append(waits, fmt.Sprintf("waiting for componentd to stop %d %s (%s)", n, plural(n, "component", "components"),
+			strings.Join(names(o.componentKeys), ", ")))
 	}
 	if o.infra != nil {
 		waits = append(waits, "waiting for infrad to release the infrastructure")
@@ -326,6 +349,24 @@ func deletionMessage(o observed) string {
 		return "everything is released; removing the cluster"
 	}
 	return strings.Join(waits, "; ")
+}
+
+// names are the second tokens of "<cluster>.<name>" keys, sorted.
+func names(keys []string) []string {
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		_, name, _ := strings.Cut(k, ".")
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func withDetail(msg, detail string) string {

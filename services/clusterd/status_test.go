@@ -75,7 +75,7 @@ func TestComputeStatus_AggregatesEachCondition(t *testing.T) {
 				{api.ConditionAvailable, api.ConditionFalse, ReasonWaitingForInfrastructure, "waiting for etcd"},
 				{api.ConditionProgressing, api.ConditionTrue, ReasonProvisioning, "etcd is not created yet"},
 				{api.ConditionDegraded, api.ConditionFalse, ReasonAsExpected, ""},
-				{api.ConditionIgnitionEndpointAvailable, api.ConditionUnknown, ReasonNotImplemented, "NodePools"},
+				{api.ConditionIgnitionEndpointAvailable, api.ConditionFalse, ReasonWaitingForIgnition, "waiting for ignitiond"},
 			},
 		},
 		{
@@ -165,6 +165,61 @@ func TestComputeStatus_AggregatesEachCondition(t *testing.T) {
 					"waiting for infrad to release the infrastructure; waiting for pkid to remove the certificates"}},
 		},
 		{
+			name: "deleting with node pools left",
+			cluster: func() *api.Cluster {
+				c := newCluster("1.34.4")
+				now := time.Now()
+				c.DeletionTimestamp = &now
+				return c
+			},
+			obs: func() observed {
+				o := running("1.34.4")
+				o.nodePools = []string{"demo.workers", "demo.gpu"}
+				o.ignitionKeys = []string{"demo", "demo.gpu", "demo.workers"}
+				return o
+			},
+			want: []want{{api.ConditionDeleting, api.ConditionTrue, ReasonWaitingForCleanup,
+				"waiting for 2 node pools to be deleted (gpu, workers); waiting for ignitiond to remove 3 ignition records; " +
+					"waiting for componentd to stop 4 components"}},
+		},
+		{
+			name: "deleting the Cluster API objects",
+			cluster: func() *api.Cluster {
+				c := newCluster("1.34.4")
+				now := time.Now()
+				c.DeletionTimestamp = &now
+				return c
+			},
+			obs: func() observed {
+				return observed{management: "waiting for Cluster API to delete the Cluster hostplane-demo/demo"}
+			},
+			want: []want{{api.ConditionDeleting, api.ConditionTrue, ReasonWaitingForCleanup,
+				"waiting for Cluster API to delete the Cluster hostplane-demo/demo"}},
+		},
+		{
+			name:    "ignition server not ready yet",
+			cluster: func() *api.Cluster { return newCluster("1.34.4") },
+			obs: func() observed {
+				o := running("1.34.4")
+				o.ignition = &api.IgnitionServer{Endpoint: "127.0.0.1:7443", Message: "waiting for the ignition-server certificate"}
+				return o
+			},
+			want: []want{
+				{api.ConditionIgnitionEndpointAvailable, api.ConditionFalse, ReasonWaitingForIgnition, "waiting for the ignition-server certificate"},
+				{api.ConditionAvailable, api.ConditionTrue, ReasonAsExpected, ""},
+			},
+		},
+		{
+			name:    "ignition server ready",
+			cluster: func() *api.Cluster { return newCluster("1.34.4") },
+			obs: func() observed {
+				o := running("1.34.4")
+				o.ignition = &api.IgnitionServer{Endpoint: "127.0.0.1:7443", Ready: true}
+				return o
+			},
+			want: []want{{api.ConditionIgnitionEndpointAvailable, api.ConditionTrue, ReasonAsExpected, "https://127.0.0.1:7443"}},
+		},
+		{
 			name: "a release gone from the catalogue",
 			cluster: func() *api.Cluster {
 				c := newCluster("1.34.4")
@@ -252,5 +307,20 @@ func TestComputeStatus_VersionHistoryTracksUpgrade(t *testing.T) {
 	h = c.Status.Version.History
 	if h[0].State != UpdateCompleted || !h[0].CompletionTime.Equal(t3) || ch.firstAvailable {
 		t.Fatalf("completed upgrade %+v firstAvailable=%v", h, ch.firstAvailable)
+	}
+}
+
+func TestComputeStatus_IgnitionEndpointFollowsTheReadyIgnitionServer(t *testing.T) {
+	c := newCluster("1.34.4")
+	o := running("1.34.4")
+	o.ignition = &api.IgnitionServer{Endpoint: "127.0.0.1:7443", Ready: true}
+	computeStatus(c, o, time.Now())
+	if c.Status.IgnitionEndpoint != "127.0.0.1:7443" {
+		t.Fatalf("ignition endpoint %q", c.Status.IgnitionEndpoint)
+	}
+	o.ignition.Ready = false
+	computeStatus(c, o, time.Now())
+	if c.Status.IgnitionEndpoint != "" {
+		t.Fatalf("ignition endpoint %q kept while the server is not ready", c.Status.IgnitionEndpoint)
 	}
 }

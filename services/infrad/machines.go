@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,16 +27,6 @@ import (
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/services/localcloud"
-)
-
-// Event verbs of the machine controller (resource "machine", key "<cluster>/<machine>",
-// data the api.Machine; listed in events.Published and docs/events.md).
-const (
-	VerbMachineCreated = events.VerbMachineCreated
-	VerbMachineJoined  = events.VerbMachineJoined
-	VerbMachineFaulted = events.VerbMachineFaulted
-	VerbMachineDeleted = events.VerbMachineDeleted
-	VerbMachineStatus  = events.VerbMachineStatus
 )
 
 // DefaultMachineResync is how often a running (or stopped) machine's status is read from the
@@ -93,7 +84,10 @@ type machineScope struct {
 	id     machineID
 	log    *slog.Logger
 	cloud  *localcloud.MachineStatus // what the cloud reported, if it was asked
-	events []string                  // verbs to publish
+
+	// Events to publish (resource "machine", key "<cluster>/<machine>", data the
+	// api.Machine; listed in events.Published and docs/events.md).
+	created, joined, changed bool
 }
 
 // reconcileMachine converges one LocalMachine with its cloud machine.
@@ -191,7 +185,7 @@ func (p *provider) ensureMachine(ctx context.Context, s *machineScope) (crreconc
 		lm.Status.Initialization.Provisioned = &yes
 		lm.Status.Addresses = []clusterv1.MachineAddress{{Type: clusterv1.MachineHostName, Address: s.id.name}}
 		p.d.metrics.provisioning.Observe(time.Since(lm.CreationTimestamp.Time).Seconds())
-		s.events = append(s.events, VerbMachineCreated)
+		s.created = true
 		s.log.Info("provisioned the machine in the local cloud", "providerID", providerID, "userdata", secret)
 	}
 
@@ -219,13 +213,11 @@ func (p *provider) ensureMachine(ctx context.Context, s *machineScope) (crreconc
 	s.observe(st)
 	p.phases.set(lm, s.id.cluster, st.State)
 	if s.before.NodeName == "" && lm.Status.NodeName != "" {
-		s.events = append(s.events, VerbMachineJoined)
+		s.joined = true
 		p.d.metrics.createToNodeReady.Observe(time.Since(s.m.CreationTimestamp.Time).Seconds())
 		s.log.Info("the machine joined the cluster", "node", lm.Status.NodeName)
 	}
-	if statusChanged(s.before, lm.Status) {
-		s.events = append(s.events, VerbMachineStatus)
-	}
+	s.changed = statusChanged(s.before, lm.Status)
 	if settled := st.State == localcloud.StateRunning || st.State == localcloud.StateStopped; settled && !waiting {
 		return crreconcile.Result{RequeueAfter: p.resync}, nil
 	}
@@ -248,11 +240,9 @@ func (p *provider) finalizeMachine(ctx context.Context, s *machineScope) (crreco
 		res, err := p.cloudFailed(s, "delete", err)
 		return res, errors.Join(err, p.patchStatus(ctx, s))
 	}
-	// Published with its constant verb (not through publish), so the events registry test
-	// tells it from infra.deleted.
 	view := s.view()
 	view.Phase = string(clusterv1.MachinePhaseDeleting)
-	if _, err := p.d.publisher.Publish(ctx, s.id.cluster, events.ResourceMachine, VerbMachineDeleted, s.id.key(), view); err != nil {
+	if _, err := p.d.publisher.Publish(ctx, s.id.cluster, events.ResourceMachine, events.VerbMachineDeleted, s.id.key(), view); err != nil {
 		return crreconcile.Result{}, fmt.Errorf("publish machine.deleted of %s: %w", s.id.key(), err)
 	}
 	if err := p.patchObject(ctx, s, func(lm *LocalMachine) { controllerutil.RemoveFinalizer(lm, FinalizerLocalMachine) }); err != nil {
@@ -312,15 +302,25 @@ func statusChanged(a, b LocalMachineStatus) bool {
 		a.Fault != b.Fault || a.KubeletVersion != b.KubeletVersion
 }
 
-// publish sends the scope's pending events (data: the api.Machine); sent ones are dropped.
+// publish sends the scope's pending events in order; each sent one is cleared, so a failed
+// publish is retried by the next reconcile (the status is not written meanwhile).
 func (p *provider) publish(ctx context.Context, s *machineScope) error {
-	for len(s.events) > 0 {
-		verb := s.events[0]
-		if _, err := p.d.publisher.Publish(ctx, s.id.cluster, events.ResourceMachine, verb, s.id.key(), s.view()); err != nil {
-			return fmt.Errorf("publish machine.%s of %s: %w", verb, s.id.key(), err)
-		}
-		s.log.Info("published", "event", "machine."+verb)
-		s.events = s.events[1:]
+	key, v := s.id.key(), s.view()
+	var err error
+	if s.created {
+		_, err = p.d.publisher.Publish(ctx, s.id.cluster, events.ResourceMachine, events.VerbMachineCreated, key, v)
+		s.created = err != nil
+	}
+	if s.joined && err == nil {
+		_, err = p.d.publisher.Publish(ctx, s.id.cluster, events.ResourceMachine, events.VerbMachineJoined, key, v)
+		s.joined = err != nil
+	}
+	if s.changed && err == nil {
+		_, err = p.d.publisher.Publish(ctx, s.id.cluster, events.ResourceMachine, events.VerbMachineStatus, key, v)
+		s.changed = err != nil
+	}
+	if err != nil {
+		return fmt.Errorf("publish the machine events of %s: %w", key, err)
 	}
 	return nil
 }
@@ -333,14 +333,24 @@ func (s *machineScope) view() api.Machine {
 	return v
 }
 
-// patchObject applies change to the LocalMachine's metadata or spec and writes it, with an
-// optimistic lock (a concurrent change makes the reconcile retry). The in-memory status,
-// written separately, is kept.
+// patchObject applies change to the LocalMachine's metadata or spec and writes it with an
+// optimistic lock; on a conflict (the cache was behind) it reads the object afresh and applies
+// change again. The in-memory status, written separately, is kept.
 func (p *provider) patchObject(ctx context.Context, s *machineScope, change func(*LocalMachine)) error {
-	base := s.lm.DeepCopy()
-	change(s.lm)
-	err := p.client.Patch(ctx, s.lm, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
-	base.Status.DeepCopyInto(&s.lm.Status) // the response's status is the stored one
+	var status LocalMachineStatus
+	s.lm.Status.DeepCopyInto(&status)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		base := s.lm.DeepCopy()
+		change(s.lm)
+		err := p.client.Patch(ctx, s.lm, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+		if apierrors.IsConflict(err) {
+			if gerr := p.reader.Get(ctx, client.ObjectKeyFromObject(s.lm), s.lm); gerr != nil {
+				return gerr
+			}
+		}
+		return err
+	})
+	status.DeepCopyInto(&s.lm.Status)
 	if err != nil {
 		return fmt.Errorf("patch LocalMachine %s/%s: %w", s.lm.Namespace, s.lm.Name, err)
 	}

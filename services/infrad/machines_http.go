@@ -132,7 +132,7 @@ func (d *Daemon) faultMachine(w http.ResponseWriter, r *http.Request) error {
 		return &api.Error{Code: api.CodeUnavailable, Message: "the local cloud did not inject the fault; retry shortly", Err: err}
 	}
 	v := machineView(c.Name, p.machine(ctx, c.Name, name), &st)
-	if _, err := d.publisher.Publish(ctx, c.Name, events.ResourceMachine, VerbMachineFaulted, c.Name+"/"+name, v); err != nil {
+	if _, err := d.publisher.Publish(ctx, c.Name, events.ResourceMachine, events.VerbMachineFaulted, c.Name+"/"+name, v); err != nil {
 		httpapi.LoggerFrom(ctx).Warn("publish machine.faulted", "cluster", c.Name, "machine", name, "err", err)
 	}
 	httpapi.LoggerFrom(ctx).Info("injected a machine fault", "cluster", c.Name, "machine", name, "fault", in.Type)

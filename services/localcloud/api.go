@@ -2,7 +2,19 @@
 // outlive infrad restarts (a process of its own, cmd/localcloud) and speak the real
 // protocols (Ignition over HTTPS, the kubelet's bootstrap, CSR, Node, Lease and pod status).
 //
-// infrad is its only client (Client); the API is HTTP on a unix socket.
+// infrad is its only client (Client); the API is HTTP on a unix socket (or TCP), served by
+// Cloud.Run. Each machine lives in Config.Dir/machines/<cluster>/<name>/: machine.json (spec,
+// status, pending in-place update), kubelet-client.key and .crt once joined, and root/, the
+// files its Ignition config wrote. A restarted Cloud resumes every machine: a joined one
+// renews its Lease again without a new CSR, one that had not joined boots again, a crashed
+// one stays Stopped.
+//
+// A machine's life: boot (parse the Ignition stub, fetch and merge the config over HTTPS
+// trusting only the stub's CA, write its files, read the kubelet files), join (kubelet
+// client CSR with the bootstrap token, wait for approval and signing), then as
+// system:node:<name> register the Node, renew its Lease and post its status, report its pods
+// Running and delete those being deleted with grace period 0, and apply in-place updates
+// (Reconfigure). Faults (api.Fault*) stop heartbeats, crash the machine or fail its next boot.
 package localcloud
 
 import "time"

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/hostplane/hostplane/pkg/api"
 )
 
@@ -39,6 +41,9 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// StatusEvery is how many heartbeats pass between two Node status posts (default 6).
 	StatusEvery int
+	// Registry receives the cloud's metrics (localcloud_machines and the HTTP ones), served
+	// on /metrics; nil makes a fresh one.
+	Registry *prometheus.Registry
 }
 
 func (c *Config) defaults() error {
@@ -61,6 +66,9 @@ func (c *Config) defaults() error {
 	}
 	if c.StatusEvery <= 0 {
 		c.StatusEvery = 6
+	}
+	if c.Registry == nil {
+		c.Registry = prometheus.NewRegistry()
 	}
 	return nil
 }
@@ -90,13 +98,17 @@ func New(cfg Config) (*Cloud, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.Dir, machinesDir), 0o700); err != nil {
 		return nil, fmt.Errorf("localcloud: state dir: %w", err)
 	}
-	return &Cloud{
+	c := &Cloud{
 		cfg:      cfg,
 		log:      cfg.Logger,
 		guest:    newGuestPool(),
 		ready:    make(chan struct{}),
 		machines: map[string]*machine{},
-	}, nil
+	}
+	if err := cfg.Registry.Register(collector{c}); err != nil {
+		return nil, fmt.Errorf("localcloud: register metrics: %w", err)
+	}
+	return c, nil
 }
 
 // URL is the API's address for NewClient: "unix:///…" or "http://127.0.0.1:port". It blocks

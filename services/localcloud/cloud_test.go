@@ -113,7 +113,7 @@ func TestCloud_ServesMachinesOverItsSocketAndKeepsThemAcrossARestart(t *testing.
 	if _, err := cl.List(ctx, ""); err == nil {
 		t.Fatal("List answered after the cloud stopped")
 	}
-	_, cl, _ = startCloud(t, dir, sock)
+	c2, cl, _ := startCloud(t, dir, sock)
 	all, err = cl.List(ctx, "")
 	if err != nil || len(all) != 2 {
 		t.Fatalf("List after restart = %+v, %v", all, err)
@@ -127,6 +127,9 @@ func TestCloud_ServesMachinesOverItsSocketAndKeepsThemAcrossARestart(t *testing.
 		return err == nil && st.Boots == 2
 	}, "the machine that had not joined boots again; last %+v, %v", st, err)
 
+	if n, ok := testenv.Metric(t, c2.cfg.Registry, "localcloud_machines", map[string]string{"cluster": "c1", "state": StateBooting}); !ok || n != 1 {
+		t.Errorf("localcloud_machines{cluster=c1,state=Booting} = %v, %v; want 1", n, ok)
+	}
 	if err := cl.Delete(ctx, "c1", "np-a-1"); err != nil {
 		t.Fatal(err)
 	}
@@ -183,4 +186,31 @@ func TestFaults_CrashStopsForGoodAndFailNextBootFailsTheNextBoot(t *testing.T) {
 	if st, err = cl.Get(ctx, "c", "crash"); err != nil || st.State != StateStopped || st.Boots != 1 {
 		t.Errorf("crashed machine after restart %+v, %v; want it still Stopped, not booted again", st, err)
 	}
+}
+
+func TestCreate_OfAMachineStillBootingWithNewUserData_BootsWithTheNewStub(t *testing.T) {
+	ign := lct.NewIgnitionServer(t)
+	ign.Set(t, "fresh", lct.NodePayload(t, []byte(testKubeconfig), ign.CAPEM,
+		KubeletConfig{ConfigHash: "h-fresh", KubeletVersion: "v1.34.4"}))
+	_, cl, _ := startCloud(t, t.TempDir(), shortSocket(t))
+	ctx := t.Context()
+	spec := MachineSpec{Cluster: "c", Name: "m", UserData: ign.Stub(t, "rotated-away")}
+	if _, err := cl.Create(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	var st MachineStatus
+	var err error
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		st, err = cl.Get(ctx, "c", "m")
+		return err == nil && strings.Contains(st.Message, "401")
+	}, "the stale token is refused; last %+v, %v", st, err)
+
+	spec.UserData = ign.Stub(t, "fresh") // infrad hands over the rotated token
+	if _, err := cl.Create(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		st, err = cl.Get(ctx, "c", "m")
+		return err == nil && st.ConfigHash == "h-fresh"
+	}, "the machine fetched its config with the new stub; last %+v, %v", st, err)
 }

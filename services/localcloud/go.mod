@@ -6,6 +6,7 @@ require (
 	github.com/coreos/ignition/v2 v2.24.0
 	github.com/go-chi/chi/v5 v5.2.3
 	github.com/hostplane/hostplane/pkg v0.0.0
+	github.com/prometheus/client_golang v1.22.0
 	github.com/vincent-petithory/dataurl v1.0.0
 	k8s.io/api v0.34.3
 	k8s.io/apimachinery v0.34.3
@@ -65,7 +66,6 @@ require (
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
-	github.com/prometheus/client_golang v1.22.0 // indirect
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.62.0 // indirect
 	github.com/prometheus/procfs v0.15.1 // indirect

@@ -75,18 +75,25 @@ func parseConfig(raw []byte) (igntypes.Config, error) {
 // retryFunc is told about each failed fetch attempt; a non-nil answer aborts the fetch with it.
 type retryFunc func(err error) error
 
+// fetchHooks let the machine follow and cut short a fetch: retry hears of every failed
+// attempt, wake (may be nil) ends the wait before the next one.
+type fetchHooks struct {
+	retry retryFunc
+	wake  <-chan struct{}
+}
+
 // ignition parses a machine's userdata (an Ignition stub) and resolves it the way Ignition
 // does: the config of config.replace replaces it, those of config.merge are fetched and merged
 // into it in order, each fetched over HTTPS trusting only security.tls.certificateAuthorities.
-func (p *guestPool) ignition(ctx context.Context, userData []byte, retry retryFunc) (igntypes.Config, error) {
+func (p *guestPool) ignition(ctx context.Context, userData []byte, hooks fetchHooks) (igntypes.Config, error) {
 	cfg, err := parseConfig(userData)
 	if err != nil {
 		return igntypes.Config{}, fmt.Errorf("userdata: %w", err)
 	}
-	return p.resolve(ctx, cfg, 0, retry)
+	return p.resolve(ctx, cfg, 0, hooks)
 }
 
-func (p *guestPool) resolve(ctx context.Context, cfg igntypes.Config, depth int, retry retryFunc) (igntypes.Config, error) {
+func (p *guestPool) resolve(ctx context.Context, cfg igntypes.Config, depth int, hooks fetchHooks) (igntypes.Config, error) {
 	refs := cfg.Ignition.Config
 	if refs.Replace.Source == nil && len(refs.Merge) == 0 {
 		return cfg, nil
@@ -99,7 +106,7 @@ func (p *guestPool) resolve(ctx context.Context, cfg igntypes.Config, depth int,
 		return igntypes.Config{}, err
 	}
 	child := func(ref igntypes.Resource) (igntypes.Config, error) {
-		raw, err := fetchResource(ctx, client, ref, p.backoff, retry)
+		raw, err := fetchResource(ctx, client, ref, p.backoff, hooks)
 		if err != nil {
 			return igntypes.Config{}, err
 		}
@@ -107,7 +114,7 @@ func (p *guestPool) resolve(ctx context.Context, cfg igntypes.Config, depth int,
 		if err != nil {
 			return igntypes.Config{}, fmt.Errorf("config from %s: %w", redact(*ref.Source), err)
 		}
-		return p.resolve(ctx, c, depth+1, retry)
+		return p.resolve(ctx, c, depth+1, hooks)
 	}
 	if refs.Replace.Source != nil {
 		return child(refs.Replace)
@@ -169,7 +176,7 @@ func (p *guestPool) ignitionClient(t igntypes.TLS) (*http.Client, error) {
 
 // fetchResource fetches a config reference, retrying with backoff until it answers, the
 // context ends or retry aborts; it checks verification.hash and decompresses.
-func fetchResource(ctx context.Context, client *http.Client, ref igntypes.Resource, backoff func(int) time.Duration, retry retryFunc) ([]byte, error) {
+func fetchResource(ctx context.Context, client *http.Client, ref igntypes.Resource, backoff func(int) time.Duration, hooks fetchHooks) ([]byte, error) {
 	if ref.Source == nil {
 		return nil, fmt.Errorf("%w: a config reference has no source", ErrInvalidConfig)
 	}
@@ -193,7 +200,7 @@ func fetchResource(ctx context.Context, client *http.Client, ref igntypes.Resour
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			if rerr := retry(err); rerr != nil {
+			if rerr := hooks.retry(err); rerr != nil {
 				return nil, rerr
 			}
 			t := time.NewTimer(backoff(attempt))
@@ -201,6 +208,11 @@ func fetchResource(ctx context.Context, client *http.Client, ref igntypes.Resour
 			case <-ctx.Done():
 				t.Stop()
 				return nil, ctx.Err()
+			case <-hooks.wake:
+				t.Stop()
+				if rerr := hooks.retry(err); rerr != nil {
+					return nil, rerr
+				}
 			case <-t.C:
 			}
 		}

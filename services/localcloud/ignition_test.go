@@ -85,7 +85,7 @@ func TestIgnition_ResolvesTheStubAndWritesTheFilesOfTheFetchedConfig(t *testing.
 			root := t.TempDir()
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()
-			cfg, err := fastPool().ignition(ctx, tc.userData, retry)
+			cfg, err := fastPool().ignition(ctx, tc.userData, fetchHooks{retry: retry})
 			var nc *nodeConfig
 			if err == nil {
 				err = applyConfig(root, cfg, false)

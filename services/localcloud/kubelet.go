@@ -114,6 +114,9 @@ func (k *kubelet) config() KubeletConfig {
 func (k *kubelet) register(ctx context.Context) error {
 	cfg := k.config()
 	name := k.m.name
+	k.m.mu.Lock()
+	providerID := k.m.rec.Spec.ProviderID
+	k.m.mu.Unlock()
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   name,
@@ -123,7 +126,7 @@ func (k *kubelet) register(ctx context.Context) error {
 				annotationAttachByCM:        "true",
 			},
 		},
-		Spec: corev1.NodeSpec{ProviderID: k.m.rec.Spec.ProviderID, Taints: cfg.Taints},
+		Spec: corev1.NodeSpec{ProviderID: providerID, Taints: cfg.Taints},
 	}
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -192,7 +195,7 @@ func (k *kubelet) heartbeats(ctx context.Context) {
 	every := k.m.c.cfg.HeartbeatInterval
 	t := time.NewTicker(every)
 	defer t.Stop()
-	beat, statusDue := 0, false
+	beat, statusDue := 1, false // the status was just posted at registration
 	for {
 		if k.m.fault() != api.FaultStopHeartbeats {
 			if err := k.renewLease(ctx); err != nil {
@@ -359,13 +362,13 @@ func (k *kubelet) reconfigure(ctx context.Context, userData []byte) error {
 	m := k.m
 	m.log.Info("applying an in-place update")
 	superseded := func() bool { return !bytes.Equal(m.pending(), userData) }
-	cfg, err := m.c.guest.ignition(ctx, userData, func(err error) error {
+	cfg, err := m.c.guest.ignition(ctx, userData, fetchHooks{wake: m.wake, retry: func(err error) error {
 		if superseded() {
 			return errSuperseded
 		}
 		m.setMessage("in-place update: fetching the Ignition config: " + err.Error())
 		return nil
-	})
+	}})
 	if err != nil {
 		return err
 	}

@@ -293,7 +293,7 @@ func (m *machine) boot(ctx context.Context) error {
 	if err := os.RemoveAll(root); err != nil { // a fresh disk
 		return fmt.Errorf("wipe the machine's disk: %w", err)
 	}
-	cfg, err := m.c.guest.ignition(ctx, userData, func(err error) error {
+	cfg, err := m.c.guest.ignition(ctx, userData, fetchHooks{wake: m.wake, retry: func(err error) error {
 		m.mu.Lock()
 		superseded := !bytes.Equal(m.rec.Spec.UserData, userData)
 		m.mu.Unlock()
@@ -302,7 +302,7 @@ func (m *machine) boot(ctx context.Context) error {
 		}
 		m.setMessage("fetching the Ignition config: " + err.Error())
 		return nil
-	})
+	}})
 	if err != nil {
 		return err
 	}

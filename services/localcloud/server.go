@@ -25,7 +25,8 @@ const Name = "localcloud"
 //	POST   /machines/{cluster}/{name}/userdata    UserDataRequest → MachineStatus
 func (c *Cloud) routes() http.Handler {
 	// infrad polls every machine: request logs only at debug level, failures still show.
-	r := httpapi.NewRouter(httpapi.Config{Name: Name, Logger: slog.New(quietRequests{c.log.Handler()}), MaxBodyBytes: 4 << 20})
+	r := httpapi.NewRouter(httpapi.Config{Name: Name, Logger: slog.New(quietRequests{c.log.Handler()}),
+		Registry: c.cfg.Registry, MaxBodyBytes: 4 << 20})
 	r.Post("/machines", httpapi.Handle(func(w http.ResponseWriter, r *http.Request) error {
 		var spec MachineSpec
 		if err := httpapi.DecodeJSON(r, &spec); err != nil {

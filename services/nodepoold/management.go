@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
@@ -238,7 +240,8 @@ func setupClusterAPI(ctx context.Context, mgr manager.Manager) error {
 			UserAgent: remote.DefaultClusterAPIUserAgent(Name),
 			Cache: clustercache.ClientCacheOptions{DisableFor: []client.Object{
 				// As Cluster API: never cache what drains and volume waits list.
-				&corev1.ConfigMap{}, &corev1.Secret{}, &corev1.Pod{}, &corev1.PersistentVolume{},
+				&corev1.ConfigMap{}, &corev1.Secret{}, &corev1.Pod{}, &appsv1.DaemonSet{},
+				&corev1.PersistentVolume{}, &storagev1.VolumeAttachment{},
 			}},
 		},
 	}, controller.Options{MaxConcurrentReconciles: 10})

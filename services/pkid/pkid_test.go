@@ -46,6 +46,7 @@ var issuers = map[string]string{
 	api.CertAdmin:               api.CertRootCA,
 	api.CertControllerManager:   api.CertRootCA,
 	api.CertScheduler:           api.CertRootCA,
+	api.CertIgnitionServer:      api.CertRootCA,
 }
 
 var caNames = []string{api.CertRootCA, api.CertEtcdCA, api.CertFrontProxyCA, api.CertKubeletSigner}

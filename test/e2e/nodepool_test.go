@@ -160,7 +160,6 @@ func TestNodePool_JoinRollRelabelRepairInPlaceDrainDelete(t *testing.T) {
 		t.Fatalf("create cluster: %d %s", code, body)
 	}
 	c.waitCondition(cl, api.ConditionAvailable, api.ConditionTrue, available)
-	c.waitCondition(cl, "IgnitionEndpointAvailable", api.ConditionTrue, available)
 	kc := c.kubeClient(cl)
 
 	// 1. Three machines boot from Ignition and join: three Ready nodes.
@@ -187,6 +186,9 @@ func TestNodePool_JoinRollRelabelRepairInPlaceDrainDelete(t *testing.T) {
 		t.Errorf("pool version = %q, want %s", np.Status.Version, newRelease)
 	}
 	first := machineNames(c.poolMachines(cl, "workers"))
+	if got := c.waitCondition(cl, "IgnitionEndpointAvailable", api.ConditionTrue, time.Minute); got.Status.IgnitionEndpoint == "" {
+		t.Errorf("no status.ignitionEndpoint once the machines booted from it")
+	}
 
 	// 2. A config change replaces every machine exactly once, at most maxSurge extra.
 	hashBefore := np.Status.ConfigHash

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -11,8 +12,20 @@ import (
 	"github.com/hostplane/hostplane/pkg/release"
 )
 
-// Node pool commands speak the NodePool API of ARCHITECTURE 5a. Until the server serves
-// /v1/clusters/{c}/nodepools they answer "not available yet" (exit code 1).
+// Node pool commands speak the NodePool API of ARCHITECTURE 5a (a server without
+// /v1/clusters/{c}/nodepools gets "not available yet", exit code 1).
+
+// waitNodePool waits for spec when --wait was given, then says so.
+func (o *Options) waitNodePool(cmd *cobra.Command, c *client.Client, wait bool, spec waitSpec, timeout time.Duration) error {
+	if !wait {
+		return nil
+	}
+	if err := o.wait(ctx(cmd), c, spec, timeout); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Out, "%s: done\n", spec.goal)
+	return nil
+}
 
 func addClusterFlag(o *Options, cmd *cobra.Command, cluster *string) {
 	cmd.Flags().StringVarP(cluster, "cluster", "c", "", "the node pool's cluster (required)")
@@ -30,7 +43,8 @@ func newCreateNodePoolCommand(o *Options) *cobra.Command {
 	var (
 		cluster, rel, upgradeType string
 		replicas                  int
-		autoRepair                bool
+		autoRepair, wait          bool
+		timeout                   time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:               "nodepool NAME --cluster CLUSTER --replicas N",
@@ -66,14 +80,16 @@ func newCreateNodePoolCommand(o *Options) *cobra.Command {
 					},
 				},
 			}
-			if err := c.Do(ctx(cmd), http.MethodPost, client.ClusterPath(cluster, "nodepools"), body, nil); err != nil {
+			var np api.NodePool
+			if err := c.Do(ctx(cmd), http.MethodPost, client.ClusterPath(cluster, "nodepools"), body, &np); err != nil {
 				return notServed(err, routeNodePools)
 			}
 			fmt.Fprintf(o.Out, "nodepool/%s created in cluster %s\n", args[0], cluster)
-			return nil
+			return o.waitNodePool(cmd, c, wait, nodePoolReadySpec(cluster, args[0], np.Generation, "node pool "+args[0]+" Ready"), timeout)
 		},
 	}
 	addClusterFlag(o, cmd, &cluster)
+	addWaitFlags(cmd, &wait, &timeout, "every machine's node is Ready")
 	f := cmd.Flags()
 	f.IntVar(&replicas, "replicas", 1, "number of machines")
 	f.StringVar(&rel, "release", "", "Kubernetes release of the machines (default: the cluster's)")
@@ -85,7 +101,11 @@ func newCreateNodePoolCommand(o *Options) *cobra.Command {
 }
 
 func newDeleteNodePoolCommand(o *Options) *cobra.Command {
-	var cluster string
+	var (
+		cluster string
+		wait    bool
+		timeout time.Duration
+	)
 	cmd := &cobra.Command{
 		Use:               "nodepool NAME --cluster CLUSTER",
 		Aliases:           []string{"np"},
@@ -104,10 +124,11 @@ func newDeleteNodePoolCommand(o *Options) *cobra.Command {
 				return notServed(err, routeNodePools)
 			}
 			fmt.Fprintf(o.Out, "nodepool/%s deleting\n", args[0])
-			return nil
+			return o.waitNodePool(cmd, c, wait, nodePoolGoneSpec(cluster, args[0]), timeout)
 		},
 	}
 	addClusterFlag(o, cmd, &cluster)
+	addWaitFlags(cmd, &wait, &timeout, "its machines are gone")
 	return cmd
 }
 
@@ -116,6 +137,8 @@ func newScaleCommand(o *Options) *cobra.Command {
 	var (
 		cluster  string
 		replicas int
+		wait     bool
+		timeout  time.Duration
 	)
 	np := &cobra.Command{
 		Use:               "nodepool NAME --cluster CLUSTER --replicas N",
@@ -136,21 +159,27 @@ func newScaleCommand(o *Options) *cobra.Command {
 				return err
 			}
 			patch := map[string]any{"spec": map[string]any{"replicas": replicas}}
-			if err := c.Do(ctx(cmd), http.MethodPatch, client.ClusterPath(cluster, "nodepools", args[0]), patch, nil); err != nil {
+			var pool api.NodePool
+			if err := c.Do(ctx(cmd), http.MethodPatch, client.ClusterPath(cluster, "nodepools", args[0]), patch, &pool); err != nil {
 				return notServed(err, routeNodePools)
 			}
 			fmt.Fprintf(o.Out, "nodepool/%s scaled to %d\n", args[0], replicas)
-			return nil
+			return o.waitNodePool(cmd, c, wait, nodePoolReadySpec(cluster, args[0], pool.Generation, fmt.Sprintf("node pool %s at %d machines", args[0], replicas)), timeout)
 		},
 	}
 	addClusterFlag(o, np, &cluster)
+	addWaitFlags(np, &wait, &timeout, "the pool has that many Ready machines")
 	np.Flags().IntVar(&replicas, "replicas", 0, "number of machines (required)")
 	cmd.AddCommand(np)
 	return cmd
 }
 
 func newUpgradeNodePoolCommand(o *Options) *cobra.Command {
-	var cluster, rel string
+	var (
+		cluster, rel string
+		wait         bool
+		timeout      time.Duration
+	)
 	cmd := &cobra.Command{
 		Use:               "nodepool NAME --cluster CLUSTER --release VERSION",
 		Aliases:           []string{"np"},
@@ -169,14 +198,16 @@ func newUpgradeNodePoolCommand(o *Options) *cobra.Command {
 				return err
 			}
 			patch := map[string]any{"spec": map[string]any{"release": api.Release{Version: rel}}}
-			if err := c.Do(ctx(cmd), http.MethodPatch, client.ClusterPath(cluster, "nodepools", args[0]), patch, nil); err != nil {
+			var pool api.NodePool
+			if err := c.Do(ctx(cmd), http.MethodPatch, client.ClusterPath(cluster, "nodepools", args[0]), patch, &pool); err != nil {
 				return notServed(err, routeNodePools)
 			}
 			fmt.Fprintf(o.Out, "nodepool/%s upgrading to %s\n", args[0], rel)
-			return nil
+			return o.waitNodePool(cmd, c, wait, nodePoolReadySpec(cluster, args[0], pool.Generation, "node pool "+args[0]+" at "+rel), timeout)
 		},
 	}
 	addClusterFlag(o, cmd, &cluster)
+	addWaitFlags(cmd, &wait, &timeout, "every machine runs the release")
 	cmd.Flags().StringVar(&rel, "release", "", "release to move to (required)")
 	_ = cmd.RegisterFlagCompletionFunc("release", completeReleases)
 	return cmd

@@ -20,6 +20,7 @@ const pollInterval = time.Second
 type observation struct {
 	cluster    *api.Cluster // nil once the cluster is gone (404)
 	components []api.ControlPlaneComponent
+	nodePool   *api.NodePool // with waitSpec.nodePool; nil once the pool is gone (404)
 }
 
 // waitSpec says what --wait waits for.
@@ -34,6 +35,8 @@ type waitSpec struct {
 	detail func(obs observation) string
 	// components: also list the components on every poll (for the progress line).
 	components bool
+	// nodePool, when set, is a pool of the cluster read on every poll.
+	nodePool string
 }
 
 // progress writes the live line on a terminal, or a plain line per change elsewhere.
@@ -141,6 +144,16 @@ func observe(ctx context.Context, c *client.Client, spec waitSpec) (observation,
 		return obs, err
 	}
 	obs.cluster = cl
+	if spec.nodePool != "" {
+		np, err := c.GetNodePool(ctx, spec.cluster, spec.nodePool)
+		switch {
+		case err == nil:
+			obs.nodePool = np
+		case client.IsNotFound(err):
+		default:
+			return obs, err
+		}
+	}
 	if spec.components {
 		l, err := c.Components(ctx, spec.cluster)
 		switch {
@@ -229,6 +242,60 @@ func availableSpec(name string, gen int64) waitSpec {
 				return s
 			}
 			return firstNonEmpty(conditionMessage(obs.cluster, api.ConditionAvailable), "accepted, not yet reconciled")
+		},
+	}
+}
+
+// nodePoolReadySpec waits until the pool observed generation gen and has every machine it
+// wants Ready and updated (a pool of 0 machines is done with none left).
+func nodePoolReadySpec(cluster, pool string, gen int64, goal string) waitSpec {
+	return waitSpec{
+		goal: goal, cluster: cluster, nodePool: pool,
+		done: func(obs observation) (bool, error) {
+			if obs.cluster == nil {
+				return false, fmt.Errorf("cluster %s is gone", cluster)
+			}
+			np := obs.nodePool
+			if np == nil {
+				return false, fmt.Errorf("node pool %s of cluster %s is gone", pool, cluster)
+			}
+			if c, ok := np.Status.Conditions.Get(api.NodePoolConditionValidMachineConfig); ok && c.Status == api.ConditionFalse {
+				return false, fmt.Errorf("node pool %s: invalid machine config: %s", pool, c.Message)
+			}
+			st := np.Status
+			want := st.Replicas
+			if np.Spec.Replicas != nil {
+				want = *np.Spec.Replicas
+			}
+			return st.ObservedGeneration >= max(gen, np.Generation) && st.Replicas == want && st.ReadyReplicas == want &&
+				st.UpdatedReplicas == want && (want == 0 || np.Status.Conditions.IsTrue(api.NodePoolConditionReady)), nil
+		},
+		detail: func(obs observation) string {
+			np := obs.nodePool
+			if np == nil {
+				return "node pool not found yet"
+			}
+			line := fmt.Sprintf("%d/%d machines ready, %d updated", np.Status.ReadyReplicas, np.Status.Replicas, np.Status.UpdatedReplicas)
+			for _, t := range []string{api.NodePoolConditionReachedIgnitionEndpoint, api.NodePoolConditionAllNodesHealthy, api.NodePoolConditionReady} {
+				if c, ok := np.Status.Conditions.Get(t); ok && c.Status != api.ConditionTrue && c.Message != "" {
+					return line + "; " + c.Message
+				}
+			}
+			return line
+		},
+	}
+}
+
+// nodePoolGoneSpec waits until the pool answers 404.
+func nodePoolGoneSpec(cluster, pool string) waitSpec {
+	return waitSpec{
+		goal: "deletion of node pool " + pool, cluster: cluster, nodePool: pool,
+		done: func(obs observation) (bool, error) { return obs.nodePool == nil, nil },
+		detail: func(obs observation) string {
+			if obs.nodePool == nil {
+				return "gone"
+			}
+			return fmt.Sprintf("%d machines left", obs.nodePool.Status.Replicas)
 		},
 	}
 }

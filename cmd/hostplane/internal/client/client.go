@@ -240,3 +240,9 @@ func (c *Client) Infra(ctx context.Context, name string) (*api.Infra, error) {
 	var i api.Infra
 	return &i, c.Do(ctx, http.MethodGet, ClusterPath(name, "infra"), nil, &i)
 }
+
+// GetNodePool answers GET /v1/clusters/{cluster}/nodepools/{name}.
+func (c *Client) GetNodePool(ctx context.Context, cluster, name string) (*api.NodePool, error) {
+	var np api.NodePool
+	return &np, c.Do(ctx, http.MethodGet, ClusterPath(cluster, "nodepools", name), nil, &np)
+}
