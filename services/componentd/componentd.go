@@ -108,6 +108,9 @@ type Daemon struct {
 	infra      *store.Store[api.Infra]
 	pki        *store.Store[api.ClusterPKI]
 	components *store.Store[api.ControlPlaneComponent]
+	// nodePools is read at deletion: the control plane stays up until every node pool of
+	// the cluster is gone, so machines drain against a live API.
+	nodePools *store.Store[api.NodePool]
 	seal       *certs.SealKey
 	metrics    *metrics
 	workloads  workloads // the runtime: processRuntime or *kubeRuntime
@@ -169,6 +172,9 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 		return nil, err
 	}
 	d.clusters, d.infra, d.pki, d.components = st.Clusters, st.Infra, st.PKI, st.Components
+	if d.nodePools, err = daemon.Open[api.NodePool](ctx, rt, bus.BucketNodePools); err != nil {
+		return nil, err
+	}
 	if d.seal, err = certs.LoadOrCreateSealKey(d.cfg.SealKeyFile); err != nil {
 		return nil, fmt.Errorf("seal key: %w", err)
 	}

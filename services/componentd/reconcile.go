@@ -75,6 +75,16 @@ func (d *Daemon) reconcileCluster(ctx context.Context, log *slog.Logger, name st
 	case err != nil:
 		return reconcile.Result{}, err
 	case c.DeletionTimestamp != nil:
+		// Node pools go first (nodepoold drains and deletes their machines through this
+		// control plane); clusterd waits for them too before the cluster key goes.
+		pools, err := d.nodePools.Keys(ctx, name+".*")
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if len(pools) > 0 {
+			log.Debug("deleting: waiting for the node pools to go before the control plane", "nodepools", len(pools))
+			return reconcile.Result{RequeueAfter: 2 * time.Second}, nil
+		}
 		return d.remove(ctx, log, name)
 	}
 
