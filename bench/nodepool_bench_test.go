@@ -521,4 +521,3 @@ func dirRSS(dir string) string {
 	lines = append(lines, fmt.Sprintf("  total %d MiB", total/1024))
 	return strings.Join(lines, "\n")
 }
-

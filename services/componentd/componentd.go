@@ -111,9 +111,9 @@ type Daemon struct {
 	// nodePools is read at deletion: the control plane stays up until every node pool of
 	// the cluster is gone, so machines drain against a live API.
 	nodePools *store.Store[api.NodePool]
-	seal       *certs.SealKey
-	metrics    *metrics
-	workloads  workloads // the runtime: processRuntime or *kubeRuntime
+	seal      *certs.SealKey
+	metrics   *metrics
+	workloads workloads // the runtime: processRuntime or *kubeRuntime
 
 	supMu     sync.Mutex
 	sup       *process.Supervisor
