@@ -52,7 +52,7 @@ func (t InboundType) CloudEventType() string { return InboundTypePrefix + t.Type
 var Inbound = []InboundType{
 	{Type: InboundClusterUpgrade, Owner: "clusterd", Handled: true, Schema: "schemas/cluster.upgrade.json"},
 	{Type: InboundNodePoolScale, Owner: "nodepoold", Handled: true, Schema: "schemas/nodepool.scale.json"},
-	{Type: InboundMachineTerminating, Owner: "infrad", Schema: "schemas/machine.terminating.json"},
+	{Type: InboundMachineTerminating, Owner: "infrad", Handled: true, Schema: "schemas/machine.terminating.json"},
 }
 
 // LookupInbound returns the inbound type, or false.

@@ -138,7 +138,7 @@ var Published = []PublishedEvent{
 	{Resource: ResourceComponent, Verb: VerbComponentDeleted, Publishers: []string{"componentd"}, Key: "<cluster>/<component>",
 		When: "componentd stopped every process of the component and removed its files and KV key (cluster deletion)."},
 
-	{Resource: ResourceInbox, Verb: VerbInboxRejected, Publishers: []string{"clusterd", "nodepoold"}, Key: "<cluster>",
+	{Resource: ResourceInbox, Verb: VerbInboxRejected, Publishers: []string{"clusterd", "nodepoold", "infrad"}, Key: "<cluster>",
 		Data: `{"id": "<inbound event id>", "type": "<inbound type>", "subject": "<inbound subject>", "reason": "<why>"}`,
 		When: "An inbound event on hostplane.in.<cluster>.<type> was not applied: malformed, unknown type, invalid data, unknown cluster, refused by its owner or a replay of an id already applied. Nothing changed."},
 }

@@ -178,7 +178,6 @@ func TestInbox_BadInboundEventsAreRejectedWithTheReasonAndChangeNothing(t *testi
 		{"type no schema can have", "demo", "Cluster.Explode", "bad-3b", `{"version":"1.34.4"}`, "unknown event type Cluster.Explode"},
 		{"unknown cluster", "ghost", "cluster.upgrade", "bad-4", `{"version":"1.34.4"}`, "cluster ghost does not exist"},
 		{"downgrade", "demo", "cluster.upgrade", "bad-5", `{"version":"1.32.0"}`, "spec.release.version"},
-		{"no owner yet", "demo", "machine.terminating", "bad-6", `{"machine":"workers-1"}`, "no owner handles machine.terminating yet"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c.publish(tc.cluster, tc.typ, tc.id, event(tc.id, tc.typ, tc.data))

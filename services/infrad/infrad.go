@@ -14,7 +14,8 @@
 // infrastructure.hostplane.dev CRDs, writes each cluster's LocalCluster once its record is
 // ready and provisions every LocalMachine in the local cloud (Config.LocalCloudURL), which
 // outlives infrad; GET /v1/clusters/{cluster}/machines and POST .../machines/{machine}/fault
-// serve them (docs/nodepool-flow.md).
+// serve them (docs/nodepool-flow.md). It owns the inbound event machine.terminating (inbox.go):
+// the Machine is deleted, so Cluster API drains it and its MachineSet replaces it.
 //
 // It is an importable package: New(cfg) and Run(ctx), so hostplane dev and the tests run the
 // very code cmd/infrad runs.
@@ -33,6 +34,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/bus"
 	"github.com/hostplane/hostplane/pkg/daemon"
 	"github.com/hostplane/hostplane/pkg/events"
+	"github.com/hostplane/hostplane/pkg/inbox"
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/store"
 )
@@ -111,6 +113,7 @@ type Daemon struct {
 	clusters   *store.Store[api.Cluster]
 	components *store.Store[api.ControlPlaneComponent]
 	provider   *provider // nil without a management cluster
+	rejections *inbox.RejectionPublisher
 
 	// allocMu serialises allocations, so two clusters reconciled at once never pick the same
 	// port (the other records are listed under it).
@@ -169,7 +172,11 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	if err != nil {
 		return nil, err
 	}
-	runnables := []daemon.Runnable{c}
+	in, err := d.newInbox(ctx, rt)
+	if err != nil {
+		return nil, err
+	}
+	runnables := []daemon.Runnable{c, in}
 	d.provider = nil
 	if d.cfg.ManagementKubeconfig == "" {
 		d.log.Info("no management cluster (HOSTPLANE_MANAGEMENT_KUBECONFIG): the machines provider is off")

@@ -32,6 +32,9 @@ const (
 	// last booted or was reconfigured with (compared with the Machine's
 	// api.AnnotationDesiredUserData).
 	AnnotationAppliedUserData = "hostplane.dev/applied-userdata"
+	// AnnotationTerminatingNotice on a Cluster API Machine is the id of the inbound
+	// machine.terminating event infrad deleted the Machine for (docs/inbound-events.md).
+	AnnotationTerminatingNotice = "hostplane.dev/terminating-notice"
 	// ConditionReady is the condition Cluster API mirrors into InfrastructureReady.
 	ConditionReady = "Ready"
 )
