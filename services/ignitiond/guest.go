@@ -119,10 +119,13 @@ func (d *Daemon) deleteBootstrap(ctx context.Context, cl *guest.Client, np, keep
 		case pool == np && s.Name == BootstrapSecretPrefix+keep:
 			continue
 		case pool != np:
-			_, _, err := d.tokens.Get(ctx, api.NodePoolKey(cl.Cluster, pool))
+			// Another pool's: an orphan only once the pool itself is gone. Its token record
+			// is no test: a pool created at the same moment has none yet.
+			_, _, err := d.nodepools.Get(ctx, api.NodePoolKey(cl.Cluster, pool))
 			if !errors.Is(err, store.ErrNotFound) {
 				continue // another live pool's (or unknown: leave it)
 			}
+			d.forgetEnsured(cl.Cluster + "/" + pool + "/")
 		}
 		if err := secrets.Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete bootstrap token secret %s: %w", s.Name, err)
@@ -137,6 +140,18 @@ func (d *Daemon) deleteBootstrap(ctx context.Context, cl *guest.Client, np, keep
 	}
 	d.mu.Unlock()
 	return nil
+}
+
+// forgetEnsured drops the "applied" marks under prefix ("<cluster>/<nodepool>/"), so the
+// next reconcile of that pool applies its guest objects again.
+func (d *Daemon) forgetEnsured(prefix string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for k := range d.ensured {
+		if strings.HasPrefix(k, prefix) {
+			delete(d.ensured, k)
+		}
+	}
 }
 
 // ownLabels mark the guest objects of pool np.

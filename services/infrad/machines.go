@@ -20,6 +20,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -49,11 +50,16 @@ type machineID struct{ cluster, name, nodepool string }
 // key is the machine events' key, "<cluster>/<machine>".
 func (id machineID) key() string { return id.cluster + "/" + id.name }
 
+// machineWorkers is how many LocalMachines are reconciled at once (each call may wait on
+// the local cloud), so a pool's machines are provisioned together rather than in a queue.
+const machineWorkers = 10
+
 // setupMachineController registers the LocalMachine controller: it reconciles a LocalMachine
 // when it or its Machine changes, and re-reads the cloud periodically.
 func (p *provider) setupMachineController() error {
 	err := builder.ControllerManagedBy(p.mgr).
 		Named("localmachine").
+		WithOptions(controller.Options{MaxConcurrentReconciles: machineWorkers}).
 		For(&LocalMachine{}).
 		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(localMachineOf)).
 		Complete(crreconcile.Func(p.reconcileMachine))

@@ -248,6 +248,12 @@ func setupClusterAPI(ctx context.Context, mgr manager.Manager) error {
 	if err != nil {
 		return fmt.Errorf("cluster cache: %w", err)
 	}
+	// A guest control plane here is up seconds after its cluster: retry a failed connection
+	// after 3s, not Cluster API's 30s, or a cluster's first pool waits half a minute
+	// (BENCHMARKS.md). The setter is on the implementation, not the interface.
+	if s, ok := clusterCache.(interface{ SetConnectionCreationRetryInterval(time.Duration) }); ok {
+		s.SetConnectionCreationRetryInterval(3 * time.Second)
+	}
 	opts := controller.Options{MaxConcurrentReconciles: 10}
 	if err := (&capicontrollers.ClusterReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: clusterCache,
