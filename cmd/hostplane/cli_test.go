@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
@@ -184,10 +186,17 @@ func (c *cliEnv) must(want int, args ...string) result {
 // apiserver: nothing the CLI reaches needs it) and returns it with its admin token.
 func startStack(t *testing.T) (*dev.Stack, string) {
 	t.Helper()
+	return startStackWith(t, false)
+}
+
+// startStackWith starts `hostplane dev`, with its management apiserver when management
+// (Cluster API: node pools get machines).
+func startStackWith(t *testing.T, management bool) (*dev.Stack, string) {
+	t.Helper()
 	testenv.RequireBinaries(t, release.Latest(), release.Components()...)
 	dir := t.TempDir()
 	s, err := dev.Start(context.Background(), dev.Config{
-		DataDir: dir, Addr: "127.0.0.1:0", NATSPort: -1, NoManagementAPIServer: true,
+		DataDir: dir, Addr: "127.0.0.1:0", NATSPort: -1, NoManagementAPIServer: !management,
 		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
@@ -409,21 +418,6 @@ func TestCLI_DrivesAClusterThroughItsLife(t *testing.T) {
 		}
 	})
 
-	t.Run("node pools answer clearly while the server has no route for them", func(t *testing.T) {
-		r := hp.run("get", "nodepools", "c1")
-		if r.code == 0 {
-			t.Skip("the server serves node pools now")
-		}
-		if r.code != cli.ExitError || !strings.Contains(r.stderr, "not available yet: the server has no /v1/clusters/{c}/nodepools route") {
-			t.Errorf("get nodepools: %s", r)
-		}
-		r = hp.must(cli.ExitError, "scale", "nodepool", "workers", "--cluster", "c1", "--replicas", "2")
-		if !strings.Contains(r.stderr, "not available yet") {
-			t.Errorf("scale nodepool: %s", r)
-		}
-		hp.must(cli.ExitUsage, "scale", "nodepool", "workers", "--cluster", "c1")
-	})
-
 	t.Run("events", func(t *testing.T) {
 		r := hp.run("events", "c1")
 		if r.code != 0 {
@@ -496,4 +490,186 @@ func endpoint(c api.Cluster) string {
 		return "<no endpoint>"
 	}
 	return fmt.Sprintf("https://%s:%d", c.Status.ControlPlaneEndpoint.Host, c.Status.ControlPlaneEndpoint.Port)
+}
+
+// TestCLI_DrivesANodePoolThroughItsLife runs the built binary against a real dev stack as a
+// user would: a cluster and a 2-machine node pool created with --wait, the pool and its
+// machines read in every output format and described, the pool scaled to 3 by an inbound
+// nodepool.scale CloudEvent on NATS while `events -f` follows, the same event id replayed to
+// no effect, then pool and cluster deleted with --wait.
+func TestCLI_DrivesANodePoolThroughItsLife(t *testing.T) {
+	s, token := startStackWith(t, true)
+	hp := newCLI(t, s.URL(), token)
+	const c, pool = "np1", "workers"
+
+	hp.must(0, "create", "cluster", c, "--release", "1.34.4", "--wait", "--timeout", "8m")
+	hp.must(cli.ExitUsage, "create", "nodepool", pool, "--replicas", "2")
+	r := hp.must(0, "create", "nodepool", pool, "--cluster", c, "--replicas", "2", "--wait", "--timeout", "5m")
+	if !strings.Contains(r.stdout, "nodepool/"+pool+" created in cluster "+c) || !strings.Contains(r.stdout, "done") {
+		t.Errorf("create nodepool --wait: %s", r)
+	}
+	np := getNodePool(t, hp, c, pool)
+	if np.Status.ReadyReplicas != 2 || np.Status.Replicas != 2 {
+		t.Fatalf("create --wait returned with %d/%d ready machines", np.Status.ReadyReplicas, np.Status.Replicas)
+	}
+
+	t.Run("get nodepools in every output format", func(t *testing.T) {
+		r := hp.must(0, "get", "nodepools", c)
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "NAME DESIRED CURRENT READY VERSION AGE" {
+			t.Fatalf("table: %s", r)
+		}
+		if f := strings.Fields(lines[1]); len(f) != 6 || f[0] != pool || f[1] != "2" || f[2] != "2" || f[3] != "2" || f[4] != "1.34.4" {
+			t.Errorf("row = %q", lines[1])
+		}
+		r = hp.must(0, "get", "nodepools", c, "-o", "wide")
+		lines = strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if !strings.HasPrefix(strings.Join(strings.Fields(lines[0]), " "), "NAME DESIRED CURRENT READY VERSION AGE UPGRADE-TYPE AUTOSCALING MESSAGE") {
+			t.Fatalf("wide header: %s", r)
+		}
+		if len(lines) != 2 || !strings.Contains(lines[1], api.UpgradeTypeReplace) {
+			t.Errorf("wide row: %s", r)
+		}
+		l := decodeJSON[api.NodePoolList](t, hp.must(0, "get", "nodepools", c, "-o", "json"))
+		if len(l.Items) != 1 || l.Items[0].Name != pool || l.Items[0].Cluster != c || l.Items[0].Status.ReadyReplicas != 2 {
+			t.Errorf("json list = %+v", l)
+		}
+		l = decodeYAML[api.NodePoolList](t, hp.must(0, "get", "nodepools", c, "-o", "yaml"))
+		if len(l.Items) != 1 || l.Items[0].Spec.Replicas == nil || *l.Items[0].Spec.Replicas != 2 {
+			t.Errorf("yaml list = %+v", l)
+		}
+		one := decodeYAML[api.NodePool](t, hp.must(0, "get", "nodepool", c, pool, "-o", "yaml"))
+		if one.Name != pool || !one.Status.Conditions.IsTrue(api.NodePoolConditionReady) {
+			t.Errorf("yaml nodepool = %+v", one)
+		}
+		hp.must(cli.ExitNotFound, "get", "nodepool", c, "nope")
+	})
+
+	t.Run("get machines in every output format", func(t *testing.T) {
+		l := decodeJSON[api.MachineList](t, hp.must(0, "get", "machines", c, "-o", "json"))
+		if len(l.Items) != 2 {
+			t.Fatalf("machines = %+v, want 2", l)
+		}
+		for _, m := range l.Items {
+			if m.NodePool != pool || m.Cluster != c || m.Phase != "Running" || m.NodeName == "" || m.ProviderID == "" {
+				t.Errorf("machine = %+v", m)
+			}
+		}
+		y := decodeYAML[api.MachineList](t, hp.must(0, "get", "machines", c, "-o", "yaml"))
+		if len(y.Items) != 2 || y.Items[0].Name != l.Items[0].Name {
+			t.Errorf("yaml machines = %+v", y)
+		}
+		r := hp.must(0, "get", "machines", c)
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "NAME NODEPOOL PHASE NODE VERSION AGE" {
+			t.Fatalf("table: %s", r)
+		}
+		for i, m := range l.Items {
+			if f := strings.Fields(lines[i+1]); len(f) != 6 || f[0] != m.Name || f[1] != pool || f[2] != m.Phase || f[3] != m.NodeName {
+				t.Errorf("row = %q, want machine %+v", lines[i+1], m)
+			}
+		}
+		r = hp.must(0, "get", "machines", c, "-o", "wide")
+		lines = strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "NAME NODEPOOL PHASE NODE VERSION AGE PROVIDER-ID CONFIG-HASH MESSAGE" {
+			t.Fatalf("wide: %s", r)
+		}
+		for i, m := range l.Items {
+			if !strings.Contains(lines[i+1], m.ProviderID) || m.ConfigHash != "" && !strings.Contains(lines[i+1], m.ConfigHash) {
+				t.Errorf("wide row %q lacks the provider ID or config hash of %+v", lines[i+1], m)
+			}
+		}
+	})
+
+	t.Run("describe nodepool shows conditions, counts, version, config hash and machines", func(t *testing.T) {
+		hp.must(cli.ExitUsage, "describe", "nodepool", pool)
+		hp.must(cli.ExitNotFound, "describe", "nodepool", "nope", "--cluster", c)
+		r := hp.must(0, "describe", "nodepool", pool, "--cluster", c)
+		ms := decodeJSON[api.MachineList](t, hp.must(0, "get", "machines", c, "-o", "json"))
+		want := []string{"Name:", pool, "Cluster:", c, "Release:", "1.34.4", "2 desired, 2 current, 2 ready",
+			"Upgrade type:", api.UpgradeTypeReplace, "Version:", "Config hash:", np.Status.ConfigHash,
+			"Conditions:", "TYPE", api.NodePoolConditionReady, "Machines:", "NODEPOOL"}
+		for _, m := range ms.Items {
+			want = append(want, m.Name, m.NodeName)
+		}
+		for _, w := range want {
+			if !strings.Contains(r.stdout, w) {
+				t.Errorf("describe lacks %q:\n%s", w, r)
+			}
+		}
+	})
+
+	t.Run("an inbound nodepool.scale event scales the pool, once per id", func(t *testing.T) {
+		follow := hp.start("events", "-f", c)
+		nc, err := nats.Connect(s.NATS.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		subject := "hostplane.in." + c + ".nodepool.scale"
+		ev, err := json.Marshal(map[string]any{
+			"specversion": "1.0", "id": "autoscaler-1", "source": "/test/autoscaler",
+			"type": "io.hostplane.in.nodepool.scale", "time": time.Now().UTC(),
+			"datacontenttype": "application/json", "data": map[string]any{"nodePool": pool, "replicas": 3},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.Publish(ctx, subject, ev, jetstream.WithMsgID("autoscaler-1")); err != nil {
+			t.Fatal(err)
+		}
+		var scaled api.NodePool
+		testenv.Eventually(t, 5*time.Minute, func() bool {
+			scaled = getNodePool(t, hp, c, pool)
+			return scaled.Status.ObservedGeneration == scaled.Generation && scaled.Status.ReadyReplicas == 3 && scaled.Status.Replicas == 3
+		}, "the pool never reached 3 Ready machines: %+v", &scaled)
+		if scaled.Spec.Replicas == nil || *scaled.Spec.Replicas != 3 || scaled.Generation <= np.Generation {
+			t.Errorf("scaled pool: replicas %v generation %d (was %d)", scaled.Spec.Replicas, scaled.Generation, np.Generation)
+		}
+		testenv.Eventually(t, time.Minute, func() bool {
+			out := follow.stdout()
+			return strings.Contains(out, " nodepool.updated ") || strings.Contains(out, " nodepool.status ")
+		}, "events -f did not show the node pool's update: %s", follow)
+
+		// The same id again, past JetStream's de-duplication (no Nats-Msg-Id): the owner
+		// refuses it as a duplicate and nothing changes.
+		if _, err := js.Publish(ctx, subject, ev); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, time.Minute, func() bool {
+			return strings.Contains(follow.stdout(), " inbox.rejected ")
+		}, "events -f did not show the replay's rejection: %s", follow)
+		again := getNodePool(t, hp, c, pool)
+		if again.Generation != scaled.Generation || again.Spec.Replicas == nil || *again.Spec.Replicas != 3 {
+			t.Errorf("the replayed event changed the pool: generation %d -> %d, replicas %v", scaled.Generation, again.Generation, again.Spec.Replicas)
+		}
+		if code := follow.interrupt(t); code != 0 {
+			t.Errorf("events -f exited %d after an interrupt: %s", code, follow)
+		}
+	})
+
+	r = hp.must(0, "delete", "nodepool", pool, "--cluster", c, "--wait", "--timeout", "5m")
+	if !strings.Contains(r.stdout, "nodepool/"+pool+" deleting") {
+		t.Errorf("delete nodepool --wait: %s", r)
+	}
+	hp.must(cli.ExitNotFound, "get", "nodepool", c, pool)
+	if r := hp.run("get", "machines", c, "-o", "json"); r.code != 0 || len(decodeJSON[api.MachineList](t, r).Items) != 0 {
+		t.Errorf("machines left after the pool's deletion: %s", r)
+	}
+	r = hp.must(0, "delete", "cluster", c, "--wait", "--timeout", "5m")
+	if !strings.Contains(r.stdout, "cluster/"+c+" deleted") {
+		t.Errorf("delete cluster --wait: %s", r)
+	}
+	hp.must(cli.ExitNotFound, "get", "cluster", c)
+}
+
+func getNodePool(t *testing.T, hp *cliEnv, cluster, pool string) api.NodePool {
+	t.Helper()
+	return decodeJSON[api.NodePool](t, hp.must(0, "get", "nodepool", cluster, pool, "-o", "json"))
 }

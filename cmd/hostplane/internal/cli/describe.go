@@ -3,6 +3,8 @@ package cli
 import (
 	"fmt"
 	"io"
+	"net/http"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,7 +19,7 @@ import (
 const describeEvents = 15
 
 func newDescribeCommand(o *Options) *cobra.Command {
-	cmd := group("describe", "Show a cluster in detail: spec, conditions, versions, components, events")
+	cmd := group("describe", "Show a cluster or a node pool in detail")
 	var since time.Duration
 	cl := &cobra.Command{
 		Use:               "cluster NAME",
@@ -44,19 +46,116 @@ func newDescribeCommand(o *Options) *cobra.Command {
 		},
 	}
 	cl.Flags().DurationVar(&since, "events-since", time.Hour, "show the events of this last period (at most 15)")
-	cmd.AddCommand(cl)
+	cmd.AddCommand(cl, newDescribeNodePoolCommand(o))
 	return cmd
+}
+
+func newDescribeNodePoolCommand(o *Options) *cobra.Command {
+	var cluster string
+	cmd := &cobra.Command{
+		Use:               "nodepool NAME --cluster CLUSTER",
+		Aliases:           []string{"nodepools", "np"},
+		Short:             "Show a node pool in detail: spec, conditions, counts, version, machines",
+		Example:           "  hostplane describe nodepool workers --cluster demo",
+		Args:              exactArgs("NAME"),
+		ValidArgsFunction: o.completeNodePools(&cluster),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := requireCluster(cmd, cluster); err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			cx := ctx(cmd)
+			var np api.NodePool
+			if err := c.Do(cx, http.MethodGet, client.ClusterPath(cluster, "nodepools", args[0]), nil, &np); err != nil {
+				return notServed(err, routeNodePools)
+			}
+			var ms api.MachineList
+			msErr := c.Do(cx, http.MethodGet, client.ClusterPath(cluster, "machines"), nil, &ms)
+			return describeNodePool(o.Out, time.Now(), &np, ms.Items, msErr)
+		},
+	}
+	addClusterFlag(o, cmd, &cluster)
+	return cmd
+}
+
+func describeNodePool(w io.Writer, now time.Time, np *api.NodePool, machines []api.Machine, msErr error) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	kv := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, firstNonEmpty(v, "<none>")) }
+	kv("Name", np.Name)
+	kv("Cluster", np.Cluster)
+	describeMeta(kv, now, &np.ObjectMeta, np.Status.ObservedGeneration)
+	kv("Release", np.Spec.Release.Version)
+	kv("Platform", np.Spec.Platform.Type)
+	desired := "<none>"
+	if r := np.Spec.Replicas; r != nil {
+		desired = fmt.Sprint(*r)
+	}
+	if a := np.Spec.AutoScaling; a != nil {
+		desired = fmt.Sprintf("autoscaling %d-%d", a.Min, a.Max)
+	}
+	kv("Replicas", fmt.Sprintf("%s desired, %d current, %d ready, %d updated", desired,
+		np.Status.Replicas, np.Status.ReadyReplicas, np.Status.UpdatedReplicas))
+	m := np.Spec.Management
+	kv("Upgrade type", m.UpgradeType)
+	kv("Auto repair", fmt.Sprint(m.AutoRepair))
+	kv("Version", np.Status.Version)
+	kv("Config hash", np.Status.ConfigHash)
+	if len(np.Spec.Config) > 0 {
+		names := make([]string, 0, len(np.Spec.Config))
+		for _, d := range np.Spec.Config {
+			names = append(names, d.Name)
+		}
+		kv("Config documents", strings.Join(names, ", "))
+	}
+	if len(np.Spec.NodeLabels) > 0 {
+		labels := make([]string, 0, len(np.Spec.NodeLabels))
+		for k, v := range np.Spec.NodeLabels {
+			labels = append(labels, k+"="+v)
+		}
+		slices.Sort(labels)
+		kv("Node labels", strings.Join(labels, ", "))
+	}
+	if len(np.Spec.Taints) > 0 {
+		taints := make([]string, 0, len(np.Spec.Taints))
+		for _, t := range np.Spec.Taints {
+			taints = append(taints, fmt.Sprintf("%s=%s:%s", t.Key, t.Value, t.Effect))
+		}
+		kv("Taints", strings.Join(taints, ", "))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	describeConditions(w, np.Status.Conditions, now)
+
+	fmt.Fprintln(w, "\nMachines:")
+	var mine []api.Machine
+	for _, mc := range machines {
+		if mc.NodePool == np.Name {
+			mine = append(mine, mc)
+		}
+	}
+	switch {
+	case client.IsRouteMissing(msErr):
+		fmt.Fprintf(w, "  <omitted: the server has no %s route>\n", routeMachines)
+	case msErr != nil:
+		fmt.Fprintf(w, "  <unavailable: %s>\n", firstLine(msErr))
+	case len(mine) == 0:
+		fmt.Fprintln(w, "  <none>")
+	default:
+		return machineTable(indent(w), false, mine, now)
+	}
+	return nil
 }
 
 func describeCluster(w io.Writer, now time.Time, c *api.Cluster, comps *api.ComponentList, evs []client.StreamEvent, evErr error) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	kv := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, firstNonEmpty(v, "<none>")) }
 	kv("Name", c.Name)
-	kv("Created", fmt.Sprintf("%s (%s ago)", c.CreationTimestamp.UTC().Format(time.RFC3339), age(c.CreationTimestamp, now)))
-	if c.DeletionTimestamp != nil {
-		kv("Deletion requested", fmt.Sprintf("%s (%s ago)", c.DeletionTimestamp.UTC().Format(time.RFC3339), age(*c.DeletionTimestamp, now)))
-	}
-	kv("Generation", fmt.Sprintf("%d (observed %d)", c.Generation, c.Status.ObservedGeneration))
+	describeMeta(kv, now, &c.ObjectMeta, c.Status.ObservedGeneration)
 	kv("Release", c.Spec.Release.Version)
 	kv("Platform", c.Spec.Platform.Type)
 	kv("Availability", c.Spec.ControllerAvailabilityPolicy)
@@ -75,16 +174,7 @@ func describeCluster(w io.Writer, now time.Time, c *api.Cluster, comps *api.Comp
 		return err
 	}
 
-	fmt.Fprintln(w, "\nConditions:")
-	if len(c.Status.Conditions) == 0 {
-		fmt.Fprintln(w, "  <none>")
-	} else {
-		t := newTable(indent(w), "TYPE", "STATUS", "REASON", "AGE", "MESSAGE")
-		for _, cond := range c.Status.Conditions {
-			t.row(cond.Type, string(cond.Status), cond.Reason, age(cond.LastTransitionTime, now), cond.Message)
-		}
-		t.flush()
-	}
+	describeConditions(w, c.Status.Conditions, now)
 
 	fmt.Fprintln(w, "\nVersion:")
 	if v := c.Status.Version; v == nil {
@@ -137,6 +227,29 @@ func describeCluster(w io.Writer, now time.Time, c *api.Cluster, comps *api.Comp
 		t.flush()
 	}
 	return nil
+}
+
+// describeMeta writes an object's creation, deletion request and generation.
+func describeMeta(kv func(k, v string), now time.Time, m *api.ObjectMeta, observed int64) {
+	kv("Created", fmt.Sprintf("%s (%s ago)", m.CreationTimestamp.UTC().Format(time.RFC3339), age(m.CreationTimestamp, now)))
+	if m.DeletionTimestamp != nil {
+		kv("Deletion requested", fmt.Sprintf("%s (%s ago)", m.DeletionTimestamp.UTC().Format(time.RFC3339), age(*m.DeletionTimestamp, now)))
+	}
+	kv("Generation", fmt.Sprintf("%d (observed %d)", m.Generation, observed))
+}
+
+// describeConditions writes a Conditions section.
+func describeConditions(w io.Writer, conds api.Conditions, now time.Time) {
+	fmt.Fprintln(w, "\nConditions:")
+	if len(conds) == 0 {
+		fmt.Fprintln(w, "  <none>")
+		return
+	}
+	t := newTable(indent(w), "TYPE", "STATUS", "REASON", "AGE", "MESSAGE")
+	for _, cond := range conds {
+		t.row(cond.Type, string(cond.Status), cond.Reason, age(cond.LastTransitionTime, now), cond.Message)
+	}
+	t.flush()
 }
 
 // indent prefixes every line written through it with two spaces.

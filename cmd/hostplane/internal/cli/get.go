@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -431,21 +432,7 @@ func newGetMachinesCommand(o *Options) *cobra.Command {
 			if ok, err := printObject(o.Out, out, raw); ok {
 				return err
 			}
-			var l struct {
-				Items []struct {
-					Name              string    `json:"name"`
-					CreationTimestamp time.Time `json:"creationTimestamp"`
-					NodePool          string    `json:"nodepool"`
-					Phase             string    `json:"phase"`
-					NodeName          string    `json:"nodeName"`
-					ProviderID        string    `json:"providerID"`
-					Status            struct {
-						Phase      string `json:"phase"`
-						NodeName   string `json:"nodeName"`
-						ProviderID string `json:"providerID"`
-					} `json:"status"`
-				} `json:"items"`
-			}
+			var l api.MachineList
 			if err := json.Unmarshal(raw, &l); err != nil {
 				return err
 			}
@@ -453,23 +440,31 @@ func newGetMachinesCommand(o *Options) *cobra.Command {
 				fmt.Fprintln(o.ErrOut, "No machines found.")
 				return nil
 			}
-			header := []string{"NAME", "NODEPOOL", "PHASE", "NODE", "AGE"}
-			if out == OutputWide {
-				header = append(header, "PROVIDER-ID")
-			}
-			t := newTable(o.Out, header...)
-			now := time.Now()
-			for _, m := range l.Items {
-				row := []string{m.Name, m.NodePool, firstNonEmpty(m.Phase, m.Status.Phase),
-					firstNonEmpty(m.NodeName, m.Status.NodeName), age(m.CreationTimestamp, now)}
-				if out == OutputWide {
-					row = append(row, firstNonEmpty(m.ProviderID, m.Status.ProviderID))
-				}
-				t.row(row...)
-			}
-			return t.flush()
+			return machineTable(o.Out, out == OutputWide, l.Items, time.Now())
 		},
 	}
 	addOutputFlag(cmd, &out)
 	return cmd
+}
+
+// machineTable prints machines as NAME NODEPOOL PHASE NODE VERSION AGE; wide adds
+// PROVIDER-ID, CONFIG-HASH and MESSAGE (the fault injected, if any, before the message).
+func machineTable(w io.Writer, wide bool, ms []api.Machine, now time.Time) error {
+	header := []string{"NAME", "NODEPOOL", "PHASE", "NODE", "VERSION", "AGE"}
+	if wide {
+		header = append(header, "PROVIDER-ID", "CONFIG-HASH", "MESSAGE")
+	}
+	t := newTable(w, header...)
+	for _, m := range ms {
+		row := []string{m.Name, m.NodePool, m.Phase, m.NodeName, m.Version, age(m.CreatedAt, now)}
+		if wide {
+			msg := m.Message
+			if m.Fault != "" {
+				msg = strings.TrimSpace("fault " + m.Fault + ": " + msg)
+			}
+			row = append(row, m.ProviderID, m.ConfigHash, msg)
+		}
+		t.row(row...)
+	}
+	return t.flush()
 }
