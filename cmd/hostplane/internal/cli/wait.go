@@ -246,6 +246,10 @@ func availableSpec(name string, gen int64) waitSpec {
 	}
 }
 
+// nodePoolNoManagementCluster is the Ready reason of a pool whose server runs no management
+// cluster: no machine will ever come, so --wait stops at once.
+const nodePoolNoManagementCluster = "NoManagementCluster"
+
 // nodePoolReadySpec waits until the pool observed generation gen and has every machine it
 // wants Ready and updated (a pool of 0 machines is done with none left).
 func nodePoolReadySpec(cluster, pool string, gen int64, goal string) waitSpec {
@@ -261,6 +265,9 @@ func nodePoolReadySpec(cluster, pool string, gen int64, goal string) waitSpec {
 			}
 			if c, ok := np.Status.Conditions.Get(api.NodePoolConditionValidMachineConfig); ok && c.Status == api.ConditionFalse {
 				return false, fmt.Errorf("node pool %s: invalid machine config: %s", pool, c.Message)
+			}
+			if c, ok := np.Status.Conditions.Get(api.NodePoolConditionReady); ok && c.Reason == nodePoolNoManagementCluster {
+				return false, fmt.Errorf("node pool %s will get no machines: %s", pool, c.Message)
 			}
 			st := np.Status
 			want := st.Replicas
