@@ -1,7 +1,6 @@
 package clusterd
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -120,13 +119,14 @@ func (d *Daemon) patchCluster(w http.ResponseWriter, r *http.Request) error {
 	if err := httpapi.DecodeJSON(r, &patch); err != nil {
 		return err
 	}
-	specPatch, err := specOfPatch(patch)
+	specPatch, err := httpapi.SpecOfPatch(patch, `{"release":{"version":"1.34.4"}}`,
+		"status", "name", "generation", "creationTimestamp", "deletionTimestamp")
 	if err != nil {
 		return err
 	}
 	ctx := r.Context()
 	c, err := d.updateSpec(ctx, chi.URLParam(r, "cluster"), func(spec api.ClusterSpec) (api.ClusterSpec, error) {
-		return applySpecPatch(ctx, spec, specPatch)
+		return httpapi.ApplySpecPatch(ctx, spec, specPatch)
 	})
 	if err != nil {
 		return err
@@ -278,96 +278,4 @@ func (d *Daemon) announce(ctx context.Context, name, verb string) {
 		d.clusterLog(name).WarnContext(ctx, "publish cluster event", "verb", verb, "err", err)
 	}
 	d.controller.Enqueue(name)
-}
-
-// specOfPatch returns the spec part of a merge patch: the value of "spec" when the patch is
-// object-shaped, else the patch itself. Name and status cannot be patched.
-func specOfPatch(patch json.RawMessage) (map[string]any, error) {
-	var doc map[string]any
-	dec := json.NewDecoder(bytes.NewReader(patch))
-	dec.UseNumber()
-	if err := dec.Decode(&doc); err != nil || doc == nil {
-		return nil, api.Errorf(api.CodeInvalid, "a merge patch must be a JSON object, such as {\"release\":{\"version\":\"1.34.4\"}}")
-	}
-	var fe api.FieldErrors
-	for _, k := range []string{"status", "name", "generation", "creationTimestamp", "deletionTimestamp"} {
-		if _, ok := doc[k]; ok {
-			fe.Add(k, "cannot be patched; only spec can")
-		}
-	}
-	if err := fe.Err(); err != nil {
-		return nil, err
-	}
-	spec, ok := doc["spec"]
-	if !ok {
-		return doc, nil
-	}
-	if len(doc) > 1 {
-		// Spec members next to "spec": the caller mixed the two shapes.
-		for k := range doc {
-			if k != "spec" {
-				fe.Add(k, "unknown field; patch either the spec or {\"spec\":{...}}")
-			}
-		}
-		return nil, fe.Err()
-	}
-	m, ok := spec.(map[string]any)
-	if !ok {
-		return nil, &api.Error{Code: api.CodeInvalid, Message: "spec must be an object",
-			Fields: []api.FieldError{{Field: "spec", Detail: "must be an object"}}}
-	}
-	return m, nil
-}
-
-// applySpecPatch merges patch into spec (RFC 7386) and decodes the result strictly, so an
-// unknown or mistyped field is an Invalid error naming it by its path ("spec.release.versoin").
-func applySpecPatch(ctx context.Context, spec api.ClusterSpec, patch map[string]any) (api.ClusterSpec, error) {
-	cur, err := json.Marshal(spec)
-	if err != nil {
-		return api.ClusterSpec{}, err
-	}
-	var target any
-	dec := json.NewDecoder(bytes.NewReader(cur))
-	dec.UseNumber()
-	if err := dec.Decode(&target); err != nil {
-		return api.ClusterSpec{}, err
-	}
-	merged, err := json.Marshal(map[string]any{"spec": mergePatch(target, patch)})
-	if err != nil {
-		return api.ClusterSpec{}, err
-	}
-	// httpapi.DecodeJSON is the one strict decoder that names fields by their JSON path;
-	// feed it the merged document.
-	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, "/", bytes.NewReader(merged))
-	if err != nil {
-		return api.ClusterSpec{}, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	var out struct {
-		Spec api.ClusterSpec `json:"spec"`
-	}
-	if err := httpapi.DecodeJSON(req, &out); err != nil {
-		return api.ClusterSpec{}, err
-	}
-	return out.Spec, nil
-}
-
-// mergePatch applies an RFC 7386 merge patch to target and returns the result.
-func mergePatch(target, patch any) any {
-	p, ok := patch.(map[string]any)
-	if !ok {
-		return patch
-	}
-	t, ok := target.(map[string]any)
-	if !ok {
-		t = map[string]any{}
-	}
-	for k, v := range p {
-		if v == nil {
-			delete(t, k)
-			continue
-		}
-		t[k] = mergePatch(t[k], v)
-	}
-	return t
 }

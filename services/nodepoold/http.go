@@ -139,7 +139,7 @@ func (d *Daemon) patchNodePool(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx := r.Context()
 	np, err := d.updateSpec(ctx, chi.URLParam(r, "cluster"), chi.URLParam(r, "nodepool"), func(spec api.NodePoolSpec) (api.NodePoolSpec, error) {
-		return applySpecPatch(ctx, spec, patch)
+		return httpapi.ApplySpecPatch(ctx, spec, patch)
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,104 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"github.com/hostplane/hostplane/pkg/api"
+)
+
+// SpecOfPatch returns the spec part of a JSON merge patch (RFC 7386) of a resource: the value
+// of "spec" when the patch is object-shaped ({"spec":{...}}, as kubectl sends it), else the
+// patch itself. Any of readOnly at the top level is refused, naming the field; example is a
+// well-formed patch, quoted in the error for a patch that is not a JSON object.
+func SpecOfPatch(patch json.RawMessage, example string, readOnly ...string) (map[string]any, error) {
+	var doc map[string]any
+	dec := json.NewDecoder(bytes.NewReader(patch))
+	dec.UseNumber()
+	if err := dec.Decode(&doc); err != nil || doc == nil {
+		return nil, api.Errorf(api.CodeInvalid, "a merge patch must be a JSON object, such as %s", example)
+	}
+	var fe api.FieldErrors
+	for _, k := range readOnly {
+		if _, ok := doc[k]; ok {
+			fe.Add(k, "cannot be patched; only spec can")
+		}
+	}
+	if err := fe.Err(); err != nil {
+		return nil, err
+	}
+	spec, ok := doc["spec"]
+	if !ok {
+		return doc, nil
+	}
+	if len(doc) > 1 {
+		// Spec members next to "spec": the caller mixed the two shapes.
+		for k := range doc {
+			if k != "spec" {
+				fe.Add(k, "unknown field; patch either the spec or {\"spec\":{...}}")
+			}
+		}
+		return nil, fe.Err()
+	}
+	m, ok := spec.(map[string]any)
+	if !ok {
+		return nil, &api.Error{Code: api.CodeInvalid, Message: "spec must be an object",
+			Fields: []api.FieldError{{Field: "spec", Detail: "must be an object"}}}
+	}
+	return m, nil
+}
+
+// ApplySpecPatch merges patch (from SpecOfPatch) into spec and decodes the result strictly
+// with DecodeJSON, so an unknown or mistyped field is an Invalid error naming it by its path
+// ("spec.release.versoin").
+func ApplySpecPatch[S any](ctx context.Context, spec S, patch map[string]any) (S, error) {
+	var zero S
+	cur, err := json.Marshal(spec)
+	if err != nil {
+		return zero, err
+	}
+	var target any
+	dec := json.NewDecoder(bytes.NewReader(cur))
+	dec.UseNumber()
+	if err := dec.Decode(&target); err != nil {
+		return zero, err
+	}
+	merged, err := json.Marshal(map[string]any{"spec": mergePatch(target, patch)})
+	if err != nil {
+		return zero, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, "/", bytes.NewReader(merged))
+	if err != nil {
+		return zero, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	var out struct {
+		Spec S `json:"spec"`
+	}
+	if err := DecodeJSON(req, &out); err != nil {
+		return zero, err
+	}
+	return out.Spec, nil
+}
+
+// mergePatch applies an RFC 7386 merge patch to target and returns the result.
+func mergePatch(target, patch any) any {
+	p, ok := patch.(map[string]any)
+	if !ok {
+		return patch
+	}
+	t, ok := target.(map[string]any)
+	if !ok {
+		t = map[string]any{}
+	}
+	for k, v := range p {
+		if v == nil {
+			delete(t, k)
+			continue
+		}
+		t[k] = mergePatch(t[k], v)
+	}
+	return t
+}
