@@ -115,7 +115,8 @@ func TestManagement_WritesClusterAPIObjectsAndDeletesThemOnceTheNodePoolsAreGone
 	var hcp, cl *unstructured.Unstructured
 	testenv.Eventually(t, 30*time.Second, func() bool {
 		hcp, cl = m.object(HostedControlPlaneResource, name), m.object(ClusterResource, name)
-		return hcp != nil && cl != nil && field(hcp, "status", "version") == "v1.34.4" && m.secret(name) != nil
+		return hcp != nil && cl != nil && field(hcp, "status", "version") == "v1.34.4" && m.secret(name) != nil &&
+			field(hcp, "spec", "controlPlaneEndpoint", "port") != nil && field(cl, "spec", "controlPlaneEndpoint") != nil
 	}, "HostedControlPlane, Cluster and kubeconfig Secret written")
 
 	ns, err := m.cs.CoreV1().Namespaces().Get(ctx, api.ControlPlaneNamespace(name), metav1.GetOptions{})
