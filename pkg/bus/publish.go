@@ -7,6 +7,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/observe"
@@ -48,12 +51,29 @@ func PublishEvent(ctx context.Context, js jetstream.JetStream, subject string, e
 	if err != nil {
 		return false, fmt.Errorf("marshal event: %w", err)
 	}
+	// A producer span, by the tracer provider of the caller's span: a daemon's reconcile or
+	// request span. Without a local span (no tracing, or only a remote parent) it is a no-op
+	// span and the headers carry ctx's trace as it is.
+	ctx, span := trace.SpanFromContext(ctx).TracerProvider().Tracer(tracerName).Start(ctx, "publish "+ev.Type,
+		trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "nats"),
+			attribute.String("messaging.operation.type", "send"),
+			attribute.String("messaging.destination.name", subject),
+			attribute.String("messaging.message.id", ev.ID),
+		))
+	defer span.End()
 	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
 	msg.Header.Set("Content-Type", "application/cloudevents+json")
 	observe.InjectNATS(ctx, msg.Header)
 	ack, err := js.PublishMsg(ctx, msg, jetstream.WithMsgID(ev.ID))
 	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
 		return false, fmt.Errorf("publish %s: %w", subject, err)
 	}
+	span.SetAttributes(attribute.Bool("hostplane.duplicate", ack.Duplicate))
 	return ack.Duplicate, nil
 }
+
+const tracerName = "github.com/hostplane/hostplane/pkg/bus"

@@ -148,11 +148,24 @@ func (d *Daemon) Runtime() (*Runtime, error) {
 	return nil, api.Errorf(api.CodeUnavailable, "%s is starting; retry shortly", d.spec.Name)
 }
 
-// Routes registers the daemon's /v1 routes on r.
+// Routes registers the daemon's /v1 routes on r, a router that is not the daemon's own (hostplane
+// dev's front door): each request gets a span of the daemon's tracer provider, so its trace
+// shows which daemon answered.
 func (d *Daemon) Routes(r chi.Router) {
 	if d.spec.Routes != nil {
-		d.spec.Routes(r)
+		r.Group(func(g chi.Router) {
+			g.Use(httpapi.TraceRoutes(d.tracerProvider))
+			d.spec.Routes(g)
+		})
 	}
+}
+
+// tracerProvider is the daemon's tracer provider once Run made it (nil before).
+func (d *Daemon) tracerProvider() trace.TracerProvider {
+	if rt := d.rt.Load(); rt != nil {
+		return rt.TracerProvider
+	}
+	return nil
 }
 
 // Ready reports nil once the daemon is connected, every controller consumes and the
@@ -275,7 +288,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 			log.Warn("the admin API has no access control: anyone who reaches it may change every cluster", "addr", d.base.AdminAddr)
 		}
 		router := httpapi.NewRouter(hcfg)
-		d.Routes(router)
+		if d.spec.Routes != nil {
+			d.spec.Routes(router) // the router's own spans are the daemon's
+		}
 		srv = httpapi.NewServer(d.base.AdminAddr, router, log)
 		go func() { httpDone <- srv.Start(httpCtx) }()
 		go func() {

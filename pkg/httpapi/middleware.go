@@ -76,6 +76,9 @@ func validRequestID(id string) bool {
 // routeState is shared by the routers one request passes through.
 type routeState struct {
 	unmatched bool // the NotFound or MethodNotAllowed handler answered
+	// span is the span TraceRoutes started for the request, when the router had none of its
+	// own: the request log line names its trace.
+	span trace.SpanContext
 }
 
 func markUnmatched(ctx context.Context) {
@@ -138,6 +141,9 @@ func (in *instrumenter) middleware(next http.Handler) http.Handler {
 		}
 		if nested {
 			return // the outer router logs the request
+		}
+		if !trace.SpanContextFromContext(ctx).IsValid() && st.span.IsValid() {
+			ctx = trace.ContextWithSpanContext(ctx, st.span)
 		}
 		level := slog.LevelInfo
 		if rec.status < 400 && (route == PathHealthz || route == PathReadyz || route == PathMetrics) {
@@ -256,5 +262,52 @@ func innermost(w http.ResponseWriter) http.ResponseWriter {
 			return w
 		}
 		w = u.Unwrap()
+	}
+}
+
+// TraceRoutes returns a middleware that gives each request a span of provider's tracer
+// provider (nil, or one returning nil: no span), named "<method> <route>". Put it on the
+// routes a daemon registers on a router that is not its own (hostplane dev's front door
+// serves every daemon's routes), so the request's trace shows the daemon that answered:
+// within a request that already has a span the new span is its child; otherwise it is a
+// server span continuing the caller's W3C trace context.
+func TraceRoutes(provider func() trace.TracerProvider) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var tp trace.TracerProvider
+			if provider != nil {
+				tp = provider()
+			}
+			if tp == nil {
+				next.ServeHTTP(w, r)
+				return
+			}
+			ctx := r.Context()
+			kind := trace.SpanKindInternal
+			if !trace.SpanFromContext(ctx).IsRecording() {
+				ctx = observe.Propagator().Extract(ctx, propagation.HeaderCarrier(r.Header))
+				kind = trace.SpanKindServer
+			}
+			ctx, span := tp.Tracer("github.com/hostplane/hostplane/pkg/httpapi").Start(ctx, r.Method,
+				trace.WithSpanKind(kind),
+				trace.WithAttributes(
+					attribute.String("http.request.method", r.Method),
+					attribute.String("url.path", r.URL.Path),
+				))
+			defer span.End()
+			if st, ok := ctx.Value(routeStateKey{}).(*routeState); ok && !st.span.IsValid() {
+				st.span = span.SpanContext()
+			}
+			rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+			next.ServeHTTP(rec, r.WithContext(ctx))
+			if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+				span.SetName(r.Method + " " + rc.RoutePattern())
+				span.SetAttributes(attribute.String("http.route", rc.RoutePattern()))
+			}
+			span.SetAttributes(attribute.Int("http.response.status_code", rec.status))
+			if rec.status >= 500 {
+				span.SetStatus(codes.Error, http.StatusText(rec.status))
+			}
+		})
 	}
 }

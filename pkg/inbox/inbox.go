@@ -26,6 +26,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hostplane/hostplane/pkg/bus"
 	"github.com/hostplane/hostplane/pkg/events"
@@ -100,6 +102,10 @@ type Config struct {
 	Log      *slog.Logger
 	// AckWait and RetryDelay default to 30s and 2s.
 	AckWait, RetryDelay time.Duration
+	// TracerProvider, when set, gives each message a consumer span "inbox <Name>" that
+	// continues the sender's trace (traceparent in the NATS headers); the handler runs in it,
+	// so what it publishes carries the trace on. Nil: no span, the trace still carries on.
+	TracerProvider trace.TracerProvider
 }
 
 // Consumer is a running inbox consumer; Start runs it (a daemon.Runnable).
@@ -247,6 +253,17 @@ type applied struct {
 }
 
 func (c *Consumer) process(ctx context.Context, msg jetstream.Msg) {
+	ctx = observe.ExtractNATS(ctx, msg.Headers())
+	if c.cfg.TracerProvider != nil {
+		var span trace.Span
+		ctx, span = c.cfg.TracerProvider.Tracer("github.com/hostplane/hostplane/pkg/inbox").Start(ctx, "inbox "+c.cfg.Name,
+			trace.WithSpanKind(trace.SpanKindConsumer),
+			trace.WithAttributes(
+				attribute.String("messaging.system", "nats"),
+				attribute.String("messaging.destination.name", msg.Subject()),
+			))
+		defer span.End()
+	}
 	var seq uint64
 	if md, err := msg.Metadata(); err == nil {
 		seq = md.Sequence.Stream
@@ -326,8 +343,7 @@ func (c *Consumer) process(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 
-	hctx := observe.ExtractNATS(ctx, msg.Headers())
-	err = handler(hctx, cluster, ev)
+	err = handler(ctx, cluster, ev)
 	var re *RejectError
 	switch {
 	case errors.As(err, &re):

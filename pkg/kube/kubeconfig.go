@@ -95,13 +95,14 @@ func Kubeconfig(spec KubeconfigSpec) ([]byte, error) {
 	return out, nil
 }
 
-// RESTConfig returns the client configuration of kubeconfig's current context.
+// RESTConfig returns the client configuration of kubeconfig's current context. Its requests
+// are traced (see Traced).
 func RESTConfig(kubeconfig []byte) (*rest.Config, error) {
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("load kubeconfig: %w", err)
 	}
-	return cfg, nil
+	return Traced(cfg), nil
 }
 
 // Clientset returns a typed client for kubeconfig's current context.

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"strings"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.39.0"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // TracingConfig says where a daemon's spans go.
@@ -80,3 +83,23 @@ var propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceCont
 // Propagator returns the propagator hostplane uses on every boundary (NATS headers, HTTP):
 // W3C traceparent/tracestate and baggage.
 func Propagator() propagation.TextMapPropagator { return propagator }
+
+// StartSpan starts a child span of ctx's span with that span's own tracer provider, for the
+// steps of a reconcile or a request ("issue certificates", "start kube-apiserver"): code deep
+// in a daemon needs no provider of its own. Without a span in ctx (tracing off) the span is a
+// no-op. End it with EndSpan to record an error.
+func StartSpan(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	return trace.SpanFromContext(ctx).TracerProvider().Tracer(stepTracer).Start(ctx, name, trace.WithAttributes(attrs...))
+}
+
+// EndSpan ends span, marking it failed when err is not nil. It is made for
+// `defer func() { observe.EndSpan(span, err) }()` with a named error result.
+func EndSpan(span trace.Span, err error) {
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+const stepTracer = "github.com/hostplane/hostplane"

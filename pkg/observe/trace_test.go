@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
@@ -69,5 +70,34 @@ func TestNewTracerProvider_Config(t *testing.T) {
 				t.Errorf("Shutdown: %v", err)
 			}
 		})
+	}
+}
+
+func TestStartSpan_IsAChildOfTheContextsSpanByItsProvider(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := newTestProvider(t, exp)
+
+	ctx, parent := tp.Tracer("test").Start(context.Background(), "reconcile")
+	_, step := StartSpan(ctx, "pkid issue")
+	EndSpan(step, errors.New("no infra"))
+	parent.End()
+
+	// Without a span in the context (tracing off) the step is a no-op.
+	_, none := StartSpan(context.Background(), "pkid issue")
+	if none.IsRecording() {
+		t.Error("a step outside any span records")
+	}
+	EndSpan(none, nil)
+
+	spans := exp.GetSpans()
+	if len(spans) != 2 {
+		t.Fatalf("exported %d spans, want 2", len(spans))
+	}
+	got := spans[0]
+	if got.Name != "pkid issue" || got.Parent.SpanID() != parent.SpanContext().SpanID() {
+		t.Errorf("step %q under %s, want \"pkid issue\" under the reconcile span", got.Name, got.Parent.SpanID())
+	}
+	if got.Status.Code != codes.Error || got.Status.Description != "no infra" {
+		t.Errorf("status = %+v, want the error", got.Status)
 	}
 }

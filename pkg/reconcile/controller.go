@@ -114,7 +114,8 @@ func (c *Config) defaults() error {
 	return nil
 }
 
-// pending is a message waiting for a successful reconcile of its key.
+// pending is a message waiting for a successful reconcile of its key, or (msg nil) a trace
+// context EnqueueContext asked the key's next reconcile to continue.
 type pending struct {
 	msg jetstream.Msg
 	seq uint64          // stream sequence: a redelivered message has the same one
@@ -127,9 +128,33 @@ func addPending(list []pending, p pending) []pending {
 			list[i] = p
 			return list
 		}
+		if p.msg == nil && old.msg == nil {
+			// One trace context without a message is enough: keep the latest, last.
+			list = append(list[:i:i], list[i+1:]...)
+			break
+		}
 	}
 	return append(list, p)
 }
+
+// followFor is how long runs of a key that no event triggered (RequeueAfter, a retry, a
+// resync, Enqueue) keep continuing the trace of the run before them. Past it they start a
+// trace of their own, linked to the earlier one, so a key's steady-state timer does not grow
+// one trace forever.
+const followFor = 5 * time.Minute
+
+// follow is the trace a key's next run continues when no event triggers it.
+type follow struct {
+	sc    trace.SpanContext // the span of the run that asked for (or led to) the next one
+	since time.Time         // when the chain began: the triggering event's reconcile
+}
+
+// Values of the hostplane.trigger span attribute of a reconcile span.
+const (
+	triggerEvent  = "event"  // one or more events (or EnqueueContext calls)
+	triggerFollow = "follow" // no event: continues the previous run's trace (requeue, retry)
+	triggerOther  = "other"  // no event and nothing recent to continue: resync, Enqueue, timer
+)
 
 // Controller feeds a keyed work queue from a durable JetStream consumer and runs workers.
 type Controller struct {
@@ -145,6 +170,7 @@ type Controller struct {
 	mu       sync.Mutex
 	pending  map[string][]pending
 	failures map[string]int
+	follows  map[string]follow
 }
 
 // New returns a controller; Start runs it.
@@ -161,17 +187,33 @@ func New(js jetstream.JetStream, cfg Config, r Reconciler) (*Controller, error) 
 		tracer:   cfg.TracerProvider.Tracer("github.com/hostplane/hostplane/pkg/reconcile"),
 		pending:  map[string][]pending{},
 		failures: map[string]int{},
+		follows:  map[string]follow{},
 	}
 	m, err := newMetrics(cfg.Registry, cfg.Name, c.q.len)
 	if err != nil {
 		return nil, err
 	}
 	c.metrics = m
+	if err := registerLag(cfg.Registry, js, cfg); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
 // Enqueue asks for key to be reconciled (for triggers that are not events).
 func (c *Controller) Enqueue(key string) { c.q.add(key) }
+
+// EnqueueContext is Enqueue for a trigger that has a trace: an HTTP handler that changed the
+// key's state, say. The key's next reconcile span is a child of ctx's span (or, when events
+// arrived after it, linked to it), so the request's trace shows the reconcile it caused.
+func (c *Controller) EnqueueContext(ctx context.Context, key string) {
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		c.mu.Lock()
+		c.pending[key] = addPending(c.pending[key], pending{ctx: context.WithoutCancel(ctx)})
+		c.mu.Unlock()
+	}
+	c.q.add(key)
+}
 
 // EnqueueAfter asks for key to be reconciled after d.
 func (c *Controller) EnqueueAfter(key string, d time.Duration) { c.q.addAfter(key, d) }
@@ -266,7 +308,9 @@ func (c *Controller) releasePending() {
 	defer c.mu.Unlock()
 	for key, list := range c.pending {
 		for _, p := range list {
-			_ = p.msg.Nak()
+			if p.msg != nil {
+				_ = p.msg.Nak()
+			}
 		}
 		delete(c.pending, key)
 	}
@@ -296,17 +340,23 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	c.mu.Lock()
 	msgs := c.pending[key]
 	delete(c.pending, key)
+	prev, hasPrev := c.follows[key]
 	c.mu.Unlock()
 
-	parent := ctx
-	if n := len(msgs); n > 0 {
-		parent = msgs[n-1].ctx
-	}
-	sctx, span := c.tracer.Start(parent, "reconcile "+c.cfg.Name, trace.WithAttributes(
-		attribute.String("hostplane.key", key), attribute.Int("hostplane.events", len(msgs))))
+	parent, since, opts := c.spanStart(ctx, key, msgs, prev, hasPrev)
+	sctx, span := c.tracer.Start(parent, "reconcile "+c.cfg.Name, opts...)
 	start := time.Now()
 	res, err := c.safeReconcile(sctx, key)
 	elapsed := time.Since(start).Seconds()
+
+	// A run that leads to another (a retry, a requeue) hands its trace to that run.
+	c.mu.Lock()
+	if err != nil || res.RequeueAfter > 0 {
+		c.follows[key] = follow{sc: span.SpanContext(), since: since}
+	} else {
+		delete(c.follows, key)
+	}
+	c.mu.Unlock()
 
 	if err != nil {
 		span.RecordError(err)
@@ -323,7 +373,7 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		c.mu.Unlock()
 		delay := c.backoff(n)
 		if ctx.Err() == nil {
-			c.log.Warn("reconcile failed; retrying", "key", key, "attempt", n, "retry_in", delay, "err", err)
+			c.log.WarnContext(sctx, "reconcile failed; retrying", "key", key, "attempt", n, "retry_in", delay, "err", err)
 		}
 		c.q.addAfter(key, delay)
 		return true
@@ -339,9 +389,62 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	delete(c.failures, key)
 	c.mu.Unlock()
 	for _, p := range msgs {
-		c.ack(p.msg)
+		if p.msg != nil {
+			c.ack(p.msg)
+		}
 	}
 	return true
+}
+
+// spanStart decides where a key's reconcile span goes. Runs coalesce every event that arrived
+// for the key since the last successful run, so the span is a child of the most recent
+// trigger's trace and links to the others. A run no event triggered continues the trace of
+// the run before it (a requeue, a retry) for followFor, and otherwise starts a trace of its
+// own linked to that run. since is when the chain the span belongs to began.
+func (c *Controller) spanStart(ctx context.Context, key string, triggers []pending, prev follow, hasPrev bool) (parent context.Context, since time.Time, opts []trace.SpanStartOption) {
+	now := time.Now()
+	parent, since = ctx, now
+	trigger := triggerOther
+	var parentSC trace.SpanContext
+	events := 0
+	for _, p := range triggers {
+		if p.msg != nil {
+			events++
+		}
+	}
+	switch {
+	case len(triggers) > 0:
+		parent = triggers[len(triggers)-1].ctx
+		parentSC = trace.SpanContextFromContext(parent)
+		trigger = triggerEvent
+	case hasPrev && prev.sc.IsValid() && now.Sub(prev.since) < followFor:
+		parent = trace.ContextWithSpanContext(ctx, prev.sc)
+		parentSC, since = prev.sc, prev.since
+		trigger = triggerFollow
+	}
+	var links []trace.Link
+	seen := map[trace.SpanID]bool{parentSC.SpanID(): true}
+	for _, p := range triggers {
+		if sc := trace.SpanContextFromContext(p.ctx); sc.IsValid() && !seen[sc.SpanID()] {
+			seen[sc.SpanID()] = true
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+	}
+	if hasPrev && prev.sc.IsValid() && !seen[prev.sc.SpanID()] {
+		links = append(links, trace.Link{SpanContext: prev.sc, Attributes: []attribute.KeyValue{
+			attribute.String("hostplane.link", "previous run")}})
+	}
+	opts = []trace.SpanStartOption{
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithLinks(links...),
+		trace.WithAttributes(
+			attribute.String("hostplane.controller", c.cfg.Name),
+			attribute.String("hostplane.key", key),
+			attribute.Int("hostplane.events", events),
+			attribute.String("hostplane.trigger", trigger),
+		),
+	}
+	return parent, since, opts
 }
 
 func (c *Controller) safeReconcile(ctx context.Context, key string) (res Result, err error) {

@@ -1,6 +1,9 @@
 package reconcile
 
 import (
+	"errors"
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hostplane/hostplane/pkg/observe"
@@ -65,12 +68,7 @@ func newMetrics(reg prometheus.Registerer, name string, depth func() int) (*metr
 	if err != nil {
 		return nil, err
 	}
-	depthGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name:        "hostplane_reconcile_queue_depth",
-		Help:        "Keys waiting to be reconciled.",
-		ConstLabels: l,
-	}, func() float64 { return float64(depth()) })
-	if err := reg.Register(depthGauge); err != nil {
+	if err := registerDepth(reg, name, depth); err != nil {
 		return nil, err
 	}
 	m := &metrics{
@@ -81,6 +79,15 @@ func newMetrics(reg prometheus.Registerer, name string, depth func() int) (*metr
 		rejected: rejected.MustCurryWith(l),
 		resyncs:  resyncs.With(l),
 	}
+	// Every result and rejection reason is exported from the start, at zero, so rates and
+	// dashboards have a series before the first error.
+	for _, result := range []string{"success", "requeue", "error"} {
+		m.duration.WithLabelValues(result)
+		m.total.WithLabelValues(result)
+	}
+	for _, reason := range []string{"envelope", "subject"} {
+		m.rejected.WithLabelValues(reason)
+	}
 	return m, nil
 }
 
@@ -90,4 +97,44 @@ func (m *metrics) observe(result string, seconds float64) {
 	if result == "error" {
 		m.errors.Inc()
 	}
+}
+
+// depthGauge reports the controller's queue length at scrape time. A controller created again
+// with the same registry (a daemon run again in-process) takes the existing gauge over.
+type depthGauge struct {
+	desc  *prometheus.Desc
+	mu    sync.Mutex
+	depth func() int
+}
+
+func registerDepth(reg prometheus.Registerer, name string, depth func() int) error {
+	g := &depthGauge{
+		desc: prometheus.NewDesc("hostplane_reconcile_queue_depth", "Keys waiting to be reconciled.",
+			nil, prometheus.Labels{"controller": name}),
+		depth: depth,
+	}
+	if err := reg.Register(g); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(*depthGauge); ok {
+				existing.mu.Lock()
+				existing.depth = depth
+				existing.mu.Unlock()
+				return nil
+			}
+		}
+		return err
+	}
+	return nil
+}
+
+// Describe implements prometheus.Collector.
+func (g *depthGauge) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
+
+// Collect implements prometheus.Collector.
+func (g *depthGauge) Collect(ch chan<- prometheus.Metric) {
+	g.mu.Lock()
+	depth := g.depth
+	g.mu.Unlock()
+	ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(depth()))
 }

@@ -277,5 +277,5 @@ func (d *Daemon) announce(ctx context.Context, name, verb string) {
 	if _, err := d.publisher.Publish(ctx, name, events.ResourceCluster, verb, name, nil); err != nil {
 		d.clusterLog(name).WarnContext(ctx, "publish cluster event", "verb", verb, "err", err)
 	}
-	d.controller.Enqueue(name)
+	d.controller.EnqueueContext(ctx, name)
 }

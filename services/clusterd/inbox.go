@@ -24,13 +24,14 @@ func (d *Daemon) newInbox(ctx context.Context, rt *daemon.Runtime) (*inbox.Consu
 	}
 	d.rejections = inbox.NewRejectionPublisher(rt.JS, Name)
 	return inbox.New(rt.JS, inbox.Config{
-		Name:      InboxConsumer,
-		Handlers:  map[string]inbox.Handler{events.InboundClusterUpgrade: d.inboundUpgrade},
-		FrontDesk: true,
-		Dedup:     dedup,
-		Reject:    d.rejectInbound,
-		Registry:  rt.Registry,
-		Log:       rt.Log,
+		Name:           InboxConsumer,
+		Handlers:       map[string]inbox.Handler{events.InboundClusterUpgrade: d.inboundUpgrade},
+		FrontDesk:      true,
+		Dedup:          dedup,
+		Reject:         d.rejectInbound,
+		Registry:       rt.Registry,
+		Log:            rt.Log,
+		TracerProvider: rt.TracerProvider,
 	})
 }
 

@@ -11,7 +11,10 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/hostplane/hostplane/pkg/api"
+	hpobserve "github.com/hostplane/hostplane/pkg/observe"
 	"github.com/hostplane/hostplane/pkg/process"
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/store"
@@ -256,7 +259,7 @@ func (d *Daemon) rollOut(ctx context.Context, log *slog.Logger, cluster string, 
 	step := rollout.Next(want.Hash, replicasOf(reps), gate)
 	for _, i := range step.Start {
 		log.Info("starting replica", "replica", want.Specs[i].Name, "version", want.Version, "config_hash", want.Hash)
-		p, err := sup.Start(ctx, want.Specs[i])
+		p, err := d.startReplica(ctx, "componentd start "+want.Component.Name, sup, want, i)
 		if err != nil {
 			return nil, err
 		}
@@ -269,7 +272,7 @@ func (d *Daemon) rollOut(ctx context.Context, log *slog.Logger, cluster string, 
 		log.Info("rolling replica", "replica", want.Specs[i].Name, "from_hash", reps[i].Hash,
 			"config_hash", want.Hash, "version", want.Version)
 		// Start stops the process running an older spec, then starts this one.
-		p, err := sup.Start(ctx, want.Specs[i])
+		p, err := d.startReplica(ctx, "componentd roll "+want.Component.Name, sup, want, i)
 		if err != nil {
 			return nil, err
 		}
@@ -279,6 +282,17 @@ func (d *Daemon) rollOut(ctx context.Context, log *slog.Logger, cluster string, 
 		reps = observe(sup, want, old)
 	}
 	return reps, nil
+}
+
+// startReplica starts replica i of want in a span of its own.
+func (d *Daemon) startReplica(ctx context.Context, span string, sup *process.Supervisor, want component.Desired, i int) (p *process.Process, err error) {
+	ctx, s := hpobserve.StartSpan(ctx, span,
+		attribute.String("hostplane.component", want.Component.Name),
+		attribute.String("hostplane.replica", want.Specs[i].Name),
+		attribute.String("hostplane.version", want.Version),
+		attribute.String("hostplane.config_hash", want.Hash))
+	defer func() { hpobserve.EndSpan(s, err) }()
+	return sup.Start(ctx, want.Specs[i])
 }
 
 // notifyReady asks for the cluster to be reconciled as soon as p is ready.

@@ -50,7 +50,7 @@ func (d *Daemon) reconcileServer(ctx context.Context, cluster string) (reconcile
 		return reconcile.Result{}, err
 	}
 	for _, k := range pools {
-		d.controller.Enqueue(k)
+		d.controller.EnqueueContext(ctx, k)
 	}
 	return reconcile.Result{}, d.flush(ctx, cluster, log)
 }

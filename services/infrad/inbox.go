@@ -29,12 +29,13 @@ func (d *Daemon) newInbox(ctx context.Context, rt *daemon.Runtime) (*inbox.Consu
 	}
 	d.rejections = inbox.NewRejectionPublisher(rt.JS, Name)
 	return inbox.New(rt.JS, inbox.Config{
-		Name:     InboxConsumer,
-		Handlers: map[string]inbox.Handler{events.InboundMachineTerminating: d.inboundTerminating},
-		Dedup:    dedup,
-		Reject:   d.rejectInbound,
-		Registry: rt.Registry,
-		Log:      rt.Log,
+		Name:           InboxConsumer,
+		Handlers:       map[string]inbox.Handler{events.InboundMachineTerminating: d.inboundTerminating},
+		Dedup:          dedup,
+		Reject:         d.rejectInbound,
+		Registry:       rt.Registry,
+		Log:            rt.Log,
+		TracerProvider: rt.TracerProvider,
 	})
 }
 

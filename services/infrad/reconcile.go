@@ -9,8 +9,11 @@ import (
 	"net"
 	"strconv"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/events"
+	"github.com/hostplane/hostplane/pkg/observe"
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/store"
 )
@@ -82,7 +85,11 @@ func (d *Daemon) ensure(ctx context.Context, c *api.Cluster, log *slog.Logger) e
 		if err := d.reserveRecorded(ctx, a, name); err != nil {
 			return err
 		}
-		if err := allocate(inf, d.cfg.Host, t, a); err != nil {
+		_, span := observe.StartSpan(ctx, "infrad allocate", attribute.String("hostplane.cluster", name),
+			attribute.String("hostplane.policy", c.Spec.ControllerAvailabilityPolicy))
+		err := allocate(inf, d.cfg.Host, t, a)
+		observe.EndSpan(span, err)
+		if err != nil {
 			return err
 		}
 		allocated = true

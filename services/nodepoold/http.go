@@ -262,5 +262,5 @@ func (d *Daemon) announce(ctx context.Context, cluster, pool, verb string) {
 	if _, err := d.publisher.Publish(ctx, cluster, events.ResourceNodePool, verb, eventKey(cluster, pool), nil); err != nil {
 		d.poolLog(cluster, pool).WarnContext(ctx, "publish node pool event", "verb", verb, "err", err)
 	}
-	d.controller.Enqueue(api.NodePoolKey(cluster, pool))
+	d.controller.EnqueueContext(ctx, api.NodePoolKey(cluster, pool))
 }

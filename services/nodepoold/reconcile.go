@@ -94,7 +94,7 @@ func (d *Daemon) enqueueClusterPools(ctx context.Context, cluster string) error 
 		return fmt.Errorf("list pools of %s: %w", cluster, err)
 	}
 	for _, k := range keys {
-		d.controller.Enqueue(k)
+		d.controller.EnqueueContext(ctx, k)
 	}
 	return nil
 }

@@ -67,7 +67,7 @@ func (d *Daemon) rotatePKI(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return notFound(name, err)
 	}
-	d.controller.Enqueue(name)
+	d.controller.EnqueueContext(ctx, name)
 	d.Logger().Info("pki rotation requested", "cluster", name)
 	httpapi.WriteJSON(w, http.StatusAccepted, status(p))
 	return nil

@@ -9,8 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/events"
+	"github.com/hostplane/hostplane/pkg/observe"
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/store"
 )
@@ -162,7 +165,9 @@ func (d *Daemon) reconcileLive(ctx context.Context, log *slog.Logger, name strin
 	b := d.bundler()
 
 	if p == nil {
+		_, span := observe.StartSpan(ctx, "pkid issue", attribute.String("hostplane.cluster", name), attribute.Int("hostplane.leaves", len(t.leaves)))
 		p, err := b.fresh(t)
+		observe.EndSpan(span, err)
 		if err != nil {
 			return reconcile.Result{}, err
 		}
@@ -195,7 +200,10 @@ func (d *Daemon) reconcileLive(ctx context.Context, log *slog.Logger, name strin
 		return reconcile.Result{}, err
 	default:
 		if pl = b.plan(p, cas, t, time.Now()); !pl.empty() {
-			if err := b.apply(p, cas, t, pl); err != nil {
+			_, span := observe.StartSpan(ctx, "pkid rotate", attribute.String("hostplane.cluster", name), attribute.String("hostplane.reasons", pl.String()))
+			err := b.apply(p, cas, t, pl)
+			observe.EndSpan(span, err)
+			if err != nil {
 				return reconcile.Result{}, err
 			}
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/auth"
@@ -60,6 +61,14 @@ type Config struct {
 	TokensFile string
 	// MetricsRequireAuth makes the front door's /metrics need a token.
 	MetricsRequireAuth bool
+
+	// OTLPEndpoint is where the daemons export traces (see docs/tracing.md); empty:
+	// HOSTPLANE_OTLP_ENDPOINT when set, else nowhere.
+	OTLPEndpoint string
+	// TracerProvider, when set, gives each daemon (by name: "clusterd", ...) the tracer
+	// provider it uses instead of making its own; a nil result makes its own. Tests pass
+	// providers that share an in-memory exporter.
+	TracerProvider func(daemon string) trace.TracerProvider
 }
 
 // AdminTokenFile is the file under the data dir that holds the generated admin token.
@@ -107,6 +116,9 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = observe.NewLogger(os.Stderr, slog.LevelInfo)
+	}
+	if cfg.OTLPEndpoint == "" {
+		cfg.OTLPEndpoint = os.Getenv("HOSTPLANE_OTLP_ENDPOINT")
 	}
 	if cfg.Runtime == componentd.RuntimeKubernetes && cfg.NoManagementAPIServer {
 		return nil, fmt.Errorf("the %s runtime runs the control planes in the management kube-apiserver: it cannot go without one", cfg.Runtime)
@@ -162,10 +174,15 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	if s.Management != nil {
 		mgmtKubeconfig = s.Management.KubeconfigPath
 	}
-	s.Daemons, err = daemons(func() daemon.Base {
+	s.Daemons, err = daemons(func(name string) daemon.Base {
 		reg := observe.NewRegistry()
 		registries = append(registries, reg)
-		return daemon.Base{NATSURL: s.NATS.URL(), DataDir: dataDir, Logger: s.log, Registry: reg, ManagementKubeconfig: mgmtKubeconfig}
+		var tp trace.TracerProvider
+		if cfg.TracerProvider != nil {
+			tp = cfg.TracerProvider(name)
+		}
+		return daemon.Base{NATSURL: s.NATS.URL(), DataDir: dataDir, Logger: s.log, Registry: reg, ManagementKubeconfig: mgmtKubeconfig,
+			OTLPEndpoint: cfg.OTLPEndpoint, TracerProvider: tp}
 	}, cd, infrad.Config{LocalCloudURL: s.Cloud.URL()})
 	if err != nil {
 		return nil, err
@@ -209,19 +226,19 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 
 // Daemons builds the six daemons, each with the Base base returns (called once per daemon).
 func Daemons(base func() daemon.Base) ([]Daemon, error) {
-	return daemons(base, componentd.Config{}, infrad.Config{})
+	return daemons(func(string) daemon.Base { return base() }, componentd.Config{}, infrad.Config{})
 }
 
 // daemons is Daemons with componentd's and infrad's own settings cd and inf (their Base is
-// base's).
-func daemons(base func() daemon.Base, cd componentd.Config, inf infrad.Config) ([]Daemon, error) {
+// base's, called with the daemon's name).
+func daemons(base func(name string) daemon.Base, cd componentd.Config, inf infrad.Config) ([]Daemon, error) {
 	builders := []func() (Daemon, error){
-		func() (Daemon, error) { return clusterd.New(clusterd.Config{Base: base()}) },
-		func() (Daemon, error) { inf.Base = base(); return infrad.New(inf) },
-		func() (Daemon, error) { return pkid.New(pkid.Config{Base: base()}) },
-		func() (Daemon, error) { cd.Base = base(); return componentd.New(cd) },
-		func() (Daemon, error) { return nodepoold.New(nodepoold.Config{Base: base()}) },
-		func() (Daemon, error) { return ignitiond.New(ignitiond.Config{Base: base()}) },
+		func() (Daemon, error) { return clusterd.New(clusterd.Config{Base: base("clusterd")}) },
+		func() (Daemon, error) { inf.Base = base("infrad"); return infrad.New(inf) },
+		func() (Daemon, error) { return pkid.New(pkid.Config{Base: base("pkid")}) },
+		func() (Daemon, error) { cd.Base = base("componentd"); return componentd.New(cd) },
+		func() (Daemon, error) { return nodepoold.New(nodepoold.Config{Base: base("nodepoold")}) },
+		func() (Daemon, error) { return ignitiond.New(ignitiond.Config{Base: base("ignitiond")}) },
 	}
 	var out []Daemon
 	for _, b := range builders {
