@@ -10,12 +10,13 @@ import (
 )
 
 // metrics are clusterd's own series: how many clusters have each condition in each status,
-// and how long clusters take from creation to first availability.
+// each cluster's conditions (for a per-cluster view), and how long clusters take from creation to first availability.
 type metrics struct {
 	mu         sync.Mutex
 	conditions map[string]api.Conditions // by cluster
 
 	clustersDesc      *prometheus.Desc
+	conditionDesc     *prometheus.Desc
 	createToAvailable prometheus.Histogram
 }
 
@@ -24,6 +25,9 @@ func newMetrics() *metrics {
 		conditions: map[string]api.Conditions{},
 		clustersDesc: prometheus.NewDesc("hostplane_clusters",
 			"Clusters by condition type and status.", []string{"condition", "status"}, nil),
+		conditionDesc: prometheus.NewDesc("hostplane_cluster_condition",
+			"1 for the status each condition of the cluster has, 0 for the other two (True, False, Unknown).",
+			[]string{"cluster", "condition", "status"}, nil),
 		createToAvailable: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "hostplane_cluster_create_to_available_seconds",
 			Help:    "Time from a cluster's creation to its first Available=True.",
@@ -66,15 +70,25 @@ func (m *metrics) forget(cluster string) {
 }
 
 // Describe implements prometheus.Collector.
-func (m *metrics) Describe(ch chan<- *prometheus.Desc) { ch <- m.clustersDesc }
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- m.clustersDesc
+	ch <- m.conditionDesc
+}
 
 // Collect implements prometheus.Collector.
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	type key struct{ condition, status string }
 	counts := map[key]int{}
 	m.mu.Lock()
-	for _, conds := range m.conditions {
+	for cluster, conds := range m.conditions {
 		for _, c := range conds {
+			for _, s := range []api.ConditionStatus{api.ConditionTrue, api.ConditionFalse, api.ConditionUnknown} {
+				v := 0.0
+				if c.Status == s {
+					v = 1
+				}
+				ch <- prometheus.MustNewConstMetric(m.conditionDesc, prometheus.GaugeValue, v, cluster, c.Type, string(s))
+			}
 			// Every status of a condition type in use is reported, zero included, so a
 			// series does not vanish when its last cluster moves on.
 			for _, s := range []api.ConditionStatus{api.ConditionTrue, api.ConditionFalse, api.ConditionUnknown} {

@@ -10,6 +10,7 @@ type metrics struct {
 	available *prometheus.GaugeVec
 	rollout   *prometheus.HistogramVec
 	restarts  *prometheus.CounterVec
+	replicas  *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -38,11 +39,28 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &metrics{available: available, rollout: rollout, restarts: restarts}, nil
+	replicas, err := obs.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "hostplane_component_replicas",
+		Help: "Replicas of the control-plane component by state: desired, ready, updated (ready at the component's current version and config hash; updated/desired is the rollout's progress).",
+	}, []string{"cluster", "component", "state"}))
+	if err != nil {
+		return nil, err
+	}
+	return &metrics{available: available, rollout: rollout, restarts: restarts, replicas: replicas}, nil
+}
+
+// observeReplicas sets the replica counts of the component: the rollout's progress is
+// updated (ready at the current version and config hash) of desired.
+func (m *metrics) observeReplicas(cluster, comp string, desired, ready, updated int) {
+	m.replicas.WithLabelValues(cluster, comp, "desired").Set(float64(desired))
+	m.replicas.WithLabelValues(cluster, comp, "ready").Set(float64(ready))
+	m.replicas.WithLabelValues(cluster, comp, "updated").Set(float64(updated))
+	m.restarts.WithLabelValues(cluster, comp) // exported at zero before the first restart
 }
 
 // forget drops the cluster's series.
 func (m *metrics) forget(cluster string) {
 	m.available.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
 	m.restarts.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
+	m.replicas.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
 }

@@ -160,6 +160,7 @@ func (d *Daemon) record(ctx context.Context, log *slog.Logger, cluster string,
 		set(api.ConditionDegraded, false, ReasonAsExpected, "")
 	}
 
+	d.metrics.observeReplicas(cluster, comp.Name, o.replicas, sum.Ready, sum.Updated)
 	d.observeMetrics(cluster, comp.Name, old, &next, now)
 	if old != nil && jsonEqual(old.Value, next) {
 		return nil

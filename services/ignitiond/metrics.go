@@ -89,5 +89,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if m.listeners, err = observe.Register(reg, m.listeners); err != nil {
 		return nil, err
 	}
+	// Every outcome is exported from the start, at zero, so rates have a series before the
+	// first machine asks.
+	for _, o := range []string{OutcomeServed, OutcomeUnauthorized, OutcomeInvalidConfig, OutcomeError} {
+		m.requests.WithLabelValues(o)
+	}
+	for _, o := range []string{TokenCurrent, TokenPrevious, TokenExpired, TokenUnknown, TokenMalformed} {
+		m.tokens.WithLabelValues(o)
+	}
+	for _, r := range []string{"hit", "miss"} {
+		m.cache.WithLabelValues(r)
+	}
 	return m, nil
 }

@@ -73,6 +73,7 @@ func startLoadBalancer(cluster, addr string, backends []string, interval time.Du
 	for i := range lb.healthy {
 		lb.healthy[i].Store(true)
 	}
+	m.exportLB(cluster, backends)
 	lb.wg.Add(2)
 	go func() { defer lb.wg.Done(); lb.serve(ctx) }()
 	go func() { defer lb.wg.Done(); lb.checkHealth(ctx) }()

@@ -87,6 +87,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if m.cloudErrors, err = observe.Register(reg, m.cloudErrors); err != nil {
 		return nil, err
 	}
+	for _, op := range []string{"create", "get", "list", "delete", "fault", "reconfigure"} {
+		m.cloudErrors.WithLabelValues(op) // exported at zero from the start
+	}
 	return m, nil
 }
 
@@ -94,6 +97,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 func (m *metrics) forget(cluster string) {
 	m.lbConnections.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
 	m.lbDialFailures.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
+}
+
+// exportLB exports the load balancer's series of every backend at zero from the start, so a
+// dashboard has them before the first connection or failure.
+func (m *metrics) exportLB(cluster string, backends []string) {
+	if m == nil {
+		return
+	}
+	for _, b := range backends {
+		m.lbConnections.WithLabelValues(cluster, b)
+		m.lbDialFailures.WithLabelValues(cluster, b)
+	}
 }
 
 // phaseGauge keeps the machines gauge: the phase of every LocalMachine this infrad reconciled.

@@ -80,6 +80,7 @@ func (m *metrics) observe(cluster string, p *api.ClusterPKI) {
 	m.mu.Lock()
 	m.notAfter[cluster] = certs
 	m.mu.Unlock()
+	m.rotations.WithLabelValues(cluster) // exported at zero before the first rotation
 }
 
 // rotated counts one rotation of cluster's PKI.

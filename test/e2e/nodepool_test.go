@@ -189,6 +189,7 @@ func TestNodePool_JoinRollRelabelRepairInPlaceDrainDelete(t *testing.T) {
 	if got := c.waitCondition(cl, "IgnitionEndpointAvailable", api.ConditionTrue, time.Minute); got.Status.IgnitionEndpoint == "" {
 		t.Errorf("no status.ignitionEndpoint once the machines booted from it")
 	}
+	assertDashboardsQueryExportedMetrics(t, c) // deploy/grafana's panels against this running stack
 
 	// 2. A config change replaces every machine exactly once, at most maxSurge extra.
 	hashBefore := np.Status.ConfigHash
