@@ -35,9 +35,14 @@ run: k8s-bins ## run everything in one process: hostplane dev on http://127.0.0.
 	$(GO) run ./cmd/hostplane dev $(RUN_FLAGS)
 
 .PHONY: test
-test: k8s-bins ## build what the tests need and run every test
+test: k8s-bins ## build what the tests need and run every test (the compose smoke test too)
 	$(GO) vet $(PKGS)
 	$(GO) test $(TEST_FLAGS) $(PKGS)
+	$(MAKE) compose-test
+
+.PHONY: compose-test
+compose-test: images ## bring deploy/compose up on the local Docker engine, smoke-test it through the gateway, tear it down
+	HOSTPLANE_COMPOSE_TEST=1 $(GO) test -count=1 -timeout 30m -v -run '^TestCompose_' ./test/e2e
 
 .PHONY: bench
 bench: k8s-bins ## run the benchmarks (results go into BENCHMARKS.md by hand, with the command)
@@ -49,8 +54,8 @@ lint: ## gofmt and go vet
 	$(GO) vet $(PKGS)
 
 .PHONY: images
-images: ## build one FROM-scratch image per daemon and the CLI (no registry needed)
-	@deploy/images/build.sh $(DAEMONS) hostplane
+images: k8s-bins ## build the FROM-scratch images: six daemons, local cloud, CLI, gateway, management apiserver, NATS (no registry needed)
+	@deploy/images/build.sh
 
 .PHONY: clean
 clean: ## remove build outputs and the default data dir (not the release-binary cache)

@@ -28,6 +28,11 @@ func newRootCommand(in io.Reader, out, errOut io.Writer) *cobra.Command {
 	root.AddGroup(&cobra.Group{ID: "dev", Title: "Development:"})
 	dev.GroupID = "dev"
 	root.AddCommand(dev)
+	root.AddGroup(&cobra.Group{ID: "serve", Title: "Running the parts separately (docker compose, Kubernetes):"})
+	for _, c := range []*cobra.Command{newGatewayCommand(), newManagementCommand()} {
+		c.GroupID = "serve"
+		root.AddCommand(c)
+	}
 	return root
 }
 

@@ -15,8 +15,9 @@
 // other route that names no cluster; it may list clusters, and clusterd lists only the
 // clusters in its scope (see Allowed).
 //
-// /healthz, /readyz and /openapi.json are open; /metrics is open unless
-// Config.MetricsRequireAuth is set, then any valid token may scrape it. Every other path,
+// /healthz, /readyz, /openapi.json and /ignition/{cluster} (a machine's Ignition token, which
+// ignitiond checks) are open; /metrics is open unless Config.MetricsRequireAuth is set, then
+// any valid token may scrape it. Every other path,
 // unknown ones included, needs a valid token: authentication comes before routing, so an
 // anonymous caller learns nothing about which routes or clusters exist.
 //

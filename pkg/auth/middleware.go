@@ -39,6 +39,10 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 	})
 }
 
+// PathIgnitionPrefix starts the routes machines fetch Ignition configs from (GET
+// /ignition/{cluster}); they are open to API tokens' access control.
+const PathIgnitionPrefix = "/ignition/"
+
 // open reports whether path needs no token.
 func (a *Authenticator) open(path string) bool {
 	switch path {
@@ -47,7 +51,9 @@ func (a *Authenticator) open(path string) bool {
 	case httpapi.PathMetrics:
 		return !a.metricsAuth
 	}
-	return false
+	// A machine's Ignition request carries its node pool's Ignition token, which ignitiond
+	// checks itself; it is not an API token.
+	return strings.HasPrefix(path, PathIgnitionPrefix)
 }
 
 // Authorize decides whether p may send method to path (a request path, not a pattern). It

@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/go-chi/chi/v5"
+
+	"github.com/hostplane/hostplane/pkg/httpapi"
 	"github.com/hostplane/hostplane/services/ignitiond/ignconfig"
 )
 
@@ -24,6 +27,22 @@ func (d *Daemon) handler(cluster string) http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	return mux
+}
+
+// PathGatewayIgnition is the admin router's Ignition route, for machines that reach
+// hostplane through the API gateway instead of the cluster's own HTTPS listener. The API's
+// access control leaves it open (pkg/auth): the node pool's Ignition token is checked here.
+const PathGatewayIgnition = "/ignition/{cluster}"
+
+// routes registers the gateway's Ignition route on the admin router.
+func (d *Daemon) routes(r chi.Router) {
+	r.Get(PathGatewayIgnition, func(w http.ResponseWriter, r *http.Request) {
+		if _, err := d.Runtime(); err != nil {
+			httpapi.WriteProblem(w, r, err)
+			return
+		}
+		d.serveIgnition(w, r, chi.URLParam(r, "cluster"))
+	})
 }
 
 // serveIgnition answers a machine's GET /ignition: the payload of its bearer token's hash,

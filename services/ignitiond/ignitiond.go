@@ -187,6 +187,7 @@ func New(cfg Config) (*Daemon, error) {
 		Name:    Name,
 		Buckets: []string{bus.BucketIgnition},
 		Setup:   d.setup,
+		Routes:  d.routes,
 		Ready:   d.ready,
 		Stop:    d.stop,
 	})

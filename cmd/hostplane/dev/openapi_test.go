@@ -372,3 +372,41 @@ func TestOpenAPI_SchemasListExactlyTheFieldsOfTheirGoTypes(t *testing.T) {
 		t.Errorf("only %d schemas checked against Go types", checked)
 	}
 }
+
+func TestOpenAPI_EveryAPIPathNamesTheDaemonThatServesIt(t *testing.T) {
+	dir := t.TempDir()
+	ds, err := dev.Daemons(func() daemon.Base {
+		return daemon.Base{NATSURL: "nats://127.0.0.1:1", DataDir: dir, Logger: slog.New(slog.DiscardHandler)}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := map[string]string{} // "METHOD /pattern" → daemon
+	for _, d := range ds {
+		r := chi.NewRouter()
+		d.Routes(r)
+		for _, route := range routes(t, r) {
+			served[route] = d.Name()
+		}
+	}
+	owned, err := api.Routes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, r := range owned {
+		key := r.Method + " " + r.Pattern
+		seen[key] = true
+		if got := served[key]; got != r.Owner {
+			t.Errorf("%s: x-owner is %q, but it is served by %q", key, r.Owner, got)
+		}
+	}
+	for key, d := range served {
+		if !seen[key] {
+			t.Errorf("%s is served by %s but its path has no x-owner: a gateway would not route it", key, d)
+		}
+	}
+	if len(owned) < 15 {
+		t.Errorf("only %d owned routes: %v", len(owned), owned)
+	}
+}

@@ -1,0 +1,235 @@
+// Package gateway is hostplane's API gateway: one HTTP front for daemons that run as separate
+// processes (docker compose, Kubernetes). Every operation of the OpenAPI document names the
+// daemon that owns it (x-owner); the gateway routes each to that daemon's admin port with a
+// reverse proxy, leaves access control to the daemons (the Authorization header passes
+// through), continues the caller's trace, and answers /healthz, /readyz, /metrics and
+// /openapi.json itself. `hostplane gateway` runs it; `hostplane dev` does not need it (its
+// front door serves the daemons in-process).
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/httpapi"
+	"github.com/hostplane/hostplane/pkg/observe"
+)
+
+// Name is the "daemon" label of the gateway's own HTTP metrics.
+const Name = "gateway"
+
+// DefaultProbeTimeout bounds each backend's /readyz probe behind the gateway's /readyz.
+const DefaultProbeTimeout = 2 * time.Second
+
+// ErrConfig is wrapped by every configuration error of New.
+var ErrConfig = errors.New("gateway: bad configuration")
+
+// Config configures a gateway.
+type Config struct {
+	// Backends maps each daemon to the base URL of its admin port ("http://clusterd:8081").
+	// Every owner the OpenAPI document names needs one.
+	Backends map[string]string
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// Registry receives the gateway's HTTP metrics and is served on /metrics; nil makes one.
+	Registry *prometheus.Registry
+	// TracerProvider, when set, starts a span per request; the trace context is passed on to
+	// the daemon either way.
+	TracerProvider trace.TracerProvider
+	// Transport carries the proxied requests; nil uses http.DefaultTransport.
+	Transport http.RoundTripper
+	// ProbeTimeout bounds each backend probe of /readyz and /healthz (default
+	// DefaultProbeTimeout).
+	ProbeTimeout time.Duration
+}
+
+// Owners returns the daemons the OpenAPI document routes to, sorted.
+func Owners() ([]string, error) {
+	routes, err := api.Routes()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, r := range routes {
+		if !slices.Contains(out, r.Owner) {
+			out = append(out, r.Owner)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// gateway holds the parsed backends.
+type gateway struct {
+	cfg      Config
+	backends map[string]*url.URL
+	client   *http.Client
+}
+
+// New returns the gateway's handler.
+func New(cfg Config) (http.Handler, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Transport == nil {
+		cfg.Transport = http.DefaultTransport
+	}
+	if cfg.ProbeTimeout <= 0 {
+		cfg.ProbeTimeout = DefaultProbeTimeout
+	}
+	routes, err := api.Routes()
+	if err != nil {
+		return nil, err
+	}
+	g := &gateway{cfg: cfg, backends: map[string]*url.URL{}, client: &http.Client{Transport: cfg.Transport}}
+	owners, _ := Owners()
+	var problems []string
+	for _, owner := range owners {
+		raw := cfg.Backends[owner]
+		if raw == "" {
+			problems = append(problems, "no backend URL for "+owner)
+			continue
+		}
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			problems = append(problems, fmt.Sprintf("backend URL of %s is %q: want http(s)://host:port", owner, raw))
+			continue
+		}
+		g.backends[owner] = u
+	}
+	for name := range cfg.Backends {
+		if !slices.Contains(owners, name) {
+			problems = append(problems, fmt.Sprintf("backend %q owns no route (the daemons are %s)", name, strings.Join(owners, ", ")))
+		}
+	}
+	if len(problems) > 0 {
+		sort.Strings(problems)
+		return nil, fmt.Errorf("%w: %s", ErrConfig, strings.Join(problems, "; "))
+	}
+
+	r := httpapi.NewRouter(httpapi.Config{
+		Name:           Name,
+		Logger:         cfg.Logger,
+		Registry:       cfg.Registry,
+		TracerProvider: cfg.TracerProvider,
+		OpenAPI:        api.OpenAPI(),
+		Ready:          g.ready,
+		Health:         g.health,
+	})
+	proxies := map[string]http.Handler{}
+	for owner, u := range g.backends {
+		proxies[owner] = g.proxy(owner, u)
+	}
+	for _, rt := range routes {
+		r.Method(rt.Method, rt.Pattern, proxies[rt.Owner])
+	}
+	return r, nil
+}
+
+// proxy forwards to one daemon. Responses are flushed as they come, so the event stream
+// (text/event-stream) reaches the caller live.
+func (g *gateway) proxy(owner string, target *url.URL) http.Handler {
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.SetXForwarded()
+			pr.Out.Host = pr.In.Host
+			observe.Propagator().Inject(pr.In.Context(), propagation.HeaderCarrier(pr.Out.Header))
+		},
+		Transport:     g.cfg.Transport,
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+				return // the caller went away
+			}
+			g.cfg.Logger.Warn("backend unreachable", "daemon", owner, "path", r.URL.Path, "err", err)
+			httpapi.WriteProblem(w, r, api.Errorf(api.CodeUnavailable, "%s is not reachable right now; retry shortly", owner))
+		},
+	}
+}
+
+// backendState is one daemon's answer to a probe.
+type backendState struct {
+	Status string `json:"status"`
+	Error  string `json:"error,omitempty"`
+}
+
+// probeAll asks every backend's path at once.
+func (g *gateway) probeAll(ctx context.Context, path string) map[string]backendState {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	out := map[string]backendState{}
+	for owner, u := range g.backends {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st := backendState{Status: "ok"}
+			if err := g.probe(ctx, u.JoinPath(path)); err != nil {
+				st = backendState{Status: "unhealthy", Error: err.Error()}
+			}
+			mu.Lock()
+			out[owner] = st
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func (g *gateway) probe(ctx context.Context, u *url.URL) error {
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.ProbeTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := g.client.Do(req)
+	if err != nil {
+		return err
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %s", u.Path, resp.Status)
+	}
+	return nil
+}
+
+// ready is the gateway's /readyz: every daemon answers its own /readyz.
+func (g *gateway) ready(ctx context.Context) error {
+	var bad []string
+	for owner, st := range g.probeAll(ctx, httpapi.PathReadyz) {
+		if st.Status != "ok" {
+			bad = append(bad, owner+": "+st.Error)
+		}
+	}
+	if len(bad) > 0 {
+		sort.Strings(bad)
+		return fmt.Errorf("not ready: %s", strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+// health is the gateway's /healthz: each daemon's readiness, like hostplane dev's front door.
+func (g *gateway) health(ctx context.Context) (any, bool) {
+	states := g.probeAll(ctx, httpapi.PathReadyz)
+	healthy := true
+	for _, st := range states {
+		healthy = healthy && st.Status == "ok"
+	}
+	return map[string]any{"components": states}, healthy
+}

@@ -1,0 +1,155 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/hostplane/hostplane/cmd/hostplane/dev"
+	"github.com/hostplane/hostplane/cmd/hostplane/gateway"
+	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/daemon"
+	"github.com/hostplane/hostplane/pkg/httpapi"
+)
+
+// backends serves each of the six real daemons' admin routers (not started: their API
+// handlers answer 503 "<daemon> is starting", which names who answered) on its own port.
+func backends(t *testing.T) map[string]string {
+	t.Helper()
+	dir := t.TempDir()
+	ds, err := dev.Daemons(func() daemon.Base {
+		return daemon.Base{NATSURL: "nats://127.0.0.1:1", DataDir: dir, Logger: slog.New(slog.DiscardHandler)}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, d := range ds {
+		r := httpapi.NewRouter(httpapi.Config{Name: d.Name(), Ready: d.Ready})
+		d.Routes(r)
+		srv := httptest.NewServer(r)
+		t.Cleanup(srv.Close)
+		out[d.Name()] = srv.URL
+	}
+	return out
+}
+
+func problem(t *testing.T, resp *http.Response) httpapi.Problem {
+	t.Helper()
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var p httpapi.Problem
+	if err := json.Unmarshal(b, &p); err != nil {
+		t.Fatalf("%s: not a problem: %s", resp.Request.URL.Path, b)
+	}
+	return p
+}
+
+func TestGateway_RoutesEveryOperationToTheDaemonThatOwnsIt(t *testing.T) {
+	h, err := gateway.New(gateway.Config{Backends: backends(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := httptest.NewServer(h)
+	defer gw.Close()
+	routes, err := api.Routes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range routes {
+		if r.Owner == "ignitiond" {
+			continue // checked below: it answers a machine, not with a problem
+		}
+		path := strings.NewReplacer("{cluster}", "c1", "{nodepool}", "np", "{machine}", "m", "{name}", "etcd").Replace(r.Pattern)
+		req, _ := http.NewRequest(r.Method, gw.URL+path, strings.NewReader("{}"))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := problem(t, resp)
+		if strings.HasSuffix(r.Pattern, "/logs") { // componentd reads logs from its data dir, started or not
+			if resp.StatusCode != http.StatusNotFound || !strings.Contains(p.Detail, "no log of etcd") {
+				t.Errorf("%s %s: %d %q, want componentd's 404", r.Method, path, resp.StatusCode, p.Detail)
+			}
+			continue
+		}
+		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(p.Detail, r.Owner+" is starting") {
+			t.Errorf("%s %s: %d %q, want %s's 503 'is starting'", r.Method, path, resp.StatusCode, p.Detail, r.Owner)
+		}
+	}
+	resp, err := http.Get(gw.URL + "/ignition/c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := problem(t, resp); !strings.Contains(p.Detail, "ignitiond is starting") {
+		t.Errorf("GET /ignition/c1 reached %q, want ignitiond", p.Detail)
+	}
+}
+
+func TestGateway_AnswersItsOwnEndpointsAndA503WhenADaemonIsDown(t *testing.T) {
+	b := backends(t)
+	down := httptest.NewServer(http.NotFoundHandler())
+	b["pkid"] = down.URL
+	down.Close() // nothing listens there any more
+	h, err := gateway.New(gateway.Config{Backends: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := httptest.NewServer(h)
+	defer gw.Close()
+
+	resp, err := http.Get(gw.URL + "/v1/clusters/c1/pki")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := problem(t, resp); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(p.Detail, "pkid is not reachable") {
+		t.Errorf("pki with pkid down: %d %q", resp.StatusCode, p.Detail)
+	}
+	resp, err = http.Get(gw.URL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b2), "pkid") {
+		t.Errorf("/readyz with the daemons not ready = %d %s", resp.StatusCode, b2)
+	}
+	resp, err = http.Get(gw.URL + "/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(doc) != string(api.OpenAPI()) {
+		t.Errorf("/openapi.json = %d (%d bytes)", resp.StatusCode, len(doc))
+	}
+	resp, err = http.Get(gw.URL + "/v1/nowhere")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := problem(t, resp); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("/v1/nowhere = %d %q, want 404", resp.StatusCode, p.Detail)
+	}
+}
+
+func TestGateway_RefusesAConfigurationThatLeavesADaemonUnrouted(t *testing.T) {
+	b := backends(t)
+	delete(b, "nodepoold")
+	b["infrad"] = "ftp://nowhere"
+	b["dnsd"] = "http://127.0.0.1:1"
+	_, err := gateway.New(gateway.Config{Backends: b})
+	if !errors.Is(err, gateway.ErrConfig) {
+		t.Fatalf("err = %v, want ErrConfig", err)
+	}
+	for _, want := range []string{"no backend URL for nodepoold", "backend URL of infrad", `backend "dnsd" owns no route`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}

@@ -1,0 +1,209 @@
+package e2e
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/release"
+	"github.com/hostplane/hostplane/pkg/testenv"
+)
+
+// EnvComposeTest runs TestCompose (`make compose-test` sets it after building the images).
+const EnvComposeTest = "HOSTPLANE_COMPOSE_TEST"
+
+// composeDaemons are the daemon containers, in the order a cluster create reaches them.
+var composeDaemons = []string{"clusterd", "infrad", "pkid", "componentd", "ignitiond", "nodepoold"}
+
+// composeStack is one `docker compose` project of deploy/compose.
+type composeStack struct {
+	t       *testing.T
+	command []string // docker compose, or docker-compose
+	env     []string
+}
+
+func (s *composeStack) run(args ...string) ([]byte, error) {
+	cmd := exec.Command(s.command[0], append(append(s.command[1:], "-f", composeFile(s.t)), args...)...)
+	cmd.Env = append(os.Environ(), s.env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.Bytes(), err
+}
+
+func (s *composeStack) must(args ...string) {
+	s.t.Helper()
+	if out, err := s.run(args...); err != nil {
+		s.t.Fatalf("compose %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+func composeFile(t *testing.T) string {
+	_, self, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Fatal("no caller")
+	}
+	return filepath.Join(filepath.Dir(self), "..", "..", "deploy", "compose", "docker-compose.yml")
+}
+
+func composeCommand(t *testing.T) []string {
+	if exec.Command("docker", "compose", "version").Run() == nil {
+		return []string{"docker", "compose"}
+	}
+	if p, err := exec.LookPath("docker-compose"); err == nil {
+		return []string{p}
+	}
+	t.Fatal("neither `docker compose` nor docker-compose is installed")
+	return nil
+}
+
+func freePort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// TestCompose_ClusterAndPoolThroughTheGateway_SurviveADaemonRestartEach brings up
+// deploy/compose from the local images, creates a cluster through the gateway and restarts
+// every daemon container once while the create is under way, then checks the cluster is
+// Available with nothing duplicated, that a 2-node pool becomes Ready, and that both delete.
+func TestCompose_ClusterAndPoolThroughTheGateway_SurviveADaemonRestartEach(t *testing.T) {
+	if os.Getenv(EnvComposeTest) == "" {
+		t.Skip("needs the images and Docker: run `make compose-test`")
+	}
+	buf := make([]byte, 12)
+	_, _ = rand.Read(buf)
+	token := hex.EncodeToString(buf)
+	port := freePort(t)
+	s := &composeStack{t: t, command: composeCommand(t), env: []string{
+		"COMPOSE_PROJECT_NAME=hpsmoke" + strconv.Itoa(os.Getpid()),
+		"HOSTPLANE_ADMIN_TOKEN=" + token,
+		"HOSTPLANE_PORT=" + strconv.Itoa(port),
+	}}
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, _ := s.run("logs", "--no-color", "--tail", "80")
+			t.Logf("compose logs:\n%s", out)
+		}
+		if out, err := s.run("down", "-v", "--remove-orphans", "-t", "20"); err != nil {
+			t.Errorf("compose down: %v\n%s", err, out)
+		}
+	})
+	s.must("up", "-d")
+	c := &client{t: t, base: "http://127.0.0.1:" + strconv.Itoa(port), token: token}
+	testenv.Eventually(t, 3*time.Minute, func() bool {
+		code, _ := c.tryDo("GET", "/readyz")
+		return code == http.StatusOK
+	}, "the gateway never reported every daemon ready")
+
+	// A cluster create, with each daemon container restarted once while it runs.
+	const cl = "smoke"
+	if code, body := c.do("POST", "/v1/clusters", `{"name":"`+cl+`","spec":{"release":{"version":"`+release.Latest().Version+`"}}}`, nil); code != http.StatusAccepted {
+		t.Fatalf("create cluster: %d %s", code, body)
+	}
+	for _, d := range composeDaemons {
+		got, _ := c.cluster(cl)
+		t.Logf("restarting %s (cluster Available=%v)", d, got.Status.Conditions.IsTrue(api.ConditionAvailable))
+		s.must("restart", "-t", "10", d)
+	}
+	testenv.Eventually(t, 3*time.Minute, func() bool {
+		code, _ := c.tryDo("GET", "/readyz")
+		return code == http.StatusOK
+	}, "the daemons never became ready again after their restarts")
+	got := c.waitCondition(cl, api.ConditionAvailable, api.ConditionTrue, 4*time.Minute)
+
+	// Nothing duplicated: one cluster, each component once, each certificate once, one endpoint.
+	var list api.ClusterList
+	if code, body := c.do("GET", "/v1/clusters", "", &list); code != http.StatusOK || len(list.Items) != 1 {
+		t.Fatalf("clusters after the restarts: %d %s, want exactly %s", code, body, cl)
+	}
+	var comps api.ComponentList
+	if code, body := c.do("GET", "/v1/clusters/"+cl+"/components", "", &comps); code != http.StatusOK {
+		t.Fatalf("components: %d %s", code, body)
+	}
+	var names []string
+	for _, comp := range comps.Items {
+		names = append(names, comp.Name)
+	}
+	assertUnique(t, "components", names)
+	var pki api.PKIStatus
+	if code, body := c.do("GET", "/v1/clusters/"+cl+"/pki", "", &pki); code != http.StatusOK {
+		t.Fatalf("pki: %d %s", code, body)
+	}
+	var certs []string
+	for _, crt := range pki.Certificates {
+		certs = append(certs, crt.Name)
+	}
+	assertUnique(t, "certificates", certs)
+	if ep := got.Status.ControlPlaneEndpoint; ep == nil || ep.Port == 0 {
+		t.Fatalf("no control-plane endpoint: %s", lazyJSON{&got})
+	}
+
+	// A 2-node pool joins, through ignitiond, the local cloud and Cluster API in the stack.
+	if code, body := c.do("POST", "/v1/clusters/"+cl+"/nodepools", `{"name":"workers","spec":{"replicas":2,"release":{"version":"`+release.Latest().Version+`"},"management":{"upgradeType":"Replace"}}}`, nil); code != http.StatusAccepted {
+		t.Fatalf("create nodepool: %d %s", code, body)
+	}
+	c.waitPoolReady(cl, "workers", 2, 5*time.Minute)
+	if ms := c.poolMachines(cl, "workers"); len(ms) != 2 {
+		t.Fatalf("machines of workers = %v, want 2", machineNames(ms))
+	}
+
+	// Delete both; nothing is left.
+	if code, body := c.do("DELETE", "/v1/clusters/"+cl+"/nodepools/workers", "", nil); code != http.StatusAccepted {
+		t.Fatalf("delete nodepool: %d %s", code, body)
+	}
+	testenv.Eventually(t, 3*time.Minute, func() bool {
+		_, code := c.nodePool(cl, "workers")
+		return code == http.StatusNotFound && len(c.machines(cl)) == 0
+	}, "node pool workers or its machines never went away: %v", lazyJSON{c.machines(cl)})
+	if code, body := c.do("DELETE", "/v1/clusters/"+cl, "", nil); code != http.StatusAccepted {
+		t.Fatalf("delete cluster: %d %s", code, body)
+	}
+	testenv.Eventually(t, 3*time.Minute, func() bool {
+		_, code := c.cluster(cl)
+		return code == http.StatusNotFound
+	}, "cluster %s was never deleted", cl)
+}
+
+// tryDo sends a request without a body and returns its status, 0 if none came back (the
+// gateway is not listening yet).
+func (c *client) tryDo(method, path string) (int, error) {
+	req, err := http.NewRequest(method, c.base+path, nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func assertUnique(t *testing.T, what string, names []string) {
+	t.Helper()
+	if len(names) == 0 {
+		t.Fatalf("no %s", what)
+	}
+	sorted := slices.Clone(names)
+	slices.Sort(sorted)
+	if len(slices.Compact(sorted)) != len(names) {
+		t.Fatalf("%s are duplicated: %v", what, names)
+	}
+}
