@@ -7,6 +7,11 @@ require (
 	github.com/hostplane/hostplane/pkg v0.0.0
 )
 
+require (
+	github.com/blang/semver/v4 v4.0.0 // indirect
+	sigs.k8s.io/kustomize/api v0.20.1 // indirect
+)
+
 replace (
 	github.com/hostplane/hostplane/cmd/hostplane => ../../cmd/hostplane
 	github.com/hostplane/hostplane/pkg => ../../pkg

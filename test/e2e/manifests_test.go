@@ -1,0 +1,683 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/hostplane/hostplane/pkg/crd"
+	"github.com/hostplane/hostplane/pkg/crd/capi"
+	"github.com/hostplane/hostplane/pkg/kube"
+	"github.com/hostplane/hostplane/pkg/testenv"
+	"github.com/hostplane/hostplane/services/clusterd/crds"
+	"github.com/hostplane/hostplane/services/infrad"
+)
+
+// The kustomizations of deploy/k8s, relative to it.
+var manifestVariants = []string{"base", "overlays/dev", "overlays/production"}
+
+// The namespace the manifests install into.
+const manifestNamespace = "hostplane-system"
+
+// Each daemon's admin port (API, /healthz, /readyz, /metrics) in deploy/k8s.
+var daemonPorts = map[string]int64{
+	"clusterd": 8081, "nodepoold": 8082, "componentd": 8083,
+	"pkid": 8084, "infrad": 8085, "ignitiond": 8086,
+}
+
+// The ServiceMonitor CRD comes from prometheus-operator's module, at this version, through the
+// Go module proxy (or the module cache).
+const (
+	promOperatorModule  = "github.com/prometheus-operator/prometheus-operator"
+	promOperatorVersion = "v0.85.0"
+	serviceMonitorCRD   = "example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml"
+)
+
+// TestManifestsPolicy checks what an operator relies on in every variant of deploy/k8s: each
+// daemon runs with probes, requests and a locked-down container on the port its Service, its
+// ServiceMonitor and the NetworkPolicies use; each has its own ServiceAccount bound only to
+// its own ClusterRole; no ClusterRole grants wildcards.
+func TestManifestsPolicy(t *testing.T) {
+	for _, variant := range manifestVariants {
+		t.Run(variant, func(t *testing.T) {
+			objs := renderManifests(t, variant)
+			idx := indexObjects(objs)
+			for daemon, port := range daemonPorts {
+				t.Run(daemon, func(t *testing.T) { checkDaemon(t, idx, daemon, port) })
+			}
+			t.Run("rbac", func(t *testing.T) { checkRBAC(t, idx) })
+			t.Run("nats", func(t *testing.T) { checkNATS(t, idx) })
+			t.Run("management-kubeconfig", func(t *testing.T) { checkManagementKubeconfig(t, idx) })
+		})
+	}
+}
+
+// TestManifestsServerDryRun applies every object of every variant to a real management
+// kube-apiserver with server-side apply and dryRun=All, the way `kubectl apply --server-side
+// --dry-run=server -k` does, then checks that each daemon's ServiceAccount may do what its
+// code does in the management cluster, and no more.
+func TestManifestsServerDryRun(t *testing.T) {
+	kc := testenv.KubeAPIServer(t)
+	admin := kc.RESTConfig
+	ctx := ctx(t)
+
+	// What a management cluster provides before hostplane is installed: prometheus-operator's
+	// ServiceMonitor kind.
+	if err := crd.Install(ctx, admin, serviceMonitorCRDFS(t), "prometheus-operator"); err != nil {
+		t.Fatalf("install the ServiceMonitor CRD: %v", err)
+	}
+	dyn, err := dynamic.NewForConfig(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+
+	// The namespace and the RBAC objects are applied for real: namespaced objects need their
+	// namespace, and the access checks below need the bindings.
+	base := renderManifests(t, "base")
+	for _, o := range base {
+		switch o.GetKind() {
+		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding":
+			if err := applyObject(ctx, dyn, mapper, o, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, variant := range manifestVariants {
+		t.Run(variant, func(t *testing.T) {
+			objs := renderManifests(t, variant)
+			for _, o := range objs {
+				if err := applyObject(ctx, dyn, mapper, o, true); err != nil {
+					t.Error(err)
+				}
+			}
+			t.Logf("%d objects accepted by the apiserver (dry run)", len(objs))
+		})
+	}
+
+	t.Run("access", func(t *testing.T) { checkAccess(t, admin) })
+	t.Run("crd-install", func(t *testing.T) {
+		// The daemons that install CRDs do so with their own ServiceAccount; nodepoold first:
+		// it owns Cluster API's Machine CRD, which infrad waits for.
+		install := map[string]fs.FS{"nodepoold": capi.CRDs, "clusterd": crds.FS, "infrad": infrad.CRDs}
+		for _, d := range []string{"nodepoold", "clusterd", "infrad"} {
+			if err := crd.Install(ctx, impersonate(admin, d), install[d], d); err != nil {
+				t.Errorf("%s installs its CRDs with its ServiceAccount: %v", d, err)
+			}
+		}
+	})
+}
+
+// renderManifests builds deploy/k8s/<variant> with kustomize, as `kubectl kustomize` does.
+func renderManifests(t *testing.T, variant string) []*unstructured.Unstructured {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("..", "..", "deploy", "k8s", filepath.FromSlash(variant)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatalf("kustomize build %s: %v", variant, err)
+	}
+	var objs []*unstructured.Unstructured
+	for _, r := range rm.Resources() {
+		m, err := r.Map()
+		if err != nil {
+			t.Fatalf("%s: %s: %v", variant, r.CurId(), err)
+		}
+		objs = append(objs, &unstructured.Unstructured{Object: m})
+	}
+	if len(objs) == 0 {
+		t.Fatalf("kustomize build %s: no objects", variant)
+	}
+	return objs
+}
+
+// applyObject applies o with server-side apply (dryRun=All when dryRun), as the
+// kubectl field manager of an operator would.
+func applyObject(ctx context.Context, dyn dynamic.Interface, mapper *restmapper.DeferredDiscoveryRESTMapper, o *unstructured.Unstructured, dryRun bool) error {
+	gvk := o.GroupVersionKind()
+	what := gvk.Kind + " " + o.GetName()
+	if ns := o.GetNamespace(); ns != "" {
+		what = gvk.Kind + " " + ns + "/" + o.GetName()
+	}
+	mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if meta.IsNoMatchError(err) { // a CRD installed after discovery was cached
+		mapper.Reset()
+		mapping, err = mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: the apiserver serves no %s: %w", what, gvk, err)
+	}
+	var ri dynamic.ResourceInterface = dyn.Resource(mapping.Resource)
+	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+		if o.GetNamespace() == "" {
+			return fmt.Errorf("%s: namespaced, but the manifests give it no namespace", what)
+		}
+		ri = dyn.Resource(mapping.Resource).Namespace(o.GetNamespace())
+	}
+	body, err := json.Marshal(o.Object)
+	if err != nil {
+		return err
+	}
+	opts := metav1.PatchOptions{FieldManager: "kubectl", Force: ptrTo(true)}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	if _, err := ri.Patch(ctx, o.GetName(), types.ApplyPatchType, body, opts); err != nil {
+		return fmt.Errorf("%s: the apiserver rejected it: %w", what, err)
+	}
+	return nil
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// impersonate returns admin's config acting as the ServiceAccount of daemon.
+func impersonate(admin *rest.Config, daemon string) *rest.Config {
+	cfg := rest.CopyConfig(admin)
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: serviceAccountUser(daemon),
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + manifestNamespace, "system:authenticated"},
+	}
+	return cfg
+}
+
+func serviceAccountUser(daemon string) string {
+	return "system:serviceaccount:" + manifestNamespace + ":" + daemon
+}
+
+// serviceMonitorCRDFS is prometheus-operator's ServiceMonitor CRD from its module (downloaded
+// through the Go module proxy into the module cache once). Without the go command or the
+// network it is a minimal structural CRD of the same kind, and the test says so.
+func serviceMonitorCRDFS(t *testing.T) fs.FS {
+	t.Helper()
+	cmd := exec.Command("go", "mod", "download", "-json", promOperatorModule+"@"+promOperatorVersion)
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var mod struct{ Dir, Error string }
+	if err == nil {
+		err = json.Unmarshal(out, &mod)
+	}
+	if err == nil && mod.Error != "" {
+		err = fmt.Errorf("%s", mod.Error)
+	}
+	var b []byte
+	if err == nil {
+		b, err = os.ReadFile(filepath.Join(mod.Dir, filepath.FromSlash(serviceMonitorCRD)))
+	}
+	if err != nil {
+		t.Logf("prometheus-operator %s is not available (%v %s): using a minimal ServiceMonitor CRD that accepts any spec", promOperatorVersion, err, stderr.String())
+		b = []byte(minimalServiceMonitorCRD)
+	}
+	return fstest.MapFS{"servicemonitors.yaml": {Data: b}}
+}
+
+const minimalServiceMonitorCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: servicemonitors.monitoring.coreos.com
+spec:
+  group: monitoring.coreos.com
+  names: {kind: ServiceMonitor, listKind: ServiceMonitorList, plural: servicemonitors, singular: servicemonitor}
+  scope: Namespaced
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              x-kubernetes-preserve-unknown-fields: true
+`
+
+// A check of one management-cluster request a daemon's code makes (allowed) or must not be
+// able to make (denied).
+type access struct {
+	daemon               string
+	verb                 string
+	group, resource, sub string
+	namespace, name      string
+	allowed              bool
+}
+
+// checkAccess asks the apiserver (SubjectAccessReview) whether each daemon's ServiceAccount
+// may make the requests its code makes in the management cluster, and may not make others.
+func checkAccess(t *testing.T, admin *rest.Config) {
+	cs, err := kubernetes.NewForConfig(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ns = "hostplane-demo" // a cluster's control-plane namespace
+	capi, hcp, infra := "cluster.x-k8s.io", "controlplane.hostplane.dev", "infrastructure.hostplane.dev"
+	checks := []access{
+		// clusterd: namespace, kubeconfig Secret, HostedControlPlane (+status), CAPI Cluster.
+		{"clusterd", "patch", "", "namespaces", "", "", ns, true},
+		{"clusterd", "delete", "", "namespaces", "", "", ns, true},
+		{"clusterd", "patch", "", "secrets", "", ns, "demo-kubeconfig", true},
+		{"clusterd", "patch", hcp, "hostedcontrolplanes", "", ns, "demo", true},
+		{"clusterd", "patch", hcp, "hostedcontrolplanes", "status", ns, "demo", true},
+		{"clusterd", "delete", capi, "clusters", "", ns, "demo", true},
+		{"clusterd", "get", "", "secrets", "", ns, "demo-kubeconfig", false},
+		{"clusterd", "patch", "apiextensions.k8s.io", "customresourcedefinitions", "", "", "machines.cluster.x-k8s.io", false},
+		{"clusterd", "create", capi, "machinedeployments", "", ns, "", false},
+		// nodepoold: its pools' objects and Cluster API's controllers.
+		{"nodepoold", "patch", capi, "machinedeployments", "", ns, "workers", true},
+		{"nodepoold", "watch", capi, "machines", "", "", "", true},
+		{"nodepoold", "update", capi, "machines", "finalizers", ns, "workers-abc", true},
+		{"nodepoold", "patch", "", "secrets", "", ns, "workers-userdata", true},
+		{"nodepoold", "create", infra, "localmachines", "", ns, "", true},
+		{"nodepoold", "delete", hcp, "hostedcontrolplanes", "", ns, "demo", true},
+		{"nodepoold", "create", "", "events", "", ns, "", true},
+		{"nodepoold", "create", capi, "clusters", "", ns, "", false},
+		{"nodepoold", "delete", "", "namespaces", "", "", ns, false},
+		// componentd: the control plane's workloads.
+		{"componentd", "patch", "apps", "statefulsets", "", ns, "etcd", true},
+		{"componentd", "delete", "apps", "deployments", "", ns, "kube-apiserver", true},
+		{"componentd", "list", "policy", "poddisruptionbudgets", "", ns, "", true},
+		{"componentd", "patch", "", "services", "", ns, "kube-apiserver", true},
+		{"componentd", "patch", "", "secrets", "", ns, "etcd-server", true},
+		{"componentd", "create", "", "pods", "", ns, "", false},
+		{"componentd", "get", capi, "clusters", "", ns, "demo", false},
+		// pkid: reads a Machine before approving its kubelet's CSR; nothing else.
+		{"pkid", "get", capi, "machines", "", ns, "workers-abc", true},
+		{"pkid", "list", capi, "machines", "", ns, "", false},
+		{"pkid", "get", "", "secrets", "", ns, "demo-kubeconfig", false},
+		// infrad: its CRDs, LocalClusters and LocalMachines, Machines on termination notices.
+		{"infrad", "get", "apiextensions.k8s.io", "customresourcedefinitions", "", "", "machines.cluster.x-k8s.io", true},
+		{"infrad", "create", "", "namespaces", "", "", "", true},
+		{"infrad", "patch", infra, "localclusters", "status", ns, "demo", true},
+		{"infrad", "patch", infra, "localmachines", "", ns, "workers-abc", true},
+		{"infrad", "delete", capi, "machines", "", ns, "workers-abc", true},
+		{"infrad", "get", "", "secrets", "", ns, "workers-userdata", true},
+		{"infrad", "list", "", "secrets", "", ns, "", false},
+		{"infrad", "delete", "", "namespaces", "", "", ns, false},
+		// ignitiond and the gateway do not use the management cluster.
+		{"ignitiond", "get", "", "secrets", "", ns, "demo-kubeconfig", false},
+		{"gateway", "list", "", "services", "", manifestNamespace, "", false},
+	}
+	// Nobody can grant themselves more.
+	for d := range daemonPorts {
+		checks = append(checks,
+			access{d, "create", "rbac.authorization.k8s.io", "clusterrolebindings", "", "", "", false},
+			access{d, "escalate", "rbac.authorization.k8s.io", "clusterroles", "", "", "hostplane-" + d, false},
+			access{d, "impersonate", "", "serviceaccounts", "", manifestNamespace, "", false})
+	}
+	for _, c := range checks {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:   serviceAccountUser(c.daemon),
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + manifestNamespace, "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Verb: c.verb, Group: c.group, Resource: c.resource, Subresource: c.sub,
+				Namespace: c.namespace, Name: c.name,
+			},
+		}}
+		got, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx(t), sar, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.Allowed != c.allowed {
+			r := c.resource
+			if c.sub != "" {
+				r += "/" + c.sub
+			}
+			if c.group != "" {
+				r += "." + c.group
+			}
+			t.Errorf("%s may %s %s %s/%s: %v, want %v", c.daemon, c.verb, r, c.namespace, c.name, got.Status.Allowed, c.allowed)
+		}
+	}
+}
+
+// objectIndex finds the rendered objects by kind and name; generated names (ConfigMaps with
+// a hash suffix) by their prefix.
+type objectIndex struct {
+	objs []*unstructured.Unstructured
+}
+
+func indexObjects(objs []*unstructured.Unstructured) objectIndex { return objectIndex{objs: objs} }
+
+func (x objectIndex) get(t *testing.T, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range x.objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	t.Fatalf("no %s %s in the manifests", kind, name)
+	return nil
+}
+
+func (x objectIndex) generated(t *testing.T, kind, prefix string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range x.objs {
+		if o.GetKind() == kind && (o.GetName() == prefix || strings.HasPrefix(o.GetName(), prefix+"-")) {
+			return o
+		}
+	}
+	t.Fatalf("no %s %s(-<hash>) in the manifests", kind, prefix)
+	return nil
+}
+
+func (x objectIndex) all(kind string) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range x.objs {
+		if o.GetKind() == kind {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// typed converts a rendered object into its API type.
+func typed[T any](t *testing.T, o *unstructured.Unstructured) *T {
+	t.Helper()
+	out := new(T)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(o.Object, out, true); err != nil {
+		t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
+	}
+	return out
+}
+
+func selects(t *testing.T, sel *metav1.LabelSelector, l map[string]string) bool {
+	t.Helper()
+	if sel == nil {
+		return false
+	}
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Matches(labels.Set(l))
+}
+
+func checkDaemon(t *testing.T, idx objectIndex, daemon string, port int64) {
+	dep := typed[appsv1.Deployment](t, idx.get(t, "Deployment", daemon))
+	pod := dep.Spec.Template
+	if pod.Spec.ServiceAccountName != daemon {
+		t.Errorf("runs as ServiceAccount %q, want its own %q", pod.Spec.ServiceAccountName, daemon)
+	}
+	if sc := pod.Spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+		t.Error("pod does not require a non-root user (runAsNonRoot)")
+	}
+	if len(pod.Spec.Containers) != 1 {
+		t.Fatalf("%d containers, want 1", len(pod.Spec.Containers))
+	}
+	c := pod.Spec.Containers[0]
+	if !strings.HasPrefix(c.Image, "hostplane/"+daemon+":") {
+		t.Errorf("image %q, want hostplane/%s:<tag>", c.Image, daemon)
+	}
+	var admin *corev1.ContainerPort
+	for i := range c.Ports {
+		if c.Ports[i].Name == "admin" {
+			admin = &c.Ports[i]
+		}
+	}
+	if admin == nil || int64(admin.ContainerPort) != port {
+		t.Errorf("container port admin = %v, want %d", admin, port)
+	}
+	addrEnv := "HOSTPLANE_" + strings.ToUpper(daemon) + "_ADDR"
+	if v := envValue(c, addrEnv); !strings.HasSuffix(v, ":"+strconv.FormatInt(port, 10)) {
+		t.Errorf("%s=%q: the daemon would not listen on the admin port %d", addrEnv, v, port)
+	}
+	for _, p := range []struct {
+		name  string
+		probe *corev1.Probe
+		path  string
+	}{{"liveness", c.LivenessProbe, "/healthz"}, {"readiness", c.ReadinessProbe, "/readyz"}} {
+		if p.probe == nil || p.probe.HTTPGet == nil || p.probe.HTTPGet.Path != p.path || p.probe.HTTPGet.Port.String() != "admin" {
+			t.Errorf("%s probe %+v, want GET %s on port admin", p.name, p.probe, p.path)
+		}
+	}
+	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if q, ok := c.Resources.Requests[r]; !ok || q.IsZero() {
+			t.Errorf("no %s request", r)
+		}
+	}
+	if q, ok := c.Resources.Limits[corev1.ResourceMemory]; !ok || q.IsZero() {
+		t.Error("no memory limit")
+	}
+	sc := c.SecurityContext
+	if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") {
+		t.Errorf("container securityContext %+v, want a read-only root, no privilege escalation, ALL capabilities dropped", sc)
+	}
+
+	svc := typed[corev1.Service](t, idx.get(t, "Service", daemon))
+	if !selects(t, &metav1.LabelSelector{MatchLabels: svc.Spec.Selector}, pod.Labels) {
+		t.Error("the Service does not select the daemon's pods")
+	}
+	if len(svc.Spec.Ports) != 1 || int64(svc.Spec.Ports[0].Port) != port || svc.Spec.Ports[0].TargetPort.String() != "admin" {
+		t.Errorf("Service ports %+v, want %d -> admin", svc.Spec.Ports, port)
+	}
+	pdb := typed[policyv1.PodDisruptionBudget](t, idx.get(t, "PodDisruptionBudget", daemon))
+	if !selects(t, pdb.Spec.Selector, pod.Labels) {
+		t.Error("the PodDisruptionBudget does not select the daemon's pods")
+	}
+	sm := idx.get(t, "ServiceMonitor", daemon)
+	smSel, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
+	if !selects(t, &metav1.LabelSelector{MatchLabels: smSel}, svc.Labels) {
+		t.Error("the ServiceMonitor does not select the daemon's Service")
+	}
+	eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+	if len(eps) != 1 || eps[0].(map[string]any)["port"] != "admin" || eps[0].(map[string]any)["path"] != "/metrics" {
+		t.Errorf("ServiceMonitor endpoints %v, want /metrics on port admin", eps)
+	}
+	// The gateway and Prometheus may reach the admin port; the daemon may reach NATS.
+	gateway := typed[appsv1.Deployment](t, idx.get(t, "Deployment", "gateway")).Spec.Template.Labels
+	if !ingressAllowed(t, idx, pod.Labels, gateway, port) {
+		t.Errorf("no NetworkPolicy lets the gateway reach port %d", port)
+	}
+	if v := envValue(typed[appsv1.Deployment](t, idx.get(t, "Deployment", "gateway")).Spec.Template.Spec.Containers[0],
+		"HOSTPLANE_GATEWAY_"+strings.ToUpper(daemon)+"_URL"); v != fmt.Sprintf("http://%s:%d", daemon, port) {
+		t.Errorf("the gateway routes to %q, want http://%s:%d", v, daemon, port)
+	}
+	nats := typed[appsv1.StatefulSet](t, idx.get(t, "StatefulSet", "nats")).Spec.Template.Labels
+	if !ingressAllowed(t, idx, nats, pod.Labels, 4222) {
+		t.Error("no NetworkPolicy lets the daemon reach NATS on 4222")
+	}
+}
+
+// envValue is the literal value of the container's variable name ("" when unset or taken
+// from elsewhere).
+func envValue(c corev1.Container, name string) string {
+	for _, e := range c.Env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
+}
+
+// ingressAllowed reports whether a NetworkPolicy of the manifests selecting the pods labelled
+// to lets the pods labelled from (same namespace) in on TCP port.
+func ingressAllowed(t *testing.T, idx objectIndex, to, from map[string]string, port int64) bool {
+	t.Helper()
+	for _, o := range idx.all("NetworkPolicy") {
+		np := typed[networkingv1.NetworkPolicy](t, o)
+		if !selects(t, &np.Spec.PodSelector, to) {
+			continue
+		}
+		for _, rule := range np.Spec.Ingress {
+			portOK := len(rule.Ports) == 0
+			for _, p := range rule.Ports {
+				if p.Port == nil {
+					portOK = true
+					continue
+				}
+				lo, hi := int64(p.Port.IntValue()), int64(p.Port.IntValue())
+				if p.EndPort != nil {
+					hi = int64(*p.EndPort)
+				}
+				portOK = portOK || (port >= lo && port <= hi)
+			}
+			peerOK := len(rule.From) == 0
+			for _, peer := range rule.From {
+				peerOK = peerOK || (peer.NamespaceSelector == nil && peer.IPBlock == nil && selects(t, peer.PodSelector, from))
+			}
+			if portOK && peerOK {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func checkRBAC(t *testing.T, idx objectIndex) {
+	for _, o := range idx.all("ClusterRole") {
+		cr := typed[rbacv1.ClusterRole](t, o)
+		for _, r := range cr.Rules {
+			if slices.Contains(r.Verbs, "*") || slices.Contains(r.Resources, "*") || slices.Contains(r.APIGroups, "*") || len(r.NonResourceURLs) > 0 {
+				t.Errorf("ClusterRole %s grants a wildcard or non-resource URLs: %+v", cr.Name, r)
+			}
+			if slices.Contains(r.APIGroups, "rbac.authorization.k8s.io") {
+				t.Errorf("ClusterRole %s grants RBAC access: %+v", cr.Name, r)
+			}
+		}
+	}
+	bound := map[string]int{}
+	for _, o := range append(idx.all("ClusterRoleBinding"), idx.all("RoleBinding")...) {
+		b := typed[rbacv1.ClusterRoleBinding](t, o)
+		if len(b.Subjects) != 1 || b.Subjects[0].Kind != "ServiceAccount" || b.Subjects[0].Namespace != manifestNamespace {
+			t.Errorf("%s %s binds %+v, want exactly one ServiceAccount of %s", o.GetKind(), b.Name, b.Subjects, manifestNamespace)
+			continue
+		}
+		sa := b.Subjects[0].Name
+		bound[sa]++
+		if b.RoleRef.Kind != "ClusterRole" || b.RoleRef.Name != "hostplane-"+sa {
+			t.Errorf("%s %s binds ServiceAccount %s to %s %s, want its own ClusterRole hostplane-%s", o.GetKind(), b.Name, sa, b.RoleRef.Kind, b.RoleRef.Name, sa)
+		}
+		idx.get(t, "ClusterRole", b.RoleRef.Name)
+	}
+	for d := range daemonPorts {
+		idx.get(t, "ServiceAccount", d)
+		pod := typed[appsv1.Deployment](t, idx.get(t, "Deployment", d)).Spec.Template.Spec
+		token := pod.AutomountServiceAccountToken != nil && *pod.AutomountServiceAccountToken
+		usesManagement := envValue(pod.Containers[0], "HOSTPLANE_MANAGEMENT_KUBECONFIG") != ""
+		switch {
+		case usesManagement && (bound[d] != 1 || !token):
+			t.Errorf("%s uses the management cluster: it needs exactly one binding (has %d) and its token (mounted: %v)", d, bound[d], token)
+		case !usesManagement && (bound[d] != 0 || token):
+			t.Errorf("%s does not use the management cluster, yet has %d bindings, token mounted: %v", d, bound[d], token)
+		}
+	}
+	if bound["gateway"] != 0 || bound["nats"] != 0 {
+		t.Errorf("the gateway or NATS is bound to a role: %v", bound)
+	}
+}
+
+func checkNATS(t *testing.T, idx objectIndex) {
+	sts := typed[appsv1.StatefulSet](t, idx.get(t, "StatefulSet", "nats"))
+	if sts.Spec.Replicas == nil || *sts.Spec.Replicas != 3 {
+		t.Fatalf("NATS runs %v members, want 3", sts.Spec.Replicas)
+	}
+	if len(sts.Spec.VolumeClaimTemplates) != 1 {
+		t.Error("NATS members have no persistent volume")
+	}
+	headless := typed[corev1.Service](t, idx.get(t, "Service", sts.Spec.ServiceName))
+	if headless.Spec.ClusterIP != corev1.ClusterIPNone || !headless.Spec.PublishNotReadyAddresses {
+		t.Errorf("Service %s: clusterIP %q, publishNotReadyAddresses %v: members would not find each other before they are ready",
+			headless.Name, headless.Spec.ClusterIP, headless.Spec.PublishNotReadyAddresses)
+	}
+	conf := typed[corev1.ConfigMap](t, idx.generated(t, "ConfigMap", "nats-config")).Data["nats.conf"]
+	for i := range int(*sts.Spec.Replicas) {
+		if route := fmt.Sprintf("nats://nats-%d.%s:6222", i, headless.Name); !strings.Contains(conf, route) {
+			t.Errorf("nats.conf has no route %s", route)
+		}
+	}
+	if !strings.Contains(conf, "jetstream") {
+		t.Error("nats.conf does not enable JetStream")
+	}
+	pdb := typed[policyv1.PodDisruptionBudget](t, idx.get(t, "PodDisruptionBudget", "nats"))
+	if !selects(t, pdb.Spec.Selector, sts.Spec.Template.Labels) || pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 {
+		t.Error("the NATS PodDisruptionBudget must keep a quorum: select the members, maxUnavailable 1")
+	}
+	if !ingressAllowed(t, idx, sts.Spec.Template.Labels, sts.Spec.Template.Labels, 6222) {
+		t.Error("no NetworkPolicy lets the members route to each other on 6222")
+	}
+	gateway := typed[appsv1.Deployment](t, idx.get(t, "Deployment", "gateway")).Spec.Template.Labels
+	if ingressAllowed(t, idx, sts.Spec.Template.Labels, gateway, 4222) {
+		t.Error("the gateway may reach NATS: only the daemons should")
+	}
+}
+
+// checkManagementKubeconfig loads the kubeconfig the daemons mount the way they do
+// (kube.RESTConfig), with the ServiceAccount files a pod would have.
+func checkManagementKubeconfig(t *testing.T, idx objectIndex) {
+	kc := typed[corev1.ConfigMap](t, idx.generated(t, "ConfigMap", "management-kubeconfig")).Data["kubeconfig"]
+	const saDir = "/var/run/secrets/kubernetes.io/serviceaccount/"
+	dir := t.TempDir()
+	for _, f := range []string{"token", "ca.crt"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := kube.RESTConfig([]byte(strings.ReplaceAll(kc, saDir, dir+"/")))
+	if err != nil {
+		t.Fatalf("the daemons cannot load the management kubeconfig: %v", err)
+	}
+	if cfg.Host != "https://kubernetes.default.svc" || cfg.BearerTokenFile != filepath.Join(dir, "token") || cfg.CAFile != filepath.Join(dir, "ca.crt") {
+		t.Errorf("management kubeconfig: host %q, token file %q, CA %q; want the in-cluster Service and the pod's ServiceAccount token and CA",
+			cfg.Host, cfg.BearerTokenFile, cfg.CAFile)
+	}
+	for d := range daemonPorts {
+		pod := typed[appsv1.Deployment](t, idx.get(t, "Deployment", d)).Spec.Template.Spec
+		path := envValue(pod.Containers[0], "HOSTPLANE_MANAGEMENT_KUBECONFIG")
+		if path == "" {
+			continue
+		}
+		mounted := false
+		for _, m := range pod.Containers[0].VolumeMounts {
+			for _, v := range pod.Volumes {
+				if v.Name == m.Name && v.ConfigMap != nil && strings.HasPrefix(v.ConfigMap.Name, "management-kubeconfig") &&
+					path == filepath.Join(m.MountPath, "kubeconfig") {
+					mounted = true
+				}
+			}
+		}
+		if !mounted {
+			t.Errorf("%s: HOSTPLANE_MANAGEMENT_KUBECONFIG=%s is not the mounted management-kubeconfig", d, path)
+		}
+	}
+}
