@@ -54,27 +54,53 @@ func StreamConfigs(replicas int) []jetstream.StreamConfig {
 	}
 }
 
-// EnsureStreams creates or updates hostplane's streams. It is idempotent and safe to call
-// from every daemon at start.
+// MaxReplicas is the most replicas JetStream keeps of a stream or bucket.
+const MaxReplicas = 5
+
+// EnsureStreams creates or updates hostplane's streams with one replica (a single NATS
+// server). It is idempotent and safe to call from every daemon at start.
 func EnsureStreams(ctx context.Context, js jetstream.JetStream) error {
-	for _, cfg := range StreamConfigs(1) {
+	return EnsureStreamsReplicated(ctx, js, 1)
+}
+
+// EnsureStreamsReplicated is EnsureStreams on a NATS cluster: each stream keeps replicas
+// copies (3 on a 3-server cluster, so losing a server loses nothing). An existing stream is
+// updated to that many replicas.
+func EnsureStreamsReplicated(ctx context.Context, js jetstream.JetStream, replicas int) error {
+	for _, cfg := range StreamConfigs(replicas) {
 		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
-			return fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
+			return fmt.Errorf("ensure stream %s: %w", cfg.Name, replicaHint(err, cfg.Replicas))
 		}
 	}
 	return nil
 }
 
-// EnsureBucket creates (or opens) a KV bucket with file storage and a short history.
+// EnsureBucket creates (or opens) a KV bucket with file storage and a short history, with one
+// replica.
 func EnsureBucket(ctx context.Context, js jetstream.JetStream, bucket string) (jetstream.KeyValue, error) {
+	return EnsureBucketReplicated(ctx, js, bucket, 1)
+}
+
+// EnsureBucketReplicated is EnsureBucket with replicas copies on a NATS cluster.
+func EnsureBucketReplicated(ctx context.Context, js jetstream.JetStream, bucket string, replicas int) (jetstream.KeyValue, error) {
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:      bucket,
 		Description: "hostplane state owned by one daemon",
 		History:     5,
 		Storage:     jetstream.FileStorage,
+		Replicas:    max(replicas, 1),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("ensure kv bucket %s: %w", bucket, err)
+		return nil, fmt.Errorf("ensure kv bucket %s: %w", bucket, replicaHint(err, replicas))
 	}
 	return kv, nil
+}
+
+// replicaHint adds to a JetStream error what an operator should check when more than one
+// replica was asked for: the setting and the size of the NATS cluster.
+func replicaHint(err error, replicas int) error {
+	if replicas <= 1 {
+		return err
+	}
+	return fmt.Errorf("%w (HOSTPLANE_NATS_REPLICAS=%d needs a NATS cluster with JetStream on at least %d servers)", err, replicas, replicas)
 }

@@ -3,19 +3,25 @@ package daemon
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hostplane/hostplane/pkg/auth"
+	"github.com/hostplane/hostplane/pkg/bus"
 )
 
 // Base is the configuration every daemon has. Zero values get defaults in Validate.
 type Base struct {
-	NATSURL      string // HOSTPLANE_NATS_URL, default nats://127.0.0.1:4222
+	NATSURL string // HOSTPLANE_NATS_URL, default nats://127.0.0.1:4222
+	// NATSReplicas is how many copies JetStream keeps of hostplane's streams and buckets
+	// (HOSTPLANE_NATS_REPLICAS, 1 to 5, default 1): 3 on a 3-server NATS cluster.
+	NATSReplicas int
 	DataDir      string // HOSTPLANE_DATA_DIR, default .hostplane
 	AdminAddr    string // HOSTPLANE_<DAEMON>_ADDR; "" serves no admin port (hostplane dev's front door serves the routes)
 	LogLevel     string // HOSTPLANE_LOG_LEVEL: debug, info, warn, error
@@ -52,6 +58,12 @@ func (b *Base) Validate() error {
 	if b.DataDir == "" {
 		b.DataDir = ".hostplane"
 	}
+	if b.NATSReplicas == 0 {
+		b.NATSReplicas = 1
+	}
+	if b.NATSReplicas < 1 || b.NATSReplicas > bus.MaxReplicas {
+		return fmt.Errorf("NATS replicas (HOSTPLANE_NATS_REPLICAS) must be 1 to %d, not %d", bus.MaxReplicas, b.NATSReplicas)
+	}
 	switch strings.ToLower(b.LogLevel) {
 	case "", "info", "debug", "warn", "error":
 	default:
@@ -71,6 +83,14 @@ func (b *Base) level() slog.Level {
 func Flags(fs *flag.FlagSet, name string) *Base {
 	b := &Base{}
 	fs.StringVar(&b.NATSURL, "nats-url", env("HOSTPLANE_NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL (HOSTPLANE_NATS_URL)")
+	fs.Var(&replicasFlag{&b.NATSReplicas}, "nats-replicas", "copies JetStream keeps of each stream and bucket, 1 to 5; 3 on a 3-server NATS cluster (HOSTPLANE_NATS_REPLICAS, default 1)")
+	if v := os.Getenv("HOSTPLANE_NATS_REPLICAS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			n = -1 // Validate names the setting
+		}
+		b.NATSReplicas = n
+	}
 	fs.StringVar(&b.DataDir, "data-dir", env("HOSTPLANE_DATA_DIR", ".hostplane"), "data directory (HOSTPLANE_DATA_DIR)")
 	addrEnv := "HOSTPLANE_" + strings.ToUpper(name) + "_ADDR"
 	fs.StringVar(&b.AdminAddr, "addr", env(addrEnv, "127.0.0.1:0"), "admin and API listen address ("+addrEnv+")")
@@ -83,6 +103,25 @@ func Flags(fs *flag.FlagSet, name string) *Base {
 	fs.BoolVar(&b.InsecureNoAuth, "insecure-no-auth", false, "serve the admin API without access control when no token is configured")
 	b.requireAuth = true
 	return b
+}
+
+// replicasFlag parses --nats-replicas.
+type replicasFlag struct{ n *int }
+
+func (f *replicasFlag) String() string {
+	if f.n == nil || *f.n == 0 {
+		return "1"
+	}
+	return strconv.Itoa(*f.n)
+}
+
+func (f *replicasFlag) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > bus.MaxReplicas {
+		return fmt.Errorf("want a number of replicas from 1 to %d", bus.MaxReplicas)
+	}
+	*f.n = n
+	return nil
 }
 
 // authenticator returns the admin router's access control: nil means none.

@@ -47,6 +47,7 @@ type Runtime struct {
 	Publisher      *bus.Publisher
 	DataDir        string // this daemon's own directory: <data dir>/<name>
 	buckets        map[string]jetstream.KeyValue
+	natsReplicas   int // Base.NATSReplicas, for buckets created on demand
 }
 
 // Bucket returns a KV bucket: the daemon's own (created at start) or another daemon's
@@ -58,7 +59,7 @@ func (rt *Runtime) Bucket(ctx context.Context, name string) (jetstream.KeyValue,
 	kv, err := rt.JS.KeyValue(ctx, name)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		// The owner has not started yet; create it empty so readers can watch it.
-		return bus.EnsureBucket(ctx, rt.JS, name)
+		return bus.EnsureBucketReplicated(ctx, rt.JS, name, rt.natsReplicas)
 	}
 	return kv, err
 }
@@ -225,19 +226,20 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	setupCtx, cancelSetup := context.WithTimeout(ctx, time.Minute)
 	defer cancelSetup()
-	if err := bus.EnsureStreams(setupCtx, js); err != nil {
+	if err := bus.EnsureStreamsReplicated(setupCtx, js, d.base.NATSReplicas); err != nil {
 		return fmt.Errorf("%s: %w", d.spec.Name, err)
 	}
 	rt := &Runtime{
 		Name: d.spec.Name, Log: log, Registry: d.registry, TracerProvider: tp,
 		Conn: nc, JS: js, Publisher: bus.NewPublisher(js, d.spec.Name),
 		DataDir: d.base.DataDir + "/" + d.spec.Name, buckets: map[string]jetstream.KeyValue{},
+		natsReplicas: d.base.NATSReplicas,
 	}
 	if err := os.MkdirAll(rt.DataDir, 0o750); err != nil {
 		return fmt.Errorf("%s: data dir: %w", d.spec.Name, err)
 	}
 	for _, b := range d.spec.Buckets {
-		kv, err := bus.EnsureBucket(setupCtx, js, b)
+		kv, err := bus.EnsureBucketReplicated(setupCtx, js, b, d.base.NATSReplicas)
 		if err != nil {
 			return fmt.Errorf("%s: %w", d.spec.Name, err)
 		}

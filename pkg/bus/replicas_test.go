@@ -1,0 +1,133 @@
+package bus_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hostplane/hostplane/pkg/bus"
+	"github.com/hostplane/hostplane/pkg/events"
+	"github.com/hostplane/hostplane/pkg/testenv"
+)
+
+// natsCluster starts n in-process NATS servers with JetStream, routed into one cluster on
+// loopback, and returns them once JetStream has a meta leader.
+func natsCluster(t *testing.T, n int) []*server.Server {
+	t.Helper()
+	ports := make([]int, n)
+	for i := range ports {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[i] = ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+	}
+	var routes []*url.URL
+	for _, p := range ports {
+		routes = append(routes, &url.URL{Scheme: "nats-route", Host: fmt.Sprintf("127.0.0.1:%d", p)})
+	}
+	servers := make([]*server.Server, n)
+	for i := range servers {
+		s, err := server.NewServer(&server.Options{
+			ServerName: fmt.Sprintf("nats-%d", i), Host: "127.0.0.1", Port: -1,
+			JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
+			Cluster: server.ClusterOpts{Name: "hostplane", Host: "127.0.0.1", Port: ports[i]},
+			Routes:  routes,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Start()
+		t.Cleanup(s.Shutdown)
+		servers[i] = s
+	}
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		for _, s := range servers {
+			if !s.ReadyForConnections(10*time.Millisecond) || s.JetStreamIsClustered() && !s.JetStreamIsCurrent() {
+				return false
+			}
+		}
+		return servers[0].JetStreamIsLeader() || servers[1].JetStreamIsLeader() || servers[2].JetStreamIsLeader()
+	}, "the NATS cluster never elected a JetStream meta leader")
+	return servers
+}
+
+func TestEnsureReplicated_ThreeCopiesOnAClusterSurviveAServerLoss(t *testing.T) {
+	servers := natsCluster(t, 3)
+	var urls []string
+	for _, s := range servers {
+		urls = append(urls, s.ClientURL())
+	}
+	nc, err := nats.Connect(strings.Join(urls, ","), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := bus.EnsureStreamsReplicated(ctx, js, 3); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := bus.EnsureBucketReplicated(ctx, js, bus.BucketClusters, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{events.EventsStream, events.InboxStream, "KV_" + bus.BucketClusters} {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Config.Replicas != 3 || info.Cluster == nil || len(info.Cluster.Replicas) != 2 {
+			t.Fatalf("%s: %d replicas configured, cluster %+v; want 3 copies", name, info.Config.Replicas, info.Cluster)
+		}
+	}
+	if _, err := kv.Put(ctx, "demo", []byte(`{"v":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("streams and bucket with 3 replicas in %s", time.Since(start).Round(time.Millisecond))
+
+	// One server goes; what was written is still there and writes go on.
+	servers[0].Shutdown()
+	var got jetstream.KeyValueEntry
+	var lastErr error
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		opCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if _, lastErr = kv.Put(opCtx, "after", []byte(`{"v":2}`)); lastErr != nil {
+			return false
+		}
+		got, lastErr = kv.Get(opCtx, "demo")
+		return lastErr == nil
+	}, "the bucket never served again after a server went: %v", &lastErr)
+	if string(got.Value()) != `{"v":1}` {
+		t.Fatalf("demo = %s after a server loss", got.Value())
+	}
+}
+
+func TestEnsureReplicated_OnOneServer_SaysWhatToCheck(t *testing.T) {
+	env := testenv.NATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := bus.EnsureBucketReplicated(ctx, env.JS, "replicated", 3)
+	if err == nil || !strings.Contains(err.Error(), "HOSTPLANE_NATS_REPLICAS=3 needs a NATS cluster") {
+		t.Fatalf("err = %v, want one naming HOSTPLANE_NATS_REPLICAS", err)
+	}
+}

@@ -1,0 +1,40 @@
+package daemon_test
+
+import (
+	"flag"
+	"strings"
+	"testing"
+
+	"github.com/hostplane/hostplane/pkg/daemon"
+)
+
+func TestBase_NATSReplicas_FromEnvOrFlag_OneToFive(t *testing.T) {
+	t.Setenv("HOSTPLANE_NATS_REPLICAS", "3")
+	fs := flag.NewFlagSet("clusterd", flag.ContinueOnError)
+	b := daemon.Flags(fs, "clusterd")
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Validate(); err != nil || b.NATSReplicas != 3 {
+		t.Fatalf("env 3: replicas %d, err %v", b.NATSReplicas, err)
+	}
+
+	fs = flag.NewFlagSet("clusterd", flag.ContinueOnError)
+	fs.SetOutput(&strings.Builder{})
+	b = daemon.Flags(fs, "clusterd")
+	if err := fs.Parse([]string{"--nats-replicas", "9"}); err == nil || !strings.Contains(err.Error(), "from 1 to 5") {
+		t.Fatalf("--nats-replicas 9: %v, want a 1-to-5 error", err)
+	}
+
+	t.Setenv("HOSTPLANE_NATS_REPLICAS", "three")
+	fs = flag.NewFlagSet("clusterd", flag.ContinueOnError)
+	b = daemon.Flags(fs, "clusterd")
+	if err := b.Validate(); err == nil || !strings.Contains(err.Error(), "HOSTPLANE_NATS_REPLICAS") {
+		t.Fatalf("env three: %v, want an error naming HOSTPLANE_NATS_REPLICAS", err)
+	}
+
+	var zero daemon.Base
+	if err := zero.Validate(); err != nil || zero.NATSReplicas != 1 {
+		t.Fatalf("default: replicas %d, err %v", zero.NATSReplicas, err)
+	}
+}
