@@ -272,8 +272,12 @@ func TestComponentd_HighlyAvailableCluster_StaysUsableWhenAnAPIServerAndAnEtcdMe
 			t.Fatal(err)
 		}
 	}
-	// Until both are back, reads and writes go on through the other replicas.
-	var ok, failed int
+	// Until both are back, reads and writes go on through the other replicas. The kill cuts
+	// the connections the dead kube-apiserver held, and when the dead etcd member was the
+	// leader, requests time out until the others elect a new one: rounds may fail right after
+	// the kill. Once a round succeeds the cluster has failed over, and every later round must
+	// succeed too.
+	var ok, failedBefore, failedAfter int
 	var lastErr error
 	deadline := time.Now().Add(upTimeout)
 	for i := 0; ; i++ {
@@ -302,16 +306,21 @@ func TestComponentd_HighlyAvailableCluster_StaysUsableWhenAnAPIServerAndAnEtcdMe
 			_, err = cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
 		}
 		cancel()
-		if err != nil {
-			failed++
-			lastErr = err
-		} else {
+		switch {
+		case err == nil:
 			ok++
+		case ok == 0:
+			failedBefore++
+			lastErr = err
+		default:
+			failedAfter++
+			lastErr = err
 		}
 	}
-	t.Logf("while a kube-apiserver and an etcd member were down: %d rounds of writes and reads succeeded, %d failed (last error: %v)", ok, failed, lastErr)
-	if ok == 0 || failed > 1 {
-		t.Errorf("%d rounds succeeded and %d failed while one replica of each was down; want at most the one cut connection to fail", ok, failed)
+	t.Logf("while a kube-apiserver and an etcd member were down: %d rounds failed during the failover, then %d succeeded and %d failed (last error: %v)",
+		failedBefore, ok, failedAfter, lastErr)
+	if ok == 0 || failedAfter > 0 {
+		t.Errorf("after the failover %d rounds succeeded and %d failed while one replica of each was down; want every round after the first success to succeed", ok, failedAfter)
 	}
 	h.waitSettled("ha", "1.34.4")
 }
