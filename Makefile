@@ -5,7 +5,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 MODULES   := pkg services/clusterd services/nodepoold services/componentd services/ignitiond \
-             services/pkid services/infrad services/localcloud cmd/hostplane test/e2e bench
+             services/pkid services/infrad services/localcloud cmd/hostplane test/integration test/e2e bench
 PKGS      := $(addprefix ./,$(addsuffix /...,$(MODULES)))
 DAEMONS   := clusterd nodepoold componentd ignitiond pkid infrad
 BIN       := bin
@@ -13,6 +13,10 @@ GO        ?= go
 # Test settings: two packages at a time (each may run real control planes on 2 cores).
 TEST_FLAGS ?= -count=1 -p 2 -timeout 45m
 RUN_FLAGS  ?=
+# Fuzzing: each target (every func Fuzz*, found by tools/fuzz.sh) runs this long in make fuzz,
+# and FUZZTIME_SHORT in make test (15 targets: under a minute of fuzzing).
+FUZZTIME       ?= 1m
+FUZZTIME_SHORT ?= 3s
 
 .PHONY: help
 help: ## list the targets
@@ -31,14 +35,29 @@ build: ## build the hostplane CLI and the six daemons into bin/
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/localcloud ./services/localcloud/cmd/localcloud
 
 .PHONY: run
-run: k8s-bins ## run everything in one process: hostplane dev on http://127.0.0.1:8080 (Ctrl-C stops it)
-	$(GO) run ./cmd/hostplane dev $(RUN_FLAGS)
+# The newest release first (the default cluster's and the management plane's), then serve while
+# the other releases build in the background: GET /v1/releases (hostplane get releases) shows
+# them Building, and a cluster that asks for one waits until it is built.
+run: ## run everything in one process: hostplane dev on http://127.0.0.1:8080 (Ctrl-C stops it)
+	@tools/k8s-bins/build.sh --newest
+	@mkdir -p .hostplane; tools/k8s-bins/build.sh > .hostplane/k8s-bins.log 2>&1 & \
+	  echo "building the other releases in the background: hostplane get releases; log in .hostplane/k8s-bins.log"; \
+	  $(GO) run ./cmd/hostplane dev $(RUN_FLAGS)
 
 .PHONY: test
 test: k8s-bins ## build what the tests need and run every test (the compose smoke test too)
 	$(GO) vet $(PKGS)
 	$(GO) test $(TEST_FLAGS) $(PKGS)
+	$(MAKE) fuzz-short
 	$(MAKE) compose-test
+
+.PHONY: fuzz
+fuzz: ## run every fuzz target for FUZZTIME each (default 1m), one after the other
+	FUZZTIME=$(FUZZTIME) tools/fuzz.sh
+
+.PHONY: fuzz-short
+fuzz-short: ## every fuzz target for FUZZTIME_SHORT (3s) each; part of make test
+	FUZZTIME=$(FUZZTIME_SHORT) tools/fuzz.sh
 
 .PHONY: compose-test
 compose-test: images ## bring deploy/compose up on the local Docker engine, smoke-test it through the gateway, tear it down
@@ -49,9 +68,20 @@ bench: k8s-bins ## run the benchmarks (results go into BENCHMARKS.md by hand, wi
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./bench/...
 
 .PHONY: lint
-lint: ## gofmt and go vet
+lint: ## gofmt, go vet, and every module tidy and building alone with the import rules kept
 	@out=$$(gofmt -l $(MODULES) tools); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	@tools/modules.sh check
+	@$(MAKE) -s generate && git diff --exit-code --stat -- services/infrad/zz_generated.deepcopy.go || \
+	  { echo "generated code is stale: run make generate and commit the result"; exit 1; }
+
+.PHONY: generate
+generate: ## regenerate generated code (controller-gen DeepCopy of infrad's provider types)
+	cd services/infrad && GOWORK=off GOFLAGS=-mod=mod $(GO) generate ./...
+
+.PHONY: modules
+modules: ## after changing imports: rewrite each module's sibling replaces and tidy every module
+	@tools/modules.sh sync
 
 .PHONY: images
 images: k8s-bins ## build the FROM-scratch images: six daemons, local cloud, CLI, gateway, management apiserver, NATS (no registry needed)

@@ -26,7 +26,7 @@ func BenchmarkGateway_ListClustersDirectAndThroughTheGateway(b *testing.B) {
 	env := testenv.NATS(b)
 	const token = "bench-gateway-admin-token-0123456789"
 	d, err := clusterd.New(clusterd.Config{Base: daemon.Base{
-		NATSURL: env.Server.URL(), DataDir: b.TempDir(), AdminAddr: "127.0.0.1:0", AdminToken: token,
+		NATSURL: env.Server.URL(), NATSNKeyFile: env.SeedFile(clusterd.Name), DataDir: b.TempDir(), AdminAddr: "127.0.0.1:0", AdminToken: token,
 		Logger: slog.New(slog.DiscardHandler),
 	}})
 	if err != nil {

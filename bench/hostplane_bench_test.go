@@ -27,7 +27,9 @@ import (
 
 	"github.com/hostplane/hostplane/cmd/hostplane/dev"
 	"github.com/hostplane/hostplane/pkg/api"
+	hpclient "github.com/hostplane/hostplane/pkg/client"
 	"github.com/hostplane/hostplane/pkg/events"
+	"github.com/hostplane/hostplane/pkg/natsauth"
 	"github.com/hostplane/hostplane/pkg/release"
 	"github.com/hostplane/hostplane/pkg/testenv"
 )
@@ -94,7 +96,7 @@ func startStack(b *testing.B, tl *timeline) (*dev.Stack, *client) {
 	if tl != nil {
 		tl.subscribe(b, s)
 	}
-	c := &client{base: s.URL(), token: s.AdminToken()}
+	c := newClient(b, s)
 	testenv.Eventually(b, time.Minute, func() bool {
 		code, _, err := c.do(http.MethodGet, "/healthz", "", nil)
 		return err == nil && code == http.StatusOK
@@ -192,43 +194,37 @@ func (w *lockedWriter) Write(p []byte) (int, error) {
 	return w.out.Write(p)
 }
 
-// client speaks to the front door with the admin token. It returns errors rather than
-// failing the benchmark, so goroutines can use it.
+// client speaks to the front door with the admin token through the public API client. It
+// returns errors rather than failing the benchmark, so goroutines can use it.
 type client struct {
-	base, token string
+	api *hpclient.Client
 }
 
-var httpClient = &http.Client{Timeout: 30 * time.Second}
+func newClient(b *testing.B, s *dev.Stack) *client {
+	b.Helper()
+	ac, err := hpclient.New(hpclient.Options{Server: s.URL(), Token: s.AdminToken(), UserAgent: "hostplane-bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &client{api: ac}
+}
 
 // do sends a request (body "" sends none) and decodes a 2xx answer into out when non-nil.
 func (c *client) do(method, path, body string, out any) (int, []byte, error) {
-	var rd io.Reader
+	var in []byte
 	if body != "" {
-		rd = strings.NewReader(body)
+		in = []byte(body)
 	}
-	req, err := http.NewRequest(method, c.base+path, rd)
+	code, buf, err := c.api.Raw(context.Background(), method, path, in)
 	if err != nil {
 		return 0, nil, err
 	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		return 0, nil, fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	defer resp.Body.Close()
-	buf, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return resp.StatusCode, nil, err
-	}
-	if out != nil && resp.StatusCode < 300 {
+	if out != nil && code < 300 {
 		if err := json.Unmarshal(buf, out); err != nil {
-			return resp.StatusCode, buf, fmt.Errorf("%s %s: decode %s: %w", method, path, buf, err)
+			return code, buf, fmt.Errorf("%s %s: decode %s: %w", method, path, buf, err)
 		}
 	}
-	return resp.StatusCode, buf, nil
+	return code, buf, nil
 }
 
 // create asks for a SingleReplica cluster of benchRelease on the local platform.
@@ -258,13 +254,9 @@ func (c *client) delete(name string) error {
 
 // list returns every cluster.
 func (c *client) list() ([]api.Cluster, error) {
-	var l api.ClusterList
-	code, resp, err := c.do(http.MethodGet, "/v1/clusters", "", &l)
+	l, err := c.api.ListClusters(context.Background())
 	if err != nil {
 		return nil, err
-	}
-	if code != http.StatusOK {
-		return nil, fmt.Errorf("list: %d %s", code, resp)
 	}
 	return l.Items, nil
 }
@@ -345,13 +337,9 @@ func (c *client) deleteAll(names []string) error {
 
 // components returns the cluster's control-plane components.
 func (c *client) components(name string) ([]api.ControlPlaneComponent, error) {
-	var l api.ComponentList
-	code, resp, err := c.do(http.MethodGet, "/v1/clusters/"+name+"/components", "", &l)
+	l, err := c.api.Components(context.Background(), name)
 	if err != nil {
 		return nil, err
-	}
-	if code != http.StatusOK {
-		return nil, fmt.Errorf("components of %s: %d %s", name, code, resp)
 	}
 	return l.Items, nil
 }
@@ -386,7 +374,7 @@ func (tl *timeline) process(name, what string, at time.Time) {
 // subscribe records every event on the stack's NATS until the benchmark ends.
 func (tl *timeline) subscribe(b *testing.B, s *dev.Stack) {
 	b.Helper()
-	nc, err := nats.Connect(s.NATS.URL())
+	nc, err := s.ConnectNATS(b.Context(), natsauth.Admin)
 	if err != nil {
 		b.Fatal(err)
 	}

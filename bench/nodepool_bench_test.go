@@ -25,13 +25,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hostplane/hostplane/cmd/hostplane/dev"
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/ignition"
+	"github.com/hostplane/hostplane/pkg/natsauth"
 	"github.com/hostplane/hostplane/pkg/testenv"
-	"github.com/hostplane/hostplane/services/ignitiond/ignconfig"
 )
 
 // Environment knobs of the NodePool benchmarks.
@@ -60,7 +60,7 @@ func startPoolStack(b *testing.B) (*dev.Stack, *client, string) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { s.Stop(context.Background()) })
-	c := &client{base: s.URL(), token: s.AdminToken()}
+	c := newClient(b, s)
 	testenv.Eventually(b, 2*time.Minute, func() bool {
 		code, _, err := c.do(http.MethodGet, "/healthz", "", nil)
 		return err == nil && code == http.StatusOK
@@ -206,7 +206,7 @@ func BenchmarkIgnition_ServeCachedPayload(b *testing.B) {
 		b.Fatal(err)
 	}
 	tok := ignitionTokens(b, s, cl+"."+pool)
-	stub, err := ignconfig.ParseStub(tok.UserData)
+	stub, err := ignition.ParseStub(tok.UserData)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func BenchmarkIgnition_ServeCachedPayload(b *testing.B) {
 // ignitionTokens reads a pool's token record from the "ignition" bucket.
 func ignitionTokens(b *testing.B, s *dev.Stack, key string) api.IgnitionTokens {
 	b.Helper()
-	nc, err := nats.Connect(s.NATS.URL())
+	nc, err := s.ConnectNATS(b.Context(), natsauth.Admin)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -544,7 +544,7 @@ func dirRSS(dir string) string {
 
 // waitTokenRecord polls until ignitiond has written the pool's token record.
 func waitTokenRecord(s *dev.Stack, key string, timeout time.Duration) error {
-	nc, err := nats.Connect(s.NATS.URL())
+	nc, err := s.ConnectNATS(context.Background(), natsauth.Admin)
 	if err != nil {
 		return err
 	}

@@ -4,19 +4,36 @@ go 1.26.0
 
 require (
 	github.com/go-chi/chi/v5 v5.2.3
-	github.com/hostplane/hostplane/pkg v0.0.0
-	github.com/hostplane/hostplane/services/clusterd v0.0.0
-	github.com/hostplane/hostplane/services/componentd v0.0.0
-	github.com/hostplane/hostplane/services/ignitiond v0.0.0
-	github.com/hostplane/hostplane/services/infrad v0.0.0
-	github.com/hostplane/hostplane/services/localcloud v0.0.0
-	github.com/hostplane/hostplane/services/nodepoold v0.0.0
-	github.com/hostplane/hostplane/services/pkid v0.0.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.22.0
 	github.com/spf13/cobra v1.10.2
+	go.opentelemetry.io/otel v1.40.0
+	go.opentelemetry.io/otel/trace v1.40.0
 	k8s.io/apimachinery v0.34.3
+	k8s.io/client-go v0.34.3
 	sigs.k8s.io/yaml v1.6.0
+)
+
+require (
+	github.com/Azure/go-ansiterm v0.0.0-20230124172434-306776ec8161 // indirect
+	github.com/chai2010/gettext-go v1.0.2 // indirect
+	github.com/exponent-io/jsonpath v0.0.0-20210407135951-1de76d718b3f // indirect
+	github.com/go-errors/errors v1.4.2 // indirect
+	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674 // indirect
+	github.com/gregjones/httpcache v0.0.0-20190611155906-901d90724c79 // indirect
+	github.com/liggitt/tabwriter v0.0.0-20181228230101-89fcab3d43de // indirect
+	github.com/mitchellh/go-wordwrap v1.0.1 // indirect
+	github.com/moby/spdystream v0.5.1 // indirect
+	github.com/moby/term v0.5.0 // indirect
+	github.com/monochromegane/go-gitignore v0.0.0-20200626010858-205db1a8cc00 // indirect
+	github.com/mxk/go-flowrate v0.0.0-20140419014527-cca7078d478f // indirect
+	github.com/peterbourgon/diskv v2.0.1+incompatible // indirect
+	github.com/russross/blackfriday/v2 v2.1.0 // indirect
+	github.com/xlab/treeprint v1.2.0 // indirect
+	k8s.io/cli-runtime v0.34.3 // indirect
+	k8s.io/kubectl v0.34.3 // indirect
+	sigs.k8s.io/kustomize/api v0.20.1 // indirect
+	sigs.k8s.io/kustomize/kyaml v0.20.1 // indirect
 )
 
 require (
@@ -58,6 +75,14 @@ require (
 	github.com/google/go-tpm v0.9.6 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.27.7 // indirect
+	github.com/hostplane/hostplane/pkg v0.0.0
+	github.com/hostplane/hostplane/services/clusterd v0.0.0
+	github.com/hostplane/hostplane/services/componentd v0.0.0
+	github.com/hostplane/hostplane/services/ignitiond v0.0.0
+	github.com/hostplane/hostplane/services/infrad v0.0.0
+	github.com/hostplane/hostplane/services/localcloud v0.0.0
+	github.com/hostplane/hostplane/services/nodepoold v0.0.0
+	github.com/hostplane/hostplane/services/pkid v0.0.0
 	github.com/huandu/xstrings v1.5.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/josharian/intern v1.0.0 // indirect
@@ -90,13 +115,11 @@ require (
 	github.com/x448/float16 v0.8.4 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.65.0 // indirect
-	go.opentelemetry.io/otel v1.40.0 // indirect
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace v1.40.0 // indirect
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc v1.40.0 // indirect
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp v1.40.0 // indirect
 	go.opentelemetry.io/otel/metric v1.40.0 // indirect
 	go.opentelemetry.io/otel/sdk v1.40.0 // indirect
-	go.opentelemetry.io/otel/trace v1.40.0 // indirect
 	go.opentelemetry.io/proto/otlp v1.9.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.2 // indirect
 	go.yaml.in/yaml/v3 v3.0.4 // indirect
@@ -120,7 +143,6 @@ require (
 	k8s.io/api v0.34.3 // indirect
 	k8s.io/apiextensions-apiserver v0.34.3 // indirect
 	k8s.io/apiserver v0.34.3 // indirect
-	k8s.io/client-go v0.34.3 // indirect
 	k8s.io/cluster-bootstrap v0.34.2 // indirect
 	k8s.io/component-base v0.34.3 // indirect
 	k8s.io/klog/v2 v2.130.1 // indirect
@@ -134,13 +156,18 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.2-0.20260122202528-d9cc6641c482 // indirect
 )
 
-replace (
-	github.com/hostplane/hostplane/pkg => ../../pkg
-	github.com/hostplane/hostplane/services/clusterd => ../../services/clusterd
-	github.com/hostplane/hostplane/services/componentd => ../../services/componentd
-	github.com/hostplane/hostplane/services/ignitiond => ../../services/ignitiond
-	github.com/hostplane/hostplane/services/infrad => ../../services/infrad
-	github.com/hostplane/hostplane/services/localcloud => ../../services/localcloud
-	github.com/hostplane/hostplane/services/nodepoold => ../../services/nodepoold
-	github.com/hostplane/hostplane/services/pkid => ../../services/pkid
-)
+replace github.com/hostplane/hostplane/pkg => ../../pkg
+
+replace github.com/hostplane/hostplane/services/localcloud => ../../services/localcloud
+
+replace github.com/hostplane/hostplane/services/infrad => ../../services/infrad
+
+replace github.com/hostplane/hostplane/services/pkid => ../../services/pkid
+
+replace github.com/hostplane/hostplane/services/componentd => ../../services/componentd
+
+replace github.com/hostplane/hostplane/services/clusterd => ../../services/clusterd
+
+replace github.com/hostplane/hostplane/services/ignitiond => ../../services/ignitiond
+
+replace github.com/hostplane/hostplane/services/nodepoold => ../../services/nodepoold

@@ -4,17 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"regexp"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // MaxClusterNameLength bounds cluster names below the 63 characters of a DNS label, so that
 // names derived from them ("<cluster>-kube-apiserver-0", "<ns>-<cluster>") stay valid.
 const MaxClusterNameLength = 40
-
-// dnsLabelRE is an RFC 1123 label: lower-case alphanumerics and '-', starting and ending
-// with an alphanumeric.
-var dnsLabelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
 // ReleaseCatalogue answers the release questions validation asks. pkg/release implements
 // them (release.Lookup and release.CheckUpgrade); api cannot import release, which imports api.
@@ -51,7 +48,7 @@ func ValidateClusterName(name string) error {
 		return errors.New("is required")
 	case len(name) > MaxClusterNameLength:
 		return fmt.Errorf("must be at most %d characters (it is %d), so the names derived from it stay valid DNS labels", MaxClusterNameLength, len(name))
-	case !dnsLabelRE.MatchString(name):
+	case len(validation.IsDNS1123Label(name)) > 0:
 		return fmt.Errorf("%q must be a DNS label: lower-case letters, digits and '-', starting and ending with a letter or digit", name)
 	}
 	return nil

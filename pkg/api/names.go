@@ -36,6 +36,9 @@ const (
 	LabelCluster  = "hostplane.dev/cluster"
 	LabelNodePool = "hostplane.dev/nodepool"
 	LabelOwner    = "hostplane.dev/owner"
+	// LabelMachineInstanceType on a pool's Cluster API Machines (and their template) names the
+	// local instance type they were created with.
+	LabelMachineInstanceType = "hostplane.dev/instance-type"
 
 	// AnnotationDesiredConfig on a Cluster API Machine of an InPlace pool names the config
 	// hash nodepoold wants the machine to apply; AnnotationDesiredUserData names the userdata
@@ -49,6 +52,11 @@ const (
 	// infrastructure provider (infrad): LocalCluster, LocalMachine, LocalMachineTemplate.
 	InfrastructureGroup   = "infrastructure.hostplane.dev"
 	InfrastructureVersion = "v1alpha1"
+	// The kinds of that group: infrad writes LocalClusters and LocalMachines (its CRDs),
+	// nodepoold a LocalMachineTemplate per pool, clusterd the Cluster's infrastructureRef.
+	KindLocalCluster         = "LocalCluster"
+	KindLocalMachine         = "LocalMachine"
+	KindLocalMachineTemplate = "LocalMachineTemplate"
 	// ControlPlaneGroup is the API group of HostedControlPlane (clusterd), the Cluster's
 	// controlPlaneRef, which reports the externally managed control plane to Cluster API.
 	ControlPlaneGroup   = "controlplane.hostplane.dev"

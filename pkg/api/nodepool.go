@@ -30,8 +30,9 @@ type NodePoolSpec struct {
 	// Release is the kubelet version of the machines: not newer than the control plane and
 	// within the kubelet version skew (at most 3 minors older).
 	Release Release `json:"release"`
-	// Platform defaults to the cluster's.
-	Platform   Platform           `json:"platform,omitempty"`
+	// Platform defaults to the cluster's; on platform local, Local.InstanceType defaults to
+	// DefaultInstanceType.
+	Platform   NodePoolPlatform   `json:"platform,omitempty"`
 	Management NodePoolManagement `json:"management"`
 	// NodeLabels and Taints reach every node of the pool, existing ones included, without a
 	// rollout.
@@ -44,6 +45,32 @@ type NodePoolSpec struct {
 	// bound). NodeVolumeDetachTimeout bounds the wait for its volumes to detach.
 	NodeDrainTimeout        string `json:"nodeDrainTimeout,omitempty"`
 	NodeVolumeDetachTimeout string `json:"nodeVolumeDetachTimeout,omitempty"`
+}
+
+// NodePoolPlatform is where a pool's machines run (HyperShift's NodePoolPlatform): the
+// cluster's platform type and that platform's machine settings.
+type NodePoolPlatform struct {
+	Type  string                 `json:"type"`
+	Local *LocalNodePoolPlatform `json:"local,omitempty"`
+}
+
+// LocalNodePoolPlatform is the machine settings of a pool on platform local.
+type LocalNodePoolPlatform struct {
+	// InstanceType names the machines' shape in the local catalogue (LocalInstanceTypes).
+	// Changing it rolls a Replace pool onto machines of the new type; an InPlace pool cannot
+	// change it (machines are updated in place and keep their shape).
+	InstanceType string `json:"instanceType"`
+}
+
+// InstanceType is the pool's local instance type, "" off platform local.
+func (p NodePoolPlatform) InstanceType() string {
+	if p.Type != PlatformLocal {
+		return ""
+	}
+	if p.Local == nil || p.Local.InstanceType == "" {
+		return DefaultInstanceType
+	}
+	return p.Local.InstanceType
 }
 
 // NodePoolAutoScaling bounds an autoscaled pool.
@@ -155,6 +182,9 @@ type Machine struct {
 	Version    string `json:"version,omitempty"`
 	// ConfigHash is the config the machine last applied (from its Ignition payload).
 	ConfigHash string `json:"configHash,omitempty"`
+	// InstanceType and Zone are the machine's shape and zone on platform local.
+	InstanceType string `json:"instanceType,omitempty"`
+	Zone         string `json:"zone,omitempty"`
 	// Fault is the fault injected on the local platform, if any.
 	Fault     string    `json:"fault,omitempty"`
 	Message   string    `json:"message,omitempty"`

@@ -3,11 +3,11 @@ package api
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // MaxNodePoolNameLength bounds NodePool names so that the names derived from them stay DNS
@@ -37,12 +37,6 @@ const (
 	TaintEffectNoExecute        = "NoExecute"
 )
 
-const (
-	maxLabelNameLength          = 63
-	maxLabelPrefixLength        = 253
-	maxConfigDocumentNameLength = 253
-)
-
 // NodePoolChecks are the questions validating a pool asks outside pkg/api.
 type NodePoolChecks struct {
 	// Releases answers whether a version is in the catalogue (Known; CheckUpgrade is unused).
@@ -52,12 +46,8 @@ type NodePoolChecks struct {
 	Config func(doc ConfigDocument) error
 }
 
-var (
-	labelNameRE  = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
-	dnsSubdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
-)
-
-// Default fills the fields a user may leave out: the cluster's platform, and the rollout
+// Default fills the fields a user may leave out: the cluster's platform (on platform local,
+// the instance type DefaultInstanceType), and the rollout
 // bounds of the pool's upgrade type (Replace: RollingUpdate with maxSurge 1 and
 // maxUnavailable 0; InPlace: maxUnavailable 1). A leading "v" of the release is dropped.
 // Replicas stay unset: an unset size without autoScaling means 0.
@@ -65,6 +55,9 @@ func (s *NodePoolSpec) Default(cluster *ClusterSpec) {
 	s.Release.Version = strings.TrimPrefix(strings.TrimSpace(s.Release.Version), "v")
 	if s.Platform.Type == "" && cluster != nil {
 		s.Platform.Type = cluster.Platform.Type
+	}
+	if s.Platform.Type == PlatformLocal && (s.Platform.Local == nil || s.Platform.Local.InstanceType == "") {
+		s.Platform.Local = &LocalNodePoolPlatform{InstanceType: DefaultInstanceType}
 	}
 	m := &s.Management
 	switch m.UpgradeType {
@@ -120,7 +113,7 @@ func ValidateNodePoolName(name string) error {
 	case len(name) > MaxNodePoolNameLength:
 		return fmt.Errorf("must be at most %d characters (it is %d), so <nodepool>-userdata-<hash8> stays a valid DNS label",
 			MaxNodePoolNameLength, len(name))
-	case !dnsLabelRE.MatchString(name):
+	case len(validation.IsDNS1123Label(name)) > 0:
 		return fmt.Errorf("%q must be a DNS label: lower-case letters, digits and '-', starting and ending with a letter or digit", name)
 	}
 	return nil
@@ -139,7 +132,8 @@ func ValidateNodePool(np *NodePool, cluster *Cluster, checks NodePoolChecks) err
 }
 
 // ValidateNodePoolUpdate checks a change of a pool's spec from old to updated (defaults applied
-// to both): updated must be valid and the immutable fields (upgradeType, platform) unchanged.
+// to both): updated must be valid and the immutable fields (upgradeType, platform type, and
+// for an InPlace pool the instance type) unchanged.
 // The release is checked against the cluster's only when it changed, so a pool left behind by
 // a control-plane upgrade can still be scaled.
 func ValidateNodePoolUpdate(old, updated *NodePoolSpec, cluster *Cluster, checks NodePoolChecks) error {
@@ -154,6 +148,9 @@ func ValidateNodePoolUpdate(old, updated *NodePoolSpec, cluster *Cluster, checks
 	}
 	if updated.Platform.Type != old.Platform.Type {
 		setField(&fe, "spec.platform.type", fmt.Sprintf("is immutable (it is %q)", old.Platform.Type))
+	} else if updated.Management.UpgradeType == UpgradeTypeInPlace && updated.Platform.InstanceType() != old.Platform.InstanceType() {
+		setField(&fe, "spec.platform.local.instanceType", fmt.Sprintf("is immutable for upgradeType %s (it is %q): machines updated in place keep their shape; create a new node pool to change it",
+			UpgradeTypeInPlace, old.Platform.InstanceType()))
 	}
 	return fe.Err()
 }
@@ -161,18 +158,18 @@ func ValidateNodePoolUpdate(old, updated *NodePoolSpec, cluster *Cluster, checks
 // CheckNodePoolRelease reports whether machines at release pool may join a control plane at
 // release cluster: not newer, and at most MaxKubeletSkew minor releases older.
 func CheckNodePoolRelease(cluster, pool string) error {
-	cv, err := parseVersion(cluster)
+	cv, err := ParseVersion(cluster)
 	if err != nil {
 		return fmt.Errorf("the cluster's release %q is not a version", cluster)
 	}
-	pv, err := parseVersion(pool)
+	pv, err := ParseVersion(pool)
 	if err != nil {
 		return fmt.Errorf("%q is not a version such as 1.34.4", pool)
 	}
 	switch {
-	case pv.compare(cv) > 0:
+	case pv.GreaterThan(cv):
 		return fmt.Errorf("%s is newer than the cluster's control plane %s: upgrade the cluster first", pool, cluster)
-	case pv[0] != cv[0] || cv[1]-pv[1] > MaxKubeletSkew:
+	case pv.Major() != cv.Major() || cv.Minor()-pv.Minor() > MaxKubeletSkew:
 		return fmt.Errorf("%s is more than %d minor releases older than the cluster's control plane %s (kubelet version skew)",
 			pool, MaxKubeletSkew, cluster)
 	}
@@ -189,12 +186,29 @@ func validateNodePoolSpec(fe *FieldErrors, s *NodePoolSpec, cluster *Cluster, ch
 		fe.Add("spec.platform.type", "%q differs from the cluster's platform %q: a pool's machines run on its cluster's platform",
 			s.Platform.Type, cluster.Spec.Platform.Type)
 	}
+	validateLocalPlatform(fe, &s.Platform)
 	validateManagement(fe, &s.Management)
 	validateLabels(fe, s.NodeLabels)
 	validateTaints(fe, s.Taints)
 	validateConfig(fe, s.Config, checks.Config)
 	validateTimeout(fe, "spec.nodeDrainTimeout", s.NodeDrainTimeout, true)
 	validateTimeout(fe, "spec.nodeVolumeDetachTimeout", s.NodeVolumeDetachTimeout, true)
+}
+
+func validateLocalPlatform(fe *FieldErrors, p *NodePoolPlatform) {
+	if p.Local == nil {
+		return
+	}
+	if p.Type != PlatformLocal {
+		if !slices.ContainsFunc(*fe, func(f FieldError) bool { return f.Field == "spec.platform.type" }) {
+			fe.Add("spec.platform.local", "applies only to platform %q", PlatformLocal)
+		}
+		return
+	}
+	if _, ok := LocalInstanceType(p.Local.InstanceType); !ok {
+		fe.Add("spec.platform.local.instanceType", "%q is not an instance type of the local platform; use one of %s",
+			p.Local.InstanceType, LocalInstanceTypeNames())
+	}
 }
 
 func validateNodePoolSize(fe *FieldErrors, s *NodePoolSpec) {
@@ -232,7 +246,7 @@ func validateNodePoolRelease(fe *FieldErrors, s *NodePoolSpec, cluster *Cluster,
 			return
 		}
 	}
-	if _, err := parseVersion(v); err != nil {
+	if _, err := ParseVersion(v); err != nil {
 		fe.Add(field, "%q is not a version such as 1.34.4", v)
 		return
 	}
@@ -350,7 +364,7 @@ func validateConfig(fe *FieldErrors, docs []ConfigDocument, check func(ConfigDoc
 		switch {
 		case d.Name == "":
 			fe.Add(field+".name", "is required: it names the document in conditions and errors")
-		case len(d.Name) > maxConfigDocumentNameLength || !dnsSubdomain.MatchString(d.Name):
+		case len(validation.IsDNS1123Subdomain(d.Name)) > 0:
 			fe.Add(field+".name", "%q must be a DNS subdomain: lower-case letters, digits, '-' and '.'", d.Name)
 		default:
 			if j, dup := seen[d.Name]; dup {
@@ -388,67 +402,31 @@ func validateTimeout(fe *FieldErrors, field, s string, zeroOK bool) {
 	}
 }
 
-// validateQualifiedName checks a Kubernetes label key or taint key: an optional DNS subdomain
-// prefix and '/', then a name of at most 63 characters.
+// validateQualifiedName checks a Kubernetes label key or taint key (validation.IsQualifiedName:
+// an optional DNS subdomain prefix and '/', then a name of at most 63 characters) and says
+// which part is wrong.
 func validateQualifiedName(k string) error {
-	prefix, name, hasPrefix := strings.Cut(k, "/")
-	if !hasPrefix {
-		name, prefix = prefix, ""
-	}
+	prefix, _, hasPrefix := strings.Cut(k, "/")
 	switch {
 	case k == "":
 		return errors.New("is required")
-	case hasPrefix && (prefix == "" || len(prefix) > maxLabelPrefixLength || !dnsSubdomain.MatchString(prefix)):
+	case len(validation.IsQualifiedName(k)) == 0:
+		return nil
+	case hasPrefix && len(validation.IsDNS1123Subdomain(prefix)) > 0:
 		return errors.New("must have a DNS subdomain prefix (example.com/name) of at most 253 characters")
-	case strings.Contains(name, "/"):
+	case strings.Count(k, "/") > 1:
 		return errors.New("may contain at most one '/'")
-	case name == "" || len(name) > maxLabelNameLength || !labelNameRE.MatchString(name):
-		return errors.New("must be a name of at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit (optionally prefixed: example.com/name)")
 	}
-	return nil
+	return errors.New("must be a name of at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit (optionally prefixed: example.com/name)")
 }
 
-// validateLabelValue checks a label (or taint) value: empty, or a name of at most 63
-// characters.
+// validateLabelValue checks a label (or taint) value (validation.IsValidLabelValue): empty, or
+// a name of at most 63 characters.
 func validateLabelValue(v string) error {
-	if v == "" {
-		return nil
-	}
-	if len(v) > maxLabelNameLength || !labelNameRE.MatchString(v) {
+	if len(validation.IsValidLabelValue(v)) > 0 {
 		return errors.New("must be at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit")
 	}
 	return nil
-}
-
-// version is a parsed major.minor.patch.
-type version [3]int
-
-func parseVersion(s string) (version, error) {
-	parts := strings.Split(strings.TrimPrefix(strings.TrimSpace(s), "v"), ".")
-	if len(parts) != 3 {
-		return version{}, fmt.Errorf("want major.minor.patch, got %q", s)
-	}
-	var v version
-	for i, p := range parts {
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 0 || p == "" || (len(p) > 1 && p[0] == '0') {
-			return version{}, fmt.Errorf("want major.minor.patch, got %q", s)
-		}
-		v[i] = n
-	}
-	return v, nil
-}
-
-func (v version) compare(o version) int {
-	for i := range v {
-		switch {
-		case v[i] < o[i]:
-			return -1
-		case v[i] > o[i]:
-			return 1
-		}
-	}
-	return 0
 }
 
 func sortedKeys(m map[string]string) []string {

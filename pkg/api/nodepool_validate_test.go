@@ -276,3 +276,88 @@ func TestCheckNodePoolRelease_AllowsUpToThreeMinorsBehindAndNeverAhead(t *testin
 		}
 	}
 }
+
+func TestNodePoolSpecDefault_GivesALocalPoolTheDefaultInstanceTypeAndKeepsAChosenOne(t *testing.T) {
+	np := validPool()
+	if np.Spec.Platform.Local == nil || np.Spec.Platform.Local.InstanceType != api.DefaultInstanceType {
+		t.Fatalf("platform.local = %+v, want instanceType %s", np.Spec.Platform.Local, api.DefaultInstanceType)
+	}
+	chosen := api.NodePoolSpec{Platform: api.NodePoolPlatform{Local: &api.LocalNodePoolPlatform{InstanceType: "local.small"}}}
+	chosen.Default(&poolCluster("1.34.4").Spec)
+	if got := chosen.Platform.InstanceType(); got != "local.small" {
+		t.Errorf("instance type = %q, want the chosen local.small", got)
+	}
+	none := api.NodePoolSpec{Platform: api.NodePoolPlatform{Type: api.PlatformNone}}
+	none.Default(nil)
+	if none.Platform.Local != nil || none.Platform.InstanceType() != "" {
+		t.Errorf("a pool on platform none got an instance type: %+v", none.Platform)
+	}
+	if _, ok := api.LocalInstanceType(api.DefaultInstanceType); !ok {
+		t.Errorf("the default instance type %s is not in the catalogue", api.DefaultInstanceType)
+	}
+}
+
+func TestValidateNodePool_InstanceType(t *testing.T) {
+	tests := []struct {
+		name    string
+		cluster string // platform; default local
+		mutate  func(np *api.NodePool)
+		want    []string
+		detail  string
+	}{
+		{name: "every catalogue type", mutate: func(np *api.NodePool) {}},
+		{name: "unknown type names the valid ones", mutate: func(np *api.NodePool) { np.Spec.Platform.Local.InstanceType = "local.huge" },
+			want: []string{"spec.platform.local.instanceType"}, detail: `"local.huge" is not an instance type of the local platform; use one of ` + api.LocalInstanceTypeNames()},
+		{name: "local settings on platform none", cluster: api.PlatformNone, mutate: func(np *api.NodePool) {
+			np.Spec.Platform.Type = api.PlatformNone
+		}, want: []string{"spec.platform.local"}, detail: `applies only to platform "local"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.want == nil {
+				for _, it := range api.LocalInstanceTypes() {
+					np := validPool()
+					np.Spec.Platform.Local.InstanceType = it.Name
+					if err := api.ValidateNodePool(np, poolCluster("1.34.4"), catalogueChecks); err != nil {
+						t.Errorf("%s: %v", it.Name, err)
+					}
+				}
+				return
+			}
+			np := validPool()
+			tt.mutate(np)
+			c := poolCluster("1.34.4")
+			if tt.cluster != "" {
+				c.Spec.Platform.Type = tt.cluster
+			}
+			err := api.ValidateNodePool(np, c, catalogueChecks)
+			var ae *api.Error
+			if !errors.As(err, &ae) || ae.Code != api.CodeInvalid {
+				t.Fatalf("err = %v, want invalid", err)
+			}
+			wantFields(t, err, tt.want, tt.detail)
+		})
+	}
+}
+
+func TestValidateNodePoolUpdate_InstanceTypeRollsAReplacePoolButIsImmutableInPlace(t *testing.T) {
+	c := poolCluster("1.34.4")
+	old := validPool()
+	replace := validPool()
+	replace.Spec.Platform.Local.InstanceType = "local.large"
+	if err := api.ValidateNodePoolUpdate(&old.Spec, &replace.Spec, c, catalogueChecks); err != nil {
+		t.Errorf("a Replace pool's instance type change refused: %v", err)
+	}
+	inPlace := func(it string) *api.NodePoolSpec {
+		s := api.NodePoolSpec{Replicas: ptr[int32](1), Release: api.Release{Version: "1.34.4"},
+			Platform:   api.NodePoolPlatform{Local: &api.LocalNodePoolPlatform{InstanceType: it}},
+			Management: api.NodePoolManagement{UpgradeType: api.UpgradeTypeInPlace}}
+		s.Default(&c.Spec)
+		return &s
+	}
+	err := api.ValidateNodePoolUpdate(inPlace("local.small"), inPlace("local.large"), c, catalogueChecks)
+	wantFields(t, err, []string{"spec.platform.local.instanceType"}, `is immutable for upgradeType InPlace (it is "local.small")`)
+	if err := api.ValidateNodePoolUpdate(inPlace(""), inPlace(api.DefaultInstanceType), c, catalogueChecks); err != nil {
+		t.Errorf("spelling out the default type of an InPlace pool refused: %v", err)
+	}
+}

@@ -34,9 +34,6 @@ type ClusterPKI struct {
 	// RotationRequestedAt is set by POST /v1/clusters/{c}/pki/rotate: pkid renews every leaf
 	// and clears it.
 	RotationRequestedAt *time.Time `json:"rotationRequestedAt,omitempty"`
-	// AnnouncedSerial is the Serial pkid last published an event (pki.ready or pki.rotated)
-	// for; a Serial not yet announced is announced on the next reconcile.
-	AnnouncedSerial string `json:"announcedSerial,omitempty"`
 	// Message says what pkid waits for, if anything (for example during deletion).
 	Message string `json:"message,omitempty"`
 }

@@ -2,15 +2,18 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// Connect dials url, retrying with backoff (200ms doubling to 5s) until it succeeds or ctx
-// ends. The connection reconnects forever afterwards. name identifies the client (the
+// Connect dials url, retrying with backoff (200ms doubling to 5s) until it succeeds, ctx
+// ends or the server refuses the credentials in opts (pkg/natsauth.ClientOptions). The connection reconnects forever afterwards. name identifies the client (the
 // daemon) in the server's monitoring.
 func Connect(ctx context.Context, url, name string, log *slog.Logger, opts ...nats.Option) (*nats.Conn, error) {
 	if log == nil {
@@ -27,18 +30,31 @@ func Connect(ctx context.Context, url, name string, log *slog.Logger, opts ...na
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("nats reconnected", "url", c.ConnectedUrl()) }),
 	}
-	delay := 200 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		nc, err := nats.Connect(url, append(base, opts...)...)
-		if err == nil {
-			return nc, nil
+	var (
+		nc      *nats.Conn
+		lastErr error
+		attempt int
+	)
+	// Until calls the condition at once, then after each delay until it holds or ctx ends.
+	err := connectBackoff.DelayFunc().Until(ctx, true, true, func(context.Context) (bool, error) {
+		attempt++
+		c, err := nats.Connect(url, append(base, opts...)...)
+		if errors.Is(err, nats.ErrAuthorization) {
+			return false, fmt.Errorf("%w: the server refused the credentials", err) // retrying will not help
 		}
-		log.Warn("nats connect failed; retrying", "url", url, "attempt", attempt, "err", err, "retry_in", delay)
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("connect to nats at %s: %w (last error: %v)", url, ctx.Err(), err)
-		case <-time.After(delay):
+		if err != nil {
+			lastErr = err
+			log.Warn("nats connect failed; retrying", "url", url, "attempt", attempt, "err", err)
+			return false, nil
 		}
-		delay = min(delay*2, 5*time.Second)
+		nc = c
+		return true, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("connect to nats at %s: %w (last error: %v)", url, err, lastErr)
 	}
+	return nc, nil
 }
+
+// connectBackoff is Connect's delay between attempts: 200ms doubling to 5s, then 5s.
+var connectBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Cap: 5 * time.Second, Steps: math.MaxInt}

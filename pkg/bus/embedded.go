@@ -13,6 +13,14 @@ type EmbeddedConfig struct {
 	Port     int    // 0 → 4222; -1 → a random free port
 	StoreDir string // JetStream file store; required (state survives restarts)
 	Name     string // server name; default "hostplane"
+	// Users, when set, are the only clients the server accepts: nkey users with their
+	// permissions (pkg/natsauth's Credentials.ServerNkeys). Without them anyone may connect
+	// and do anything.
+	Users []*server.NkeyUser
+	// Logger, when set, receives the server's log (permission violations are errors);
+	// Trace adds every protocol message to it (for tests that record what clients do).
+	Logger server.Logger
+	Trace  bool
 }
 
 // Embedded is a running in-process NATS JetStream server.
@@ -41,10 +49,15 @@ func RunEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		JetStream:  true,
 		StoreDir:   cfg.StoreDir,
 		NoSigs:     true,
-		NoLog:      true,
+		NoLog:      cfg.Logger == nil,
+		Trace:      cfg.Trace,
+		Nkeys:      cfg.Users,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	if cfg.Logger != nil {
+		ns.SetLoggerV2(cfg.Logger, false, cfg.Trace, false)
 	}
 	ns.Start()
 	if !ns.ReadyForConnections(30 * time.Second) {

@@ -28,11 +28,7 @@ func NewPublisher(js jetstream.JetStream, daemon string) *Publisher {
 
 // Publish builds an event about key and publishes it on hostplane.evt.<cluster>.<resource>.<verb>.
 func (p *Publisher) Publish(ctx context.Context, cluster string, resource events.Resource, verb, key string, data any) (events.Event, error) {
-	subject, err := events.Subject(cluster, resource, verb)
-	if err != nil {
-		return events.Event{}, err
-	}
-	ev, err := events.New(p.source, resource, verb, key, data)
+	subject, ev, err := events.NewOn(p.source, cluster, resource, verb, key, data)
 	if err != nil {
 		return events.Event{}, err
 	}
@@ -44,6 +40,16 @@ func (p *Publisher) Publish(ctx context.Context, cluster string, resource events
 // stored once) and the trace context of ctx in the headers. It reports whether JetStream
 // recognised the message as a duplicate.
 func PublishEvent(ctx context.Context, js jetstream.JetStream, subject string, ev events.Event) (duplicate bool, err error) {
+	// A producer span, by the tracer provider of the caller's span: a daemon's reconcile or
+	// request span. Without a local span (no tracing, or only a remote parent) it is a no-op
+	// span and the headers carry ctx's trace as it is.
+	return PublishEventTraced(ctx, js, trace.SpanFromContext(ctx).TracerProvider(), subject, ev)
+}
+
+// PublishEventTraced is PublishEvent with the producer span made by tp, a child of ctx's
+// span. A relay uses it: ctx then carries only the remote context of the span that recorded
+// the event, whose tracer provider cannot be known from ctx.
+func PublishEventTraced(ctx context.Context, js jetstream.JetStream, tp trace.TracerProvider, subject string, ev events.Event) (duplicate bool, err error) {
 	if err := ev.Validate(); err != nil {
 		return false, err
 	}
@@ -51,10 +57,10 @@ func PublishEvent(ctx context.Context, js jetstream.JetStream, subject string, e
 	if err != nil {
 		return false, fmt.Errorf("marshal event: %w", err)
 	}
-	// A producer span, by the tracer provider of the caller's span: a daemon's reconcile or
-	// request span. Without a local span (no tracing, or only a remote parent) it is a no-op
-	// span and the headers carry ctx's trace as it is.
-	ctx, span := trace.SpanFromContext(ctx).TracerProvider().Tracer(tracerName).Start(ctx, "publish "+ev.Type,
+	if tp == nil {
+		tp = trace.SpanFromContext(ctx).TracerProvider()
+	}
+	ctx, span := tp.Tracer(tracerName).Start(ctx, "publish "+ev.Type,
 		trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(
 			attribute.String("messaging.system", "nats"),

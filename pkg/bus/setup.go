@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -19,6 +20,9 @@ const (
 	BucketInfra        = "infra"        // infrad
 	BucketIgnition     = "ignition"     // ignitiond
 )
+
+// Buckets are the six owners' buckets.
+var Buckets = []string{BucketClusters, BucketNodePools, BucketControlPlane, BucketPKI, BucketInfra, BucketIgnition}
 
 // DuplicateWindow is how long JetStream remembers a Nats-Msg-Id: a publish retried within it
 // is stored once.
@@ -68,11 +72,41 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream) error {
 // updated to that many replicas.
 func EnsureStreamsReplicated(ctx context.Context, js jetstream.JetStream, replicas int) error {
 	for _, cfg := range StreamConfigs(replicas) {
-		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
-			return fmt.Errorf("ensure stream %s: %w", cfg.Name, replicaHint(err, cfg.Replicas))
+		if _, err := EnsureStream(ctx, js, cfg); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// EnsureLayout creates or updates what no single daemon owns: the shared streams and the six
+// owners' buckets. A deployment with NATS permissions runs it as the bootstrap identity
+// (pkg/natsauth) before the daemons start; the daemons then only look them up.
+func EnsureLayout(ctx context.Context, js jetstream.JetStream, replicas int) error {
+	if err := EnsureStreamsReplicated(ctx, js, replicas); err != nil {
+		return err
+	}
+	for _, b := range Buckets {
+		if _, err := EnsureBucketReplicated(ctx, js, b, replicas); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// EnsureStream creates or updates one stream (an error names the stream and, when cfg asks
+// for more than one replica, what the NATS cluster needs for that). A stream that exists
+// with cfg's settings is only looked up, so an identity without the right to change it
+// (pkg/natsauth) may ensure it.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	if s, err := js.Stream(ctx, cfg.Name); err == nil && sameStream(s.CachedInfo().Config, cfg) {
+		return s, nil
+	}
+	s, err := js.CreateOrUpdateStream(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("ensure stream %s: %w", cfg.Name, replicaHint(err, cfg.Replicas))
+	}
+	return s, nil
 }
 
 // EnsureBucket creates (or opens) a KV bucket with file storage and a short history, with one
@@ -82,18 +116,40 @@ func EnsureBucket(ctx context.Context, js jetstream.JetStream, bucket string) (j
 }
 
 // EnsureBucketReplicated is EnsureBucket with replicas copies on a NATS cluster.
+// A bucket that exists with these settings is only opened.
 func EnsureBucketReplicated(ctx context.Context, js jetstream.JetStream, bucket string, replicas int) (jetstream.KeyValue, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	return EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      bucket,
 		Description: "hostplane state owned by one daemon",
 		History:     5,
 		Storage:     jetstream.FileStorage,
 		Replicas:    max(replicas, 1),
 	})
+}
+
+// EnsureKeyValue opens the bucket cfg describes when it exists with cfg's settings, else
+// creates or updates it.
+func EnsureKeyValue(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	replicas, bucket := cfg.Replicas, cfg.Bucket
+	if s, err := js.Stream(ctx, "KV_"+bucket); err == nil {
+		c := s.CachedInfo().Config
+		if c.Description == cfg.Description && c.MaxMsgsPerSubject == int64(max(cfg.History, 1)) && c.Storage == cfg.Storage &&
+			c.Replicas == max(cfg.Replicas, 1) && c.MaxAge == cfg.TTL {
+			return js.KeyValue(ctx, bucket)
+		}
+	}
+	kv, err := js.CreateOrUpdateKeyValue(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("ensure kv bucket %s: %w", bucket, replicaHint(err, replicas))
 	}
 	return kv, nil
+}
+
+// sameStream reports whether an existing stream has the settings hostplane gives it.
+func sameStream(have, want jetstream.StreamConfig) bool {
+	return slices.Equal(have.Subjects, want.Subjects) && have.Description == want.Description &&
+		have.Retention == want.Retention && have.Storage == want.Storage && have.MaxAge == want.MaxAge &&
+		have.Duplicates == want.Duplicates && have.Replicas == max(want.Replicas, 1)
 }
 
 // replicaHint adds to a JetStream error what an operator should check when more than one

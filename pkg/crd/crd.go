@@ -46,7 +46,11 @@ func Load(fsys fs.FS) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 }
 
 // Install applies every CRD of fsys to the cluster of cfg with server-side apply as field
-// manager owner, then waits (bounded by ctx and a minute) until each is Established.
+// manager owner, then waits (bounded by ctx and a minute) until each is Established and its
+// resource is listed by discovery for every served version: a REST mapper built after Install
+// returns (a controller-runtime manager's) then maps every kind of fsys. Established alone is
+// not enough; discovery can lag it and a controller started in that gap fails with "no matches
+// for kind".
 func Install(ctx context.Context, cfg *rest.Config, fsys fs.FS, owner string) error {
 	crds, err := Load(fsys)
 	if err != nil {
@@ -90,6 +94,24 @@ func Install(ctx context.Context, cfg *rest.Config, fsys fs.FS, owner string) er
 		})
 		if err != nil {
 			return fmt.Errorf("%w: %s: %w", ErrNotEstablished, c.Name, err)
+		}
+		for _, v := range c.Spec.Versions {
+			if !v.Served {
+				continue
+			}
+			gv := c.Spec.Group + "/" + v.Name
+			err := wait.PollUntilContextCancel(waitCtx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
+				list, err := cs.Discovery().ServerResourcesForGroupVersion(gv)
+				if err != nil {
+					return false, nil
+				}
+				return slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool {
+					return r.Name == c.Spec.Names.Plural
+				}), nil
+			})
+			if err != nil {
+				return fmt.Errorf("%w: %s not in discovery of %s: %w", ErrNotEstablished, c.Name, gv, err)
+			}
 		}
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hostplane/hostplane/pkg/auth"
 	"github.com/hostplane/hostplane/pkg/daemon"
+	"github.com/hostplane/hostplane/pkg/natsauth"
 	"github.com/hostplane/hostplane/pkg/testenv"
 )
 
@@ -48,7 +49,7 @@ func TestDaemon_AdminRouter_WithAnAdminToken_GuardsRoutesAndServesOpenAPIOpenly(
 	n := testenv.NATS(t)
 	const token = "admin-0123456789abcdef"
 	d, err := daemon.New(daemon.Base{
-		NATSURL: n.Server.URL(), DataDir: t.TempDir(), AdminAddr: "127.0.0.1:0", AdminToken: token,
+		NATSURL: n.Server.URL(), NATSNKeyFile: n.SeedFile(natsauth.Admin), DataDir: t.TempDir(), AdminAddr: "127.0.0.1:0", AdminToken: token,
 		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}, daemon.Spec{Name: "testd", Routes: func(r chi.Router) {
 		r.Get("/v1/clusters/{cluster}/thing", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
@@ -56,15 +57,7 @@ func TestDaemon_AdminRouter_WithAnAdminToken_GuardsRoutesAndServesOpenAPIOpenly(
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	run(t, d)
 	actx, acancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer acancel()
 	base := "http://" + d.AdminAddr(actx)

@@ -19,6 +19,10 @@ import (
 // Base is the configuration every daemon has. Zero values get defaults in Validate.
 type Base struct {
 	NATSURL string // HOSTPLANE_NATS_URL, default nats://127.0.0.1:4222
+	// NATSNKeyFile is the file holding the daemon's NATS nkey seed (HOSTPLANE_NATS_NKEY_FILE,
+	// --nats-nkey-file): the daemon connects as its own identity, with the permissions
+	// pkg/natsauth generates for it. "" connects without credentials.
+	NATSNKeyFile string
 	// NATSReplicas is how many copies JetStream keeps of hostplane's streams and buckets
 	// (HOSTPLANE_NATS_REPLICAS, 1 to 5, default 1): 3 on a 3-server NATS cluster.
 	NATSReplicas int
@@ -83,6 +87,7 @@ func (b *Base) level() slog.Level {
 func Flags(fs *flag.FlagSet, name string) *Base {
 	b := &Base{}
 	fs.StringVar(&b.NATSURL, "nats-url", env("HOSTPLANE_NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL (HOSTPLANE_NATS_URL)")
+	fs.StringVar(&b.NATSNKeyFile, "nats-nkey-file", env("HOSTPLANE_NATS_NKEY_FILE", ""), "file with the daemon's NATS nkey seed (HOSTPLANE_NATS_NKEY_FILE)")
 	fs.Var(&replicasFlag{&b.NATSReplicas}, "nats-replicas", "copies JetStream keeps of each stream and bucket, 1 to 5; 3 on a 3-server NATS cluster (HOSTPLANE_NATS_REPLICAS, default 1)")
 	if v := os.Getenv("HOSTPLANE_NATS_REPLICAS"); v != "" {
 		n, err := strconv.Atoi(v)

@@ -20,7 +20,9 @@ import (
 	"github.com/hostplane/hostplane/pkg/auth"
 	"github.com/hostplane/hostplane/pkg/bus"
 	"github.com/hostplane/hostplane/pkg/httpapi"
+	"github.com/hostplane/hostplane/pkg/natsauth"
 	"github.com/hostplane/hostplane/pkg/observe"
+	"github.com/hostplane/hostplane/pkg/outbox"
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/store"
 )
@@ -44,10 +46,12 @@ type Runtime struct {
 	TracerProvider trace.TracerProvider
 	Conn           *nats.Conn
 	JS             jetstream.JetStream
-	Publisher      *bus.Publisher
-	DataDir        string // this daemon's own directory: <data dir>/<name>
-	buckets        map[string]jetstream.KeyValue
-	natsReplicas   int // Base.NATSReplicas, for buckets created on demand
+	// Outbox records the daemon's state-change events before the writes they are about;
+	// its relay runs with the daemon's other parts (pkg/outbox).
+	Outbox       *outbox.Outbox
+	DataDir      string // this daemon's own directory: <data dir>/<name>
+	buckets      map[string]jetstream.KeyValue
+	natsReplicas int // Base.NATSReplicas, for buckets created on demand
 }
 
 // Bucket returns a KV bucket: the daemon's own (created at start) or another daemon's
@@ -215,7 +219,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 		tp, shutdownTracing = sdk, sdk.Shutdown
 	}
 
-	nc, err := bus.Connect(ctx, d.base.NATSURL, "hostplane-"+d.spec.Name, log)
+	var natsOpts []nats.Option
+	if d.base.NATSNKeyFile != "" {
+		var err error
+		if natsOpts, err = natsauth.ClientOptions(d.spec.Name, d.base.NATSNKeyFile); err != nil {
+			return fmt.Errorf("%s: %w", d.spec.Name, err)
+		}
+	}
+	nc, err := bus.Connect(ctx, d.base.NATSURL, "hostplane-"+d.spec.Name, log, natsOpts...)
 	if err != nil {
 		return fmt.Errorf("%s: %w", d.spec.Name, err)
 	}
@@ -231,12 +242,18 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	rt := &Runtime{
 		Name: d.spec.Name, Log: log, Registry: d.registry, TracerProvider: tp,
-		Conn: nc, JS: js, Publisher: bus.NewPublisher(js, d.spec.Name),
+		Conn: nc, JS: js,
 		DataDir: d.base.DataDir + "/" + d.spec.Name, buckets: map[string]jetstream.KeyValue{},
 		natsReplicas: d.base.NATSReplicas,
 	}
 	if err := os.MkdirAll(rt.DataDir, 0o750); err != nil {
 		return fmt.Errorf("%s: data dir: %w", d.spec.Name, err)
+	}
+	rt.Outbox, err = outbox.New(setupCtx, js, outbox.Config{
+		Daemon: d.spec.Name, Replicas: d.base.NATSReplicas, Logger: log, Registry: d.registry, TracerProvider: tp,
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", d.spec.Name, err)
 	}
 	for _, b := range d.spec.Buckets {
 		kv, err := bus.EnsureBucketReplicated(setupCtx, js, b, d.base.NATSReplicas)
@@ -252,6 +269,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 			return fmt.Errorf("%s: setup: %w", d.spec.Name, err)
 		}
 	}
+	// The relay publishes what a previous process recorded and did not publish, and then
+	// everything this one records.
+	runnables = append(runnables, rt.Outbox)
 	d.mu.Lock()
 	for _, r := range runnables {
 		if c, ok := r.(*reconcile.Controller); ok {
@@ -362,19 +382,26 @@ type Stores struct {
 	Components *store.Store[api.ControlPlaneComponent]
 }
 
-// OpenStores opens the control-plane buckets.
+// OpenStores opens the control-plane buckets the daemon owns or reads according to
+// pkg/natsauth's table (all of them for a daemon not in it); the others stay nil, so a
+// daemon that does not read the pki bucket never opens it.
 func OpenStores(ctx context.Context, rt *Runtime) (Stores, error) {
 	var s Stores
-	var err error
-	if s.Clusters, err = Open[api.Cluster](ctx, rt, bus.BucketClusters); err != nil {
-		return s, err
-	}
-	if s.Infra, err = Open[api.Infra](ctx, rt, bus.BucketInfra); err != nil {
-		return s, err
-	}
-	if s.PKI, err = Open[api.ClusterPKI](ctx, rt, bus.BucketPKI); err != nil {
-		return s, err
-	}
-	s.Components, err = Open[api.ControlPlaneComponent](ctx, rt, bus.BucketControlPlane)
+	err := errors.Join(
+		openIf(ctx, rt, bus.BucketClusters, &s.Clusters),
+		openIf(ctx, rt, bus.BucketInfra, &s.Infra),
+		openIf(ctx, rt, bus.BucketPKI, &s.PKI),
+		openIf(ctx, rt, bus.BucketControlPlane, &s.Components),
+	)
 	return s, err
+}
+
+// openIf opens bucket into *st when the daemon's entry in the natsauth table allows it.
+func openIf[T any](ctx context.Context, rt *Runtime, bucket string, st **store.Store[T]) error {
+	if d, ok := natsauth.LookupDaemon(rt.Name); ok && !d.MayOpen(bucket) {
+		return nil
+	}
+	var err error
+	*st, err = Open[T](ctx, rt, bucket)
+	return err
 }

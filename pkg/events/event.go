@@ -50,6 +50,17 @@ func New(source string, resource Resource, verb, key string, data any) (Event, e
 	return e, nil
 }
 
+// NewOn is New with the subject the event is published on:
+// hostplane.evt.<cluster>.<resource>.<verb>.
+func NewOn(source, cluster string, resource Resource, verb, key string, data any) (string, Event, error) {
+	subject, err := Subject(cluster, resource, verb)
+	if err != nil {
+		return "", Event{}, err
+	}
+	e, err := New(source, resource, verb, key, data)
+	return subject, e, err
+}
+
 // NewID returns a random 128-bit id in hex.
 func NewID() string {
 	var b [16]byte
@@ -81,7 +92,9 @@ func Decode(b []byte) (Event, error) {
 	if err := dec.Decode(&e); err != nil {
 		return Event{}, fmt.Errorf("%w: %v", ErrBadEvent, err)
 	}
-	if dec.More() {
+	// Whatever follows the event but white space is refused (Decoder.More would let a
+	// closing '}' or ']' through).
+	if rest := bytes.TrimSpace(b[dec.InputOffset():]); len(rest) > 0 {
 		return Event{}, fmt.Errorf("%w: trailing data after the event", ErrBadEvent)
 	}
 	if err := e.Validate(); err != nil {

@@ -38,6 +38,7 @@ func TestDecode_RejectsMalformedEvents(t *testing.T) {
 	for name, in := range map[string]string{
 		"not json":        `{`,
 		"trailing":        `{"specversion":"1.0","id":"1","source":"s","type":"t","time":"2026-01-01T00:00:00Z"} {}`,
+		"trailing brace":  `{"specversion":"1.0","id":"1","source":"s","type":"t","time":"2026-01-01T00:00:00Z"}}`,
 		"unknown attr":    `{"specversion":"1.0","id":"1","source":"s","type":"t","time":"2026-01-01T00:00:00Z","bogus":1}`,
 		"no id":           `{"specversion":"1.0","source":"s","type":"t","time":"2026-01-01T00:00:00Z"}`,
 		"wrong version":   `{"specversion":"0.3","id":"1","source":"s","type":"t","time":"2026-01-01T00:00:00Z"}`,

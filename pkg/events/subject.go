@@ -2,8 +2,9 @@ package events
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Subject prefixes and the streams that capture them.
@@ -35,9 +36,9 @@ var resources = map[Resource]bool{
 	ResourceInfra: true, ResourceIgnition: true, ResourceMachine: true, ResourceInbox: true,
 }
 
-// tokenRE is what a cluster name or verb may look like in a subject: a DNS-label-like token,
-// never a NATS wildcard or separator.
-var tokenRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+// isToken reports whether s may be a cluster name or verb in a subject: a DNS label, never a
+// NATS wildcard or separator.
+func isToken(s string) bool { return len(validation.IsDNS1123Label(s)) == 0 }
 
 // EventSubject is a parsed hostplane.evt subject.
 type EventSubject struct {
@@ -53,13 +54,13 @@ func (s EventSubject) String() string {
 
 // Validate checks every token.
 func (s EventSubject) Validate() error {
-	if !tokenRE.MatchString(s.Cluster) {
+	if !isToken(s.Cluster) {
 		return fmt.Errorf("%w: cluster %q is not a DNS label", ErrBadSubject, s.Cluster)
 	}
 	if !resources[s.Resource] {
 		return fmt.Errorf("%w: unknown resource %q", ErrBadSubject, s.Resource)
 	}
-	if !tokenRE.MatchString(s.Verb) {
+	if !isToken(s.Verb) {
 		return fmt.Errorf("%w: verb %q is not a lower-case token", ErrBadSubject, s.Verb)
 	}
 	return nil
@@ -100,11 +101,11 @@ func ClusterFilter(resource Resource) string {
 // InboxSubject builds hostplane.in.<cluster>.<type>, where type may have dots
 // (for example "nodepool.scale").
 func InboxSubject(cluster, typ string) (string, error) {
-	if !tokenRE.MatchString(cluster) {
+	if !isToken(cluster) {
 		return "", fmt.Errorf("%w: cluster %q is not a DNS label", ErrBadSubject, cluster)
 	}
 	for _, t := range strings.Split(typ, ".") {
-		if !tokenRE.MatchString(t) {
+		if !isToken(t) {
 			return "", fmt.Errorf("%w: inbound type %q has a bad token %q", ErrBadSubject, typ, t)
 		}
 	}
@@ -126,3 +127,21 @@ func ParseInboxSubject(subject string) (cluster, typ string, err error) {
 	}
 	return cluster, typ, nil
 }
+
+// Each daemon's outbox (pkg/outbox): a private work-queue stream HOSTPLANE_OUTBOX_<DAEMON>
+// capturing hostplane.outbox.<daemon>, read by the durable consumer "relay".
+const (
+	OutboxPrefix       = "hostplane.outbox"
+	OutboxStreamPrefix = "HOSTPLANE_OUTBOX_"
+	OutboxConsumer     = "relay"
+)
+
+// OutboxStream is daemon's outbox stream.
+func OutboxStream(daemon string) string { return OutboxStreamPrefix + strings.ToUpper(daemon) }
+
+// OutboxSubject is the subject daemon records its events on.
+func OutboxSubject(daemon string) string { return OutboxPrefix + "." + daemon }
+
+// DedupBucket is the KV bucket where daemon remembers the inbound event ids it applied
+// (pkg/inbox).
+func DedupBucket(daemon string) string { return "inbox-" + daemon }

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +13,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	sigsjson "sigs.k8s.io/json"
 
 	"github.com/hostplane/hostplane/pkg/api"
 )
@@ -61,7 +62,12 @@ func DecodeJSON(r *http.Request, v any) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return errEmptyBody
 	}
+	return decodeStrict(data, v)
+}
 
+// decodeStrict decodes data, which must be exactly one JSON value, into v, rejecting unknown
+// fields, with DecodeJSON's errors.
+func decodeStrict(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -103,7 +109,7 @@ func decodeError(err error, data []byte, v any) error {
 		return &api.Error{Code: api.CodeInternal, Err: err}
 	}
 	if key, ok := unknownFieldKey(err); ok {
-		field := findUnknownField(data, reflect.TypeOf(v), key)
+		field := unknownFieldPath(data, v, key)
 		return &api.Error{Code: api.CodeInvalid, Err: err,
 			Message: fmt.Sprintf("unknown field %q", field),
 			Fields:  []api.FieldError{{Field: field, Detail: "unknown field"}}}
@@ -153,159 +159,30 @@ func jsonKind(t reflect.Type) string {
 	return "a " + t.String()
 }
 
-var (
-	jsonUnmarshalerType = reflect.TypeFor[json.Unmarshaler]()
-	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
-)
-
-// findUnknownField returns the JSON path ("spec.management.foo", "spec.taints[1].foo") of the
-// member named key that t does not accept. encoding/json reports only the key, so the body is
-// walked again against t. Without a better answer it returns key itself.
-func findUnknownField(data []byte, t reflect.Type, key string) string {
-	var doc any
-	if t == nil || json.Unmarshal(data, &doc) != nil {
+// unknownFieldPath returns the JSON path ("spec.management.foo", "spec.taints[1].foo") of the
+// member named key that encoding/json rejected: encoding/json reports only the key, so the body
+// is decoded again into a fresh value of v's type with sigs.k8s.io/json, whose strict errors
+// carry the path. encoding/json has decided that the member is unknown (it matches names
+// case-insensitively, sigs.k8s.io/json does not), so of the strict errors the first that ends
+// in key is the one. Without one (the member sits below a member whose name matched only
+// case-insensitively, or the body has a type error too) it returns key itself.
+func unknownFieldPath(data []byte, v any, key string) string {
+	t := reflect.TypeOf(v)
+	if t == nil || t.Kind() != reflect.Pointer {
 		return key
 	}
-	var first, match string
-	walkUnknown(doc, t, "", func(path, k string) bool {
-		if first == "" {
-			first = path
+	strict, err := sigsjson.UnmarshalStrict(data, reflect.New(t.Elem()).Interface(), sigsjson.DisallowUnknownFields)
+	if err != nil {
+		return key
+	}
+	for _, e := range strict {
+		var fe sigsjson.FieldError
+		if !errors.As(e, &fe) {
+			continue
 		}
-		if k == key {
-			match = path
-			return true
+		if path := fe.FieldPath(); path == key || strings.HasSuffix(path, "."+key) {
+			return path
 		}
-		return false
-	})
-	switch {
-	case match != "":
-		return match
-	case first != "":
-		return first
 	}
 	return key
-}
-
-// walkUnknown calls found for each member of doc that t has no field for, in a stable order,
-// and stops when found returns true.
-func walkUnknown(doc any, t reflect.Type, path string, found func(path, key string) bool) bool {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if reflect.PointerTo(t).Implements(jsonUnmarshalerType) || reflect.PointerTo(t).Implements(textUnmarshalerType) {
-		return false // decodes itself: its members are its business
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		obj, ok := doc.(map[string]any)
-		if !ok {
-			return false
-		}
-		fields := jsonFields(t)
-		keys := make([]string, 0, len(obj))
-		for k := range obj {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			p := joinPath(path, k)
-			ft, ok := lookupField(fields, k)
-			if !ok {
-				if found(p, k) {
-					return true
-				}
-				continue
-			}
-			if walkUnknown(obj[k], ft, p, found) {
-				return true
-			}
-		}
-	case reflect.Map:
-		obj, ok := doc.(map[string]any)
-		if !ok {
-			return false
-		}
-		keys := make([]string, 0, len(obj))
-		for k := range obj {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			if walkUnknown(obj[k], t.Elem(), joinPath(path, k), found) {
-				return true
-			}
-		}
-	case reflect.Slice, reflect.Array:
-		arr, ok := doc.([]any)
-		if !ok {
-			return false
-		}
-		for i, e := range arr {
-			if walkUnknown(e, t.Elem(), path+"["+strconv.Itoa(i)+"]", found) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func joinPath(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-// jsonFields lists the JSON member names of struct t and their types, following the rules of
-// encoding/json: tags rename or hide fields, untagged embedded structs promote their fields.
-func jsonFields(t reflect.Type) map[string]reflect.Type {
-	fields := make(map[string]reflect.Type)
-	var collect func(t reflect.Type, depth int)
-	collect = func(t reflect.Type, depth int) {
-		if depth > 10 {
-			return
-		}
-		for i := range t.NumField() {
-			f := t.Field(i)
-			tag := f.Tag.Get("json")
-			if tag == "-" {
-				continue
-			}
-			name, _, _ := strings.Cut(tag, ",")
-			if f.Anonymous && name == "" {
-				et := f.Type
-				if et.Kind() == reflect.Pointer {
-					et = et.Elem()
-				}
-				if et.Kind() == reflect.Struct {
-					collect(et, depth+1)
-					continue
-				}
-			}
-			if !f.IsExported() {
-				continue
-			}
-			if name == "" {
-				name = f.Name
-			}
-			if _, dup := fields[name]; !dup || depth == 0 {
-				fields[name] = f.Type
-			}
-		}
-	}
-	collect(t, 0)
-	return fields
-}
-
-// lookupField matches key like encoding/json: exactly, else case-insensitively.
-func lookupField(fields map[string]reflect.Type, key string) (reflect.Type, bool) {
-	if t, ok := fields[key]; ok {
-		return t, true
-	}
-	for name, t := range fields {
-		if strings.EqualFold(name, key) {
-			return t, true
-		}
-	}
-	return nil, false
 }

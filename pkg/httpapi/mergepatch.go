@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net/http"
+	"fmt"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
 
 	"github.com/hostplane/hostplane/pkg/api"
 )
@@ -50,55 +52,35 @@ func SpecOfPatch(patch json.RawMessage, example string, readOnly ...string) (map
 	return m, nil
 }
 
-// ApplySpecPatch merges patch (from SpecOfPatch) into spec and decodes the result strictly
-// with DecodeJSON, so an unknown or mistyped field is an Invalid error naming it by its path
-// ("spec.release.versoin").
-func ApplySpecPatch[S any](ctx context.Context, spec S, patch map[string]any) (S, error) {
+// ApplySpecPatch merges patch (from SpecOfPatch) into spec (RFC 7386, with
+// github.com/evanphx/json-patch) and decodes the result strictly, as DecodeJSON does, so an
+// unknown or mistyped field is an Invalid error naming it by its path ("spec.release.versoin").
+func ApplySpecPatch[S any](_ context.Context, spec S, patch map[string]any) (S, error) {
 	var zero S
 	cur, err := json.Marshal(spec)
 	if err != nil {
 		return zero, err
 	}
-	var target any
-	dec := json.NewDecoder(bytes.NewReader(cur))
-	dec.UseNumber()
-	if err := dec.Decode(&target); err != nil {
-		return zero, err
-	}
-	merged, err := json.Marshal(map[string]any{"spec": mergePatch(target, patch)})
+	p, err := json.Marshal(patch)
 	if err != nil {
 		return zero, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, "/", bytes.NewReader(merged))
+	merged, err := jsonpatch.MergePatch(cur, p)
+	if err != nil {
+		return zero, fmt.Errorf("merge patch: %w", err)
+	}
+	// Decoded under "spec" so that error paths name the field as the resource has it.
+	wrapped, err := json.Marshal(struct {
+		Spec json.RawMessage `json:"spec"`
+	}{merged})
 	if err != nil {
 		return zero, err
 	}
-	req.Header.Set("Content-Type", "application/json")
 	var out struct {
 		Spec S `json:"spec"`
 	}
-	if err := DecodeJSON(req, &out); err != nil {
+	if err := decodeStrict(wrapped, &out); err != nil {
 		return zero, err
 	}
 	return out.Spec, nil
-}
-
-// mergePatch applies an RFC 7386 merge patch to target and returns the result.
-func mergePatch(target, patch any) any {
-	p, ok := patch.(map[string]any)
-	if !ok {
-		return patch
-	}
-	t, ok := target.(map[string]any)
-	if !ok {
-		t = map[string]any{}
-	}
-	for k, v := range p {
-		if v == nil {
-			delete(t, k)
-			continue
-		}
-		t[k] = mergePatch(t[k], v)
-	}
-	return t
 }

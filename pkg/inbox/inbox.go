@@ -224,7 +224,7 @@ func DedupKey(cluster, id string) string {
 }
 
 // DedupBucket is the name of a daemon's bucket of applied inbound event ids.
-func DedupBucket(daemon string) string { return "inbox-" + daemon }
+func DedupBucket(daemon string) string { return events.DedupBucket(daemon) }
 
 // EnsureDedupBucket creates (or opens) a daemon's dedup bucket; entries expire after ttl
 // (DefaultDedupTTL when zero).
@@ -232,17 +232,13 @@ func EnsureDedupBucket(ctx context.Context, js jetstream.JetStream, daemon strin
 	if ttl <= 0 {
 		ttl = DefaultDedupTTL
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	return bus.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      DedupBucket(daemon),
 		Description: "inbound event ids " + daemon + " applied",
 		History:     1,
 		TTL:         ttl,
 		Storage:     jetstream.FileStorage,
 	})
-	if err != nil {
-		return nil, fmt.Errorf("ensure kv bucket %s: %w", DedupBucket(daemon), err)
-	}
-	return kv, nil
 }
 
 // applied is what the dedup bucket holds per event id.
@@ -415,11 +411,7 @@ func (p *RejectionPublisher) Publish(ctx context.Context, cluster string, resour
 	if !ok {
 		return events.Event{}, fmt.Errorf("inbox: publish %T, want a Rejection", data)
 	}
-	subject, err := events.Subject(cluster, resource, verb)
-	if err != nil {
-		return events.Event{}, err
-	}
-	ev, err := events.New(p.source, resource, verb, key, r)
+	subject, ev, err := events.NewOn(p.source, cluster, resource, verb, key, r)
 	if err != nil {
 		return events.Event{}, err
 	}

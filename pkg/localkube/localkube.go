@@ -16,9 +16,11 @@ import (
 	"strconv"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/hostplane/hostplane/pkg/atomicfile"
 	"github.com/hostplane/hostplane/pkg/kube"
 	"github.com/hostplane/hostplane/pkg/process"
 	"github.com/hostplane/hostplane/pkg/release"
@@ -125,7 +127,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if c.RESTConfig, err = kube.RESTConfig(c.Kubeconfig); err != nil {
 		return nil, err
 	}
-	if err := writeFile(c.KubeconfigPath, c.Kubeconfig, 0o600); err != nil {
+	if err := atomicfile.Write(c.KubeconfigPath, c.Kubeconfig, 0o600); err != nil {
 		return nil, err
 	}
 	probeClient, err := adminHTTPClient(keys)
@@ -196,19 +198,13 @@ func waitReady(ctx context.Context, proc *process.Process) error {
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				if st := proc.Status(); st.Restarts >= crashLoopRestarts {
-					cancel(fmt.Errorf("crash-looping: exited %d times", st.Restarts))
-					return
-				}
+		_ = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, false, func(context.Context) (bool, error) {
+			if st := proc.Status(); st.Restarts >= crashLoopRestarts {
+				cancel(fmt.Errorf("crash-looping: exited %d times", st.Restarts))
+				return true, nil
 			}
-		}
+			return false, nil
+		})
 	}()
 	err := proc.WaitReady(ctx)
 	cancel(nil)

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hostplane/hostplane/pkg/atomicfile"
 	"github.com/hostplane/hostplane/pkg/certs"
 )
 
@@ -67,7 +68,7 @@ func resolvePorts(cfg Config) (ports, error) {
 	}
 	if p != saved {
 		b, _ := json.MarshalIndent(p, "", "  ")
-		if err := writeFile(path, append(b, '\n'), 0o644); err != nil {
+		if err := atomicfile.Write(path, append(b, '\n'), 0o644); err != nil {
 			return ports{}, err
 		}
 	}
@@ -201,7 +202,7 @@ func (p pki) ensureServiceAccountKey() error {
 		if err != nil {
 			return err
 		}
-		if err := writeFile(privPath, priv, 0o600); err != nil {
+		if err := atomicfile.Write(privPath, priv, 0o600); err != nil {
 			return err
 		}
 	default:
@@ -214,7 +215,7 @@ func (p pki) ensureServiceAccountKey() error {
 	if err != nil {
 		return err
 	}
-	return writeFile(pubPath, pub, 0o644)
+	return atomicfile.Write(pubPath, pub, 0o644)
 }
 
 // loadKeyPair returns nil, nil when either file is missing.
@@ -244,29 +245,10 @@ func saveKeyPair(kp *certs.KeyPair, certPath, keyPath string) error {
 		return err
 	}
 	// The key first: a certificate without its key is reissued on the next start.
-	if err := writeFile(keyPath, keyPEM, 0o600); err != nil {
+	if err := atomicfile.Write(keyPath, keyPEM, 0o600); err != nil {
 		return err
 	}
-	return writeFile(certPath, kp.CertPEM(), 0o644)
-}
-
-// writeFile replaces path atomically.
-func writeFile(path string, data []byte, perm os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	err = errors.Join(err, f.Chmod(perm), f.Sync(), f.Close())
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return atomicfile.Write(certPath, kp.CertPEM(), 0o644)
 }
 
 func hostPort(host string, port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }

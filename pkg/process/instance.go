@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 const (
@@ -109,16 +110,12 @@ func (in *instance) watch(ctx context.Context) {
 		}
 		// The pidfd could not be polled: fall back to /proc.
 	}
-	t := time.NewTicker(pollInterval)
-	defer t.Stop()
-	for !in.gone() {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	err := wait.PollUntilContextCancel(ctx, pollInterval, true, func(context.Context) (bool, error) {
+		return in.gone(), nil
+	})
+	if err == nil {
+		in.markExited()
 	}
-	in.markExited()
 }
 
 // waitPidfd waits until the pidfd is readable, which it becomes once the process has exited.
@@ -188,19 +185,17 @@ func (in *instance) tryReap() (reaped, notChild bool) {
 
 // reap is called once the process is known to have exited.
 func (in *instance) reap() {
-	// A child is waitable by the time its pidfd is readable; the retries only guard against
-	// a kernel that signals the pidfd a little earlier.
-	for range 100 {
-		reaped, notChild := in.tryReap()
-		if reaped {
-			return
-		}
-		if notChild {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
+	// A child is waitable by the time its pidfd is readable; the retries (100, 10ms apart)
+	// only guard against a kernel that signals the pidfd a little earlier.
+	reaped := false
+	_ = wait.ExponentialBackoff(wait.Backoff{Duration: 10 * time.Millisecond, Steps: 100}, func() (bool, error) {
+		var notChild bool
+		reaped, notChild = in.tryReap()
+		return reaped || notChild, nil
+	})
+	if !reaped {
+		in.reason = "exited (not our child: status unknown)"
 	}
-	in.reason = "exited (not our child: status unknown)"
 }
 
 func describe(ws unix.WaitStatus) string {
@@ -247,26 +242,17 @@ func (in *instance) groupAlive() bool {
 
 // waitGone waits up to d for the process to exit and its group to empty.
 func (in *instance) waitGone(d time.Duration) bool {
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
 	select {
 	case <-in.exited:
-	case <-deadline.C:
+	case <-ctx.Done():
 		return false
 	}
-	if !in.groupAlive() {
-		return true
-	}
-	t := time.NewTicker(groupPollInterval)
-	defer t.Stop()
-	for in.groupAlive() {
-		select {
-		case <-deadline.C:
-			return false
-		case <-t.C:
-		}
-	}
-	return true
+	err := wait.PollUntilContextCancel(ctx, groupPollInterval, true, func(context.Context) (bool, error) {
+		return !in.groupAlive(), nil
+	})
+	return err == nil
 }
 
 // terminate sends SIGTERM to the process group, waits up to grace for the process and its

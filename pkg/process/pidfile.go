@@ -7,10 +7,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hostplane/hostplane/pkg/atomicfile"
 )
 
 // pidRecord is what a pidfile holds. StartTicks is the process's start time in clock ticks
@@ -44,20 +45,8 @@ func writePidfile(path string, r pidRecord) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(append(b, '\n'))
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("write pidfile %s: %w", path, err)
+	if err := atomicfile.Write(path, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("pidfile: %w", err)
 	}
 	return nil
 }

@@ -3,9 +3,11 @@ package process
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // stableAfter is how long a process must stay up for its restart backoff to start again
@@ -17,7 +19,11 @@ const stableAfter = 10 * time.Second
 // is called.
 func (p *Process) run(in *instance) {
 	defer close(p.done)
-	backoff := p.spec.InitialBackoff
+	// InitialBackoff doubling per restart up to MaxBackoff; a fresh one after a stable run.
+	newBackoff := func() wait.Backoff {
+		return wait.Backoff{Duration: p.spec.InitialBackoff, Factor: 2, Cap: p.spec.MaxBackoff, Steps: math.MaxInt}
+	}
+	backoff := newBackoff()
 	lastExit := "" // how the previous run ended: LastError again once probes pass
 	for {
 		if in != nil {
@@ -28,7 +34,7 @@ func (p *Process) run(in *instance) {
 			}
 			in.release()
 			if probed || time.Since(in.startedAt) >= stableAfter {
-				backoff = p.spec.InitialBackoff
+				backoff = newBackoff()
 			}
 			if in.groupAlive() {
 				// The leader is gone but processes it started linger in its group; they
@@ -36,7 +42,7 @@ func (p *Process) run(in *instance) {
 				p.log.Warn("killing what is left of the exited process's group", "pgid", in.pid)
 				_ = unix.Kill(-in.pid, unix.SIGKILL)
 			}
-			p.log.Warn("process exited; restarting", "pid", in.pid, "status", in.reason, "backoff", backoff)
+			p.log.Warn("process exited; restarting", "pid", in.pid, "status", in.reason, "backoff", backoff.Duration)
 			p.update(func(s *Status) {
 				s.State = StateRestarting
 				s.Pid = 0
@@ -46,15 +52,14 @@ func (p *Process) run(in *instance) {
 			in = nil
 		}
 
-		if !p.sleep(backoff) {
+		delay := backoff.Step()
+		if !p.sleep(delay) {
 			p.finish(nil)
 			return
 		}
-		delay := backoff
-		backoff = min(2*backoff, p.spec.MaxBackoff)
 		next, err := launch(p.spec, p.hash, p.sup.pidfilePath(p.spec.Name), p.log)
 		if err != nil {
-			p.log.Error("restart failed", "err", err, "after", delay, "backoff", backoff)
+			p.log.Error("restart failed", "err", err, "after", delay, "backoff", backoff.Duration)
 			lastExit = err.Error()
 			p.update(func(s *Status) { s.LastError = lastExit })
 			continue

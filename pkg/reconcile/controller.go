@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/observe"
@@ -157,20 +158,24 @@ const (
 )
 
 // Controller feeds a keyed work queue from a durable JetStream consumer and runs workers.
+//
+// The queue (client-go's workqueue) gives the package its per-key guarantees: a key waits at
+// most once, a key being processed is not handed out again until Done (an Add meanwhile
+// re-queues it then), and of two AddAfter calls for one key the earlier deadline wins.
 type Controller struct {
 	cfg     Config
 	js      jetstream.JetStream
 	r       Reconciler
-	q       *queue
+	q       workqueue.TypedRateLimitingInterface[string]
+	limiter workqueue.TypedRateLimiter[string] // failures per key, for the retry backoff
 	log     *slog.Logger
 	tracer  trace.Tracer
 	metrics *metrics
 	started atomic.Bool
 
-	mu       sync.Mutex
-	pending  map[string][]pending
-	failures map[string]int
-	follows  map[string]follow
+	mu      sync.Mutex
+	pending map[string][]pending
+	follows map[string]follow
 }
 
 // New returns a controller; Start runs it.
@@ -178,30 +183,34 @@ func New(js jetstream.JetStream, cfg Config, r Reconciler) (*Controller, error) 
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
+	// BaseBackoff doubling per consecutive failure of a key, up to MaxBackoff; Forget resets.
+	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](cfg.BaseBackoff, cfg.MaxBackoff)
 	c := &Controller{
-		cfg:      cfg,
-		js:       js,
-		r:        r,
-		q:        newQueue(),
-		log:      cfg.Logger.With("controller", cfg.Name),
-		tracer:   cfg.TracerProvider.Tracer("github.com/hostplane/hostplane/pkg/reconcile"),
-		pending:  map[string][]pending{},
-		failures: map[string]int{},
-		follows:  map[string]follow{},
+		cfg:     cfg,
+		js:      js,
+		r:       r,
+		q:       workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: cfg.Name}),
+		limiter: limiter,
+		log:     cfg.Logger.With("controller", cfg.Name),
+		tracer:  cfg.TracerProvider.Tracer("github.com/hostplane/hostplane/pkg/reconcile"),
+		pending: map[string][]pending{},
+		follows: map[string]follow{},
 	}
-	m, err := newMetrics(cfg.Registry, cfg.Name, c.q.len)
+	m, err := newMetrics(cfg.Registry, cfg.Name, c.q.Len)
 	if err != nil {
+		c.q.ShutDown()
 		return nil, err
 	}
 	c.metrics = m
 	if err := registerLag(cfg.Registry, js, cfg); err != nil {
+		c.q.ShutDown()
 		return nil, err
 	}
 	return c, nil
 }
 
 // Enqueue asks for key to be reconciled (for triggers that are not events).
-func (c *Controller) Enqueue(key string) { c.q.add(key) }
+func (c *Controller) Enqueue(key string) { c.q.Add(key) }
 
 // EnqueueContext is Enqueue for a trigger that has a trace: an HTTP handler that changed the
 // key's state, say. The key's next reconcile span is a child of ctx's span (or, when events
@@ -212,11 +221,12 @@ func (c *Controller) EnqueueContext(ctx context.Context, key string) {
 		c.pending[key] = addPending(c.pending[key], pending{ctx: context.WithoutCancel(ctx)})
 		c.mu.Unlock()
 	}
-	c.q.add(key)
+	c.q.Add(key)
 }
 
-// EnqueueAfter asks for key to be reconciled after d.
-func (c *Controller) EnqueueAfter(key string, d time.Duration) { c.q.addAfter(key, d) }
+// EnqueueAfter asks for key to be reconciled after d. When the key is already due to be
+// added later, the earlier of the two times wins.
+func (c *Controller) EnqueueAfter(key string, d time.Duration) { c.q.AddAfter(key, d) }
 
 // Started reports whether the consumer is attached and workers run (for readiness).
 func (c *Controller) Started() bool { return c.started.Load() }
@@ -225,6 +235,9 @@ func (c *Controller) Started() bool { return c.started.Load() }
 // ends; then it stops consuming, lets in-flight reconciles finish (they see ctx cancelled) and
 // returns. Unacknowledged messages are redelivered to the next run.
 func (c *Controller) Start(ctx context.Context) error {
+	// The workqueue runs a goroutine for delayed keys until it is shut down, also when Start
+	// fails early. ShutDown may be called more than once.
+	defer c.q.ShutDown()
 	cons, err := c.js.CreateOrUpdateConsumer(ctx, c.cfg.Stream, jetstream.ConsumerConfig{
 		Durable:        c.cfg.Durable,
 		Description:    "hostplane reconcile queue of " + c.cfg.Name,
@@ -262,7 +275,7 @@ func (c *Controller) Start(ctx context.Context) error {
 	<-ctx.Done()
 	c.started.Store(false)
 	cc.Stop()
-	c.q.close()
+	c.q.ShutDown()
 	wg.Wait()
 	c.releasePending()
 	c.log.Info("reconcile controller stopped")
@@ -296,7 +309,7 @@ func (c *Controller) receive(ctx context.Context, msg jetstream.Msg) {
 	c.pending[keys[0]] = addPending(c.pending[keys[0]], p)
 	c.mu.Unlock()
 	for _, k := range keys {
-		c.q.add(k)
+		c.q.Add(k)
 	}
 }
 
@@ -331,11 +344,16 @@ func (c *Controller) ack(msg jetstream.Msg) {
 }
 
 func (c *Controller) processNext(ctx context.Context) bool {
-	key, ok := c.q.get()
-	if !ok {
+	key, shutdown := c.q.Get()
+	if shutdown {
 		return false
 	}
-	defer c.q.done(key)
+	defer c.q.Done(key)
+	if ctx.Err() != nil {
+		// The workqueue hands out what is still queued after ShutDown; a stopping
+		// controller starts no new reconcile (releasePending gives the messages back).
+		return false
+	}
 
 	c.mu.Lock()
 	msgs := c.pending[key]
@@ -368,26 +386,22 @@ func (c *Controller) processNext(ctx context.Context) bool {
 			msgs = addPending(msgs, p)
 		}
 		c.pending[key] = msgs
-		c.failures[key]++
-		n := c.failures[key]
 		c.mu.Unlock()
-		delay := c.backoff(n)
+		delay := c.limiter.When(key) // what AddRateLimited does, with the delay kept for the log
 		if ctx.Err() == nil {
-			c.log.WarnContext(sctx, "reconcile failed; retrying", "key", key, "attempt", n, "retry_in", delay, "err", err)
+			c.log.WarnContext(sctx, "reconcile failed; retrying", "key", key, "attempt", c.limiter.NumRequeues(key), "retry_in", delay, "err", err)
 		}
-		c.q.addAfter(key, delay)
+		c.q.AddAfter(key, delay)
 		return true
 	}
 	span.End()
 	result := "success"
 	if res.RequeueAfter > 0 {
 		result = "requeue"
-		c.q.addAfter(key, res.RequeueAfter)
+		c.q.AddAfter(key, res.RequeueAfter)
 	}
 	c.metrics.observe(result, elapsed)
-	c.mu.Lock()
-	delete(c.failures, key)
-	c.mu.Unlock()
+	c.q.Forget(key)
 	for _, p := range msgs {
 		if p.msg != nil {
 			c.ack(p.msg)
@@ -457,14 +471,6 @@ func (c *Controller) safeReconcile(ctx context.Context, key string) (res Result,
 	return c.r.Reconcile(ctx, key)
 }
 
-func (c *Controller) backoff(failures int) time.Duration {
-	d := c.cfg.BaseBackoff
-	for i := 1; i < failures && d < c.cfg.MaxBackoff; i++ {
-		d *= 2
-	}
-	return min(d, c.cfg.MaxBackoff)
-}
-
 func (c *Controller) resyncLoop(ctx context.Context) {
 	if c.cfg.ListKeys == nil || c.cfg.Resync < 0 {
 		return
@@ -477,7 +483,7 @@ func (c *Controller) resyncLoop(ctx context.Context) {
 			c.log.Warn("resync: list keys", "err", err)
 		}
 		for _, k := range keys {
-			c.q.add(k)
+			c.q.Add(k)
 		}
 		c.metrics.resyncs.Inc()
 		select {

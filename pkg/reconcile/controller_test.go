@@ -14,6 +14,7 @@ import (
 
 	"github.com/hostplane/hostplane/pkg/bus"
 	"github.com/hostplane/hostplane/pkg/events"
+	"github.com/hostplane/hostplane/pkg/natsauth"
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/testenv"
 )
@@ -222,7 +223,7 @@ func TestController_RestartedConsumerGetsWhatWasNotAcknowledged(t *testing.T) {
 	stop() // the daemon goes away without finishing demo
 
 	// A new process (another connection) with the same durable consumer.
-	_, js2 := testenv.Connect(t, env.Server.URL())
+	_, js2 := env.ConnectAs(t, natsauth.Admin)
 	rec := &recorder{}
 	run(t, js2, reconcile.Config{Durable: "componentd", Resync: -1}, rec)
 	testenv.Eventually(t, wait, func() bool { return rec.count("demo") >= 1 }, "restarted consumer did not get the unacknowledged event")

@@ -1,14 +1,14 @@
 package release
 
 import (
-	"cmp"
 	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/hostplane/hostplane/pkg/api"
 )
@@ -95,11 +95,11 @@ func Latest() Release {
 
 // Minor returns the release's "major.minor", for example "1.34".
 func (r Release) Minor() string {
-	v, err := parse(r.Version)
+	v, err := api.ParseVersion(r.Version)
 	if err != nil {
 		return ""
 	}
-	return fmt.Sprintf("%d.%d", v.major, v.minor)
+	return fmt.Sprintf("%d.%d", v.Major(), v.Minor())
 }
 
 // CacheDir is where built release binaries live: $HOSTPLANE_CACHE_DIR, or
@@ -152,24 +152,24 @@ func (r Release) Binary(component string) (string, error) {
 // a known release, not older than from, and at most one minor newer (Kubernetes' version
 // skew policy for the control plane). Staying on the same version is allowed.
 func CheckUpgrade(from, to string) error {
-	fv, err := parse(from)
+	fv, err := api.ParseVersion(from)
 	if err != nil {
 		return api.Errorf(api.CodeInvalid, "current release %q is not a version: %v", from, err)
 	}
 	if _, err := Lookup(to); err != nil {
 		return err
 	}
-	tv := mustParse(strings.TrimPrefix(strings.TrimSpace(to), "v"))
+	tv := mustParse(to)
 	switch {
-	case compare(tv, fv) < 0:
+	case tv.LessThan(fv):
 		return api.Errorf(api.CodeInvalid, "cannot downgrade from %s to %s: downgrades are not supported",
 			fv, tv)
-	case tv.major != fv.major:
+	case tv.Major() != fv.Major():
 		return api.Errorf(api.CodeInvalid, "cannot upgrade from %s to %s: upgrades across major versions are not supported",
 			fv, tv)
-	case tv.minor > fv.minor+1:
+	case tv.Minor() > fv.Minor()+1:
 		return api.Errorf(api.CodeInvalid, "cannot upgrade from %s to %s: that skips a minor release; upgrade to %d.%d first",
-			fv, tv, fv.major, fv.minor+1)
+			fv, tv, fv.Major(), fv.Minor()+1)
 	}
 	return nil
 }
@@ -179,34 +179,20 @@ func (r Release) clone() Release {
 	return r
 }
 
-type version struct{ major, minor, patch int }
-
-func (v version) String() string { return fmt.Sprintf("%d.%d.%d", v.major, v.minor, v.patch) }
-
-func parse(s string) (version, error) {
-	parts := strings.Split(strings.TrimPrefix(strings.TrimSpace(s), "v"), ".")
-	if len(parts) != 3 {
-		return version{}, fmt.Errorf("want major.minor.patch, got %q", s)
-	}
-	var n [3]int
-	for i, p := range parts {
-		x, err := strconv.Atoi(p)
-		if err != nil || x < 0 || p == "" || (len(p) > 1 && p[0] == '0') {
-			return version{}, fmt.Errorf("want major.minor.patch, got %q", s)
-		}
-		n[i] = x
-	}
-	return version{n[0], n[1], n[2]}, nil
-}
-
-func mustParse(s string) version {
-	v, err := parse(s)
+func mustParse(s string) *version.Version {
+	v, err := api.ParseVersion(s)
 	if err != nil {
 		panic("release: bad version in catalogue: " + err.Error())
 	}
 	return v
 }
 
-func compare(a, b version) int {
-	return cmp.Or(cmp.Compare(a.major, b.major), cmp.Compare(a.minor, b.minor), cmp.Compare(a.patch, b.patch))
+func compare(a, b *version.Version) int {
+	switch {
+	case a.LessThan(b):
+		return -1
+	case b.LessThan(a):
+		return 1
+	}
+	return 0
 }

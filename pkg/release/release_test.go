@@ -190,14 +190,3 @@ func TestCheckUpgrade(t *testing.T) {
 		})
 	}
 }
-
-func TestParse(t *testing.T) {
-	for _, s := range []string{"1.2", "1.2.3.4", "1.x.3", "01.2.3", "-1.2.3", "1..3", ""} {
-		if _, err := parse(s); err == nil {
-			t.Errorf("parse(%q) succeeded, want an error", s)
-		}
-	}
-	if v, err := parse("v1.34.4"); err != nil || v != (version{1, 34, 4}) {
-		t.Errorf("parse(v1.34.4) = %v, %v", v, err)
-	}
-}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/hostplane/hostplane/pkg/api"
 )
@@ -102,39 +104,65 @@ func (s *Store[T]) Delete(ctx context.Context, key string, rev uint64) error {
 // When spec is true and the object is an api.Object, its generation is bumped if the stored
 // JSON changed. fn returning ErrNoChange skips the write.
 func (s *Store[T]) Mutate(ctx context.Context, key string, spec bool, fn func(*T) error) (*T, uint64, error) {
-	for attempt := 0; attempt < 10; attempt++ {
+	return s.MutateBefore(ctx, key, spec, fn, nil)
+}
+
+// MutateBefore is Mutate with beforeWrite called on each attempt that writes, after fn changed
+// the value (and the generation was bumped), just before the write: where a daemon records
+// the write's event in its outbox (pkg/outbox), so the event is stored before the change. An
+// error from beforeWrite ends the mutation without a write.
+func (s *Store[T]) MutateBefore(ctx context.Context, key string, spec bool, fn func(*T) error, beforeWrite func(context.Context, *T) error) (*T, uint64, error) {
+	var (
+		out  *T
+		nrev uint64
+	)
+	isConflict := func(err error) bool { return errors.Is(err, ErrConflict) }
+	err := retry.OnError(mutateRetry, isConflict, func() error {
 		v, rev, err := s.Get(ctx, key)
 		if err != nil {
-			return nil, 0, err
+			return err
 		}
 		before, _ := json.Marshal(v)
 		if err := fn(v); err != nil {
 			if errors.Is(err, ErrNoChange) {
-				return v, rev, nil
+				out, nrev = v, rev
+				return nil
 			}
-			return nil, 0, err
+			return err
 		}
 		after, err := json.Marshal(v)
 		if err != nil {
-			return nil, 0, fmt.Errorf("marshal %s: %w", key, err)
+			return fmt.Errorf("marshal %s: %w", key, err)
 		}
 		if string(before) == string(after) {
-			return v, rev, nil
+			out, nrev = v, rev
+			return nil
 		}
 		if m, ok := any(v).(api.Object); ok && spec {
 			m.Meta().Generation++
 		}
-		nrev, err := s.Update(ctx, key, v, rev)
-		if errors.Is(err, ErrConflict) {
-			continue
+		if beforeWrite != nil {
+			if err := beforeWrite(ctx, v); err != nil {
+				return fmt.Errorf("before writing %s: %w", key, err)
+			}
 		}
-		if err != nil {
-			return nil, 0, err
+		if nrev, err = s.Update(ctx, key, v, rev); err != nil {
+			return err
 		}
-		return v, nrev, nil
+		out = v
+		return nil
+	})
+	switch {
+	case isConflict(err):
+		return nil, 0, fmt.Errorf("%s: gave up after %d conflicting writes: %w", key, mutateRetry.Steps, ErrConflict)
+	case err != nil:
+		return nil, 0, err
 	}
-	return nil, 0, fmt.Errorf("%s: gave up after 10 conflicting writes: %w", key, ErrConflict)
+	return out, nrev, nil
 }
+
+// mutateRetry is how often Mutate tries: ten times, at once (the next read is the wait).
+var mutateRetry = wait.Backoff{Steps: 10}
 
 // ErrNoChange may be returned by a Mutate function to skip the write.
 var ErrNoChange = errors.New("no change")

@@ -98,6 +98,36 @@ func TestStore_MutateBumpsGenerationOnlyForSpecChanges(t *testing.T) {
 	}
 }
 
+// beforeWrite sees the value about to be written (generation bumped), runs only when there
+// is a write, and its error prevents the write.
+func TestStore_MutateBefore_RunsJustBeforeEachWrite(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	if _, err := s.Create(ctx, "a", &thing{ObjectMeta: api.ObjectMeta{Name: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	var seen []int64
+	record := func(_ context.Context, v *thing) error { seen = append(seen, v.Generation); return nil }
+	if _, _, err := s.MutateBefore(ctx, "a", true, func(v *thing) error { v.Spec.Size = 3; return nil }, record); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.MutateBefore(ctx, "a", true, func(v *thing) error { v.Spec.Size = 3; return nil }, record); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 1 || seen[0] != 2 {
+		t.Fatalf("beforeWrite saw generations %v, want [2]: once, for the one write, after the bump", seen)
+	}
+	refuse := errors.New("outbox unavailable")
+	_, _, err := s.MutateBefore(ctx, "a", true, func(v *thing) error { v.Spec.Size = 4; return nil },
+		func(context.Context, *thing) error { return refuse })
+	if !errors.Is(err, refuse) {
+		t.Fatalf("MutateBefore = %v, want the beforeWrite error", err)
+	}
+	if v, _, _ := s.Get(ctx, "a"); v.Spec.Size != 3 {
+		t.Fatalf("size = %d, want 3: a refused beforeWrite must prevent the write", v.Spec.Size)
+	}
+}
+
 func TestStore_MutateRetriesConcurrentWriters(t *testing.T) {
 	s := newStore(t)
 	ctx := context.Background()
@@ -120,6 +150,35 @@ func TestStore_MutateRetriesConcurrentWriters(t *testing.T) {
 	v, _, _ := s.Get(ctx, "a")
 	if v.Spec.Size != writers {
 		t.Fatalf("size = %d after %d concurrent increments: a write was lost", v.Spec.Size, writers)
+	}
+}
+
+func TestStore_MutateGivesUpAfterTenConflictingWrites(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	if _, err := s.Create(ctx, "a", &thing{}); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	_, _, err := s.Mutate(ctx, "a", true, func(v *thing) error {
+		calls++
+		// Another writer gets in between every read and write.
+		cur, rev, err := s.Get(ctx, "a")
+		if err != nil {
+			return err
+		}
+		cur.Status.Phase += "x"
+		if _, err := s.Update(ctx, "a", cur, rev); err != nil {
+			return err
+		}
+		v.Spec.Size++
+		return nil
+	})
+	if !errors.Is(err, store.ErrConflict) || err.Error() != "a: gave up after 10 conflicting writes: revision conflict" {
+		t.Fatalf("err = %v, want the give-up conflict", err)
+	}
+	if calls != 10 {
+		t.Errorf("fn called %d times, want 10", calls)
 	}
 }
 

@@ -2,47 +2,109 @@ package testenv
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/hostplane/hostplane/pkg/bus"
+	"github.com/hostplane/hostplane/pkg/natsauth"
 )
 
-// NATSEnv is an embedded NATS JetStream server for one test, with hostplane's streams.
+// NATSEnv is an embedded NATS JetStream server for one test, with hostplane's streams and
+// buckets, that accepts only the identities of pkg/natsauth and enforces their permissions.
 type NATSEnv struct {
 	Server *bus.Embedded
-	Conn   *nats.Conn
-	JS     jetstream.JetStream
-	Dir    string // the JetStream store dir
+	// Conn and JS are connected as natsauth.Admin: a test playing another part (a stand-in
+	// daemon, an inspector) may do anything.
+	Conn  *nats.Conn
+	JS    jetstream.JetStream
+	Dir   string                // the JetStream store dir
+	Creds *natsauth.Credentials // every identity's seed (Creds.SeedFile(name))
+	log   *natsauth.ServerLog
+}
+
+// NATSOptions change what NATSWith starts.
+type NATSOptions struct {
+	// Identities are more identities the server accepts (other systems).
+	Identities []natsauth.Identity
+	// AllowViolations is for a test that provokes permission violations on purpose: without
+	// it, any violation fails the test at cleanup (a daemon needed a subject the natsauth
+	// table does not give it).
+	AllowViolations bool
+	// Record traces every client's publications and subscriptions (Usage).
+	Record bool
 }
 
 // NATS starts an embedded nats-server with JetStream on a random port and a store dir in
-// t.TempDir(), creates hostplane's streams and connects. Everything is closed at cleanup.
-func NATS(t testing.TB) *NATSEnv {
+// t.TempDir(), with nkey authentication and permissions from pkg/natsauth; lays out the
+// shared streams and buckets as the bootstrap identity, as a deployment does; and connects
+// as the admin identity. A permission violation by any client fails the test. Everything is
+// closed at cleanup.
+func NATS(t testing.TB) *NATSEnv { return NATSWith(t, NATSOptions{}) }
+
+// NATSWith is NATS with options.
+func NATSWith(t testing.TB, o NATSOptions) *NATSEnv {
 	t.Helper()
 	dir := t.TempDir()
-	srv, err := bus.RunEmbedded(bus.EmbeddedConfig{Port: -1, StoreDir: dir})
+	creds, err := natsauth.Generate(filepath.Join(t.TempDir(), "creds"), o.Identities...)
+	if err != nil {
+		t.Fatalf("testenv: nats credentials: %v", err)
+	}
+	log := natsauth.NewServerLog(creds)
+	srv, err := bus.RunEmbedded(bus.EmbeddedConfig{Port: -1, StoreDir: dir, Users: creds.ServerNkeys(), Logger: log, Trace: o.Record})
 	if err != nil {
 		t.Fatalf("testenv: start nats: %v", err)
 	}
+	// Registered before the server's stop, so it runs after it: every client is gone.
+	if !o.AllowViolations {
+		t.Cleanup(func() {
+			for _, v := range log.Violations() {
+				t.Errorf("nats permission violation (the natsauth table lacks a subject this identity needs): %s", v)
+			}
+		})
+	}
 	t.Cleanup(srv.Stop)
-	env := &NATSEnv{Server: srv, Dir: dir}
-	env.Conn, env.JS = Connect(t, srv.URL())
+	env := &NATSEnv{Server: srv, Dir: dir, Creds: creds, log: log}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := bus.EnsureStreams(ctx, env.JS); err != nil {
+	bnc, bjs := env.ConnectAs(t, natsauth.Bootstrap)
+	if err := bus.EnsureLayout(ctx, bjs, 1); err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
+	bnc.Close()
+	env.Conn, env.JS = env.ConnectAs(t, natsauth.Admin)
 	return env
 }
 
-// Connect opens another client connection (another "process") to url, closed at cleanup.
-func Connect(t testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
+// ConnectAs opens another client connection (another "process") as identity name, closed
+// at cleanup.
+func (e *NATSEnv) ConnectAs(t testing.TB, name string) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(url)
+	opts, err := natsauth.ClientOptions(name, e.Creds.SeedFile(name))
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	return Connect(t, e.Server.URL(), append(opts, nats.Name(name))...)
+}
+
+// SeedFile is the seed file of identity name, for daemon.Base.NATSNKeyFile.
+func (e *NATSEnv) SeedFile(name string) string { return e.Creds.SeedFile(name) }
+
+// Violations are the permission violations the server logged so far, each naming the
+// identity.
+func (e *NATSEnv) Violations() []string { return e.log.Violations() }
+
+// Usage is what each identity published and subscribed to, by subject (with Record).
+func (e *NATSEnv) Usage() map[string]natsauth.Usage { return e.log.Usage() }
+
+// Connect opens a client connection to url with opts, closed at cleanup.
+func Connect(t testing.TB, url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		t.Fatalf("testenv: connect nats: %v", err)
 	}
@@ -58,14 +120,9 @@ func Connect(t testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
 // with msg. It is how tests wait: never a bare sleep.
 func Eventually(t testing.TB, timeout time.Duration, cond func() bool, msg string, args ...any) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		if cond() {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v: "+msg, append([]any{timeout}, args...)...)
-		}
-		time.Sleep(20 * time.Millisecond)
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, timeout, true,
+		func(context.Context) (bool, error) { return cond(), nil })
+	if err != nil {
+		t.Fatalf("condition not met within %v: "+msg, append([]any{timeout}, args...)...)
 	}
 }

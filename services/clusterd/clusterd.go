@@ -38,6 +38,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/guest"
 	"github.com/hostplane/hostplane/pkg/inbox"
+	"github.com/hostplane/hostplane/pkg/outbox"
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/release"
 	"github.com/hostplane/hostplane/pkg/store"
@@ -106,7 +107,7 @@ type Daemon struct {
 	components *store.Store[api.ControlPlaneComponent]
 	nodepools  *store.Store[api.NodePool]
 	ignition   *store.Store[api.IgnitionServer] // key <cluster>; <cluster>.<np> are token records
-	publisher  *bus.Publisher
+	outbox     *outbox.Outbox
 	controller *reconcile.Controller
 	rejections *inbox.RejectionPublisher
 
@@ -161,7 +162,7 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	if d.ignition, err = daemon.Open[api.IgnitionServer](ctx, rt, bus.BucketIgnition); err != nil {
 		return nil, err
 	}
-	d.publisher = rt.Publisher
+	d.outbox = rt.Outbox
 	if d.cfg.ManagementKubeconfig != "" {
 		m, cfg, err := newManagement(d.cfg.ManagementKubeconfig)
 		if err != nil {

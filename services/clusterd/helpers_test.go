@@ -59,7 +59,7 @@ func startWith(t *testing.T, mgmt string) *env {
 	}
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	reg := prometheus.NewRegistry()
-	d, err := New(Config{Base: daemon.Base{NATSURL: n.Server.URL(), DataDir: dir, Logger: log, Registry: reg, ManagementKubeconfig: mgmt}})
+	d, err := New(Config{Base: daemon.Base{NATSURL: n.Server.URL(), NATSNKeyFile: n.SeedFile(Name), DataDir: dir, Logger: log, Registry: reg, ManagementKubeconfig: mgmt}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/auth"
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/httpapi"
+	"github.com/hostplane/hostplane/pkg/outbox"
 	"github.com/hostplane/hostplane/pkg/store"
 )
 
@@ -64,6 +65,12 @@ func (d *Daemon) createCluster(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	ctx := r.Context()
+	// The event first (an event for a name that turns out to exist is harmless: consumers
+	// re-read), then the write.
+	sent, err := d.record(ctx, c.Name, VerbCreated)
+	if err != nil {
+		return err
+	}
 	if _, err := d.clusters.Create(ctx, c.Name, &c); err != nil {
 		if errors.Is(err, store.ErrExists) {
 			return api.Errorf(api.CodeConflict, "cluster %q already exists", c.Name)
@@ -72,7 +79,8 @@ func (d *Daemon) createCluster(w http.ResponseWriter, r *http.Request) error {
 	}
 	d.clusterLog(c.Name).InfoContext(ctx, "cluster created", "release", c.Spec.Release.Version,
 		"platform", c.Spec.Platform.Type, "policy", c.Spec.ControllerAvailabilityPolicy)
-	d.announce(ctx, c.Name, VerbCreated)
+	d.outbox.Send(ctx, sent)
+	d.controller.EnqueueContext(ctx, c.Name)
 	httpapi.WriteJSON(w, http.StatusAccepted, c)
 	return nil
 }
@@ -145,7 +153,8 @@ func (d *Daemon) updateSpec(ctx context.Context, name string, change func(api.Cl
 		return nil, err
 	}
 	var before int64
-	c, _, err := d.clusters.Mutate(ctx, name, true, func(c *api.Cluster) error {
+	var sent outbox.Entry
+	c, _, err := d.clusters.MutateBefore(ctx, name, true, func(c *api.Cluster) error {
 		before = c.Generation
 		if c.DeletionTimestamp != nil {
 			return api.Errorf(api.CodeConflict, "cluster %q is being deleted; its spec can no longer change", name)
@@ -160,6 +169,13 @@ func (d *Daemon) updateSpec(ctx context.Context, name string, change func(api.Cl
 		}
 		c.Spec = spec
 		return nil
+	}, func(ctx context.Context, c *api.Cluster) error {
+		if c.Generation == before {
+			return nil
+		}
+		var err error
+		sent, err = d.record(ctx, name, VerbUpdated)
+		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, notFound(name)
@@ -169,7 +185,8 @@ func (d *Daemon) updateSpec(ctx context.Context, name string, change func(api.Cl
 	}
 	if c.Generation != before {
 		d.clusterLog(name).InfoContext(ctx, "cluster spec changed", "generation", c.Generation, "release", c.Spec.Release.Version)
-		d.announce(ctx, name, VerbUpdated)
+		d.outbox.Send(ctx, sent)
+		d.controller.EnqueueContext(ctx, name)
 	}
 	return c, nil
 }
@@ -185,7 +202,8 @@ func (d *Daemon) deleteCluster(w http.ResponseWriter, r *http.Request) error {
 	}
 	now := time.Now().UTC().Truncate(time.Second)
 	requested := false
-	c, _, err := d.clusters.Mutate(ctx, name, false, func(c *api.Cluster) error {
+	var sent outbox.Entry
+	c, _, err := d.clusters.MutateBefore(ctx, name, false, func(c *api.Cluster) error {
 		requested = false
 		if c.DeletionTimestamp != nil {
 			return store.ErrNoChange
@@ -197,6 +215,9 @@ func (d *Daemon) deleteCluster(w http.ResponseWriter, r *http.Request) error {
 		}, now)
 		requested = true
 		return nil
+	}, func(ctx context.Context, _ *api.Cluster) (err error) {
+		sent, err = d.record(ctx, name, VerbDeleting)
+		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return notFound(name)
@@ -206,7 +227,8 @@ func (d *Daemon) deleteCluster(w http.ResponseWriter, r *http.Request) error {
 	}
 	if requested {
 		d.clusterLog(name).InfoContext(ctx, "cluster deletion requested")
-		d.announce(ctx, name, VerbDeleting)
+		d.outbox.Send(ctx, sent)
+		d.controller.EnqueueContext(ctx, name)
 	}
 	httpapi.WriteJSON(w, http.StatusAccepted, c)
 	return nil
@@ -270,12 +292,13 @@ func notFound(name string) error {
 	return api.Errorf(api.CodeNotFound, "cluster %q not found", name)
 }
 
-// announce publishes a cluster event and wakes the reconciler. A failed publish is logged,
-// not returned: the change is stored, and the reconciler's cluster.status event and every
-// daemon's resync carry it to the others.
-func (d *Daemon) announce(ctx context.Context, name, verb string) {
-	if _, err := d.publisher.Publish(ctx, name, events.ResourceCluster, verb, name, nil); err != nil {
-		d.clusterLog(name).WarnContext(ctx, "publish cluster event", "verb", verb, "err", err)
+// record stores the cluster event verb in the outbox. It is called before the write the
+// event is about (a failure leaves the cluster unwritten); the entry is sent once the write
+// succeeded, and published by the relay otherwise.
+func (d *Daemon) record(ctx context.Context, name, verb string) (outbox.Entry, error) {
+	e, err := d.outbox.Record(ctx, name, events.ResourceCluster, verb, name, nil)
+	if err != nil {
+		return e, fmt.Errorf("record cluster.%s of %s: %w", verb, name, err)
 	}
-	d.controller.EnqueueContext(ctx, name)
+	return e, nil
 }

@@ -29,10 +29,9 @@ const (
 	// LabelClusterName is Cluster API's cluster label.
 	LabelClusterName = "cluster.x-k8s.io/cluster-name"
 	// KindHostedControlPlane is the Cluster's controlPlaneRef kind (group
-	// api.ControlPlaneGroup); KindLocalCluster its infrastructureRef kind on the local
-	// platform (group api.InfrastructureGroup, written by infrad).
+	// api.ControlPlaneGroup); on the local platform its infrastructureRef is an
+	// api.KindLocalCluster (written by infrad).
 	KindHostedControlPlane = "HostedControlPlane"
-	KindLocalCluster       = "LocalCluster"
 	// KubeconfigSecretType is the type of the Secret Cluster API reads the kubeconfig from.
 	KubeconfigSecretType = "cluster.x-k8s.io/secret"
 	// KubeconfigSecretKey is the key of the kubeconfig in that Secret.
@@ -201,7 +200,7 @@ func renderCluster(in capiInputs) *unstructured.Unstructured {
 		},
 	}
 	if c.Spec.Platform.Type == api.PlatformLocal {
-		spec["infrastructureRef"] = map[string]any{"apiGroup": api.InfrastructureGroup, "kind": KindLocalCluster, "name": c.Name}
+		spec["infrastructureRef"] = map[string]any{"apiGroup": api.InfrastructureGroup, "kind": api.KindLocalCluster, "name": c.Name}
 	}
 	if ep := in.endpoint(); ep != nil {
 		spec["controlPlaneEndpoint"] = ep

@@ -160,7 +160,7 @@ func TestManagement_WritesClusterAPIObjectsAndDeletesThemOnceTheNodePoolsAreGone
 	checkLabels(t, "Cluster", cl.GetLabels(), name)
 	for path, want := range map[string]any{
 		"spec.controlPlaneRef":                    map[string]any{"apiGroup": api.ControlPlaneGroup, "kind": KindHostedControlPlane, "name": name},
-		"spec.infrastructureRef":                  map[string]any{"apiGroup": api.InfrastructureGroup, "kind": KindLocalCluster, "name": name},
+		"spec.infrastructureRef":                  map[string]any{"apiGroup": api.InfrastructureGroup, "kind": api.KindLocalCluster, "name": name},
 		"spec.clusterNetwork.pods.cidrBlocks":     []any{api.DefaultPodCIDR},
 		"spec.clusterNetwork.services.cidrBlocks": []any{api.DefaultServiceCIDR},
 		"spec.controlPlaneEndpoint":               map[string]any{"host": "127.0.0.1", "port": int64(36443)},

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/hostplane/hostplane/pkg/api"
-	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/guest"
+	"github.com/hostplane/hostplane/pkg/outbox"
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/store"
 )
@@ -39,9 +39,17 @@ func (d *Daemon) Reconcile(ctx context.Context, key string) (reconcile.Result, e
 
 	now := time.Now().UTC().Truncate(time.Second)
 	var ch statusChange
-	updated, _, err := d.clusters.Mutate(ctx, key, false, func(c *api.Cluster) error {
+	var sent outbox.Entry
+	updated, _, err := d.clusters.MutateBefore(ctx, key, false, func(c *api.Cluster) error {
 		ch = computeStatus(c, o, now)
 		return nil
+	}, func(ctx context.Context, _ *api.Cluster) error {
+		if !ch.conditions {
+			return nil
+		}
+		var err error
+		sent, err = d.record(ctx, key, VerbStatus)
+		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		d.metrics.forget(key)
@@ -56,10 +64,7 @@ func (d *Daemon) Reconcile(ctx context.Context, key string) (reconcile.Result, e
 	}
 	if ch.conditions {
 		d.logStatus(ctx, updated)
-		if _, err := d.publisher.Publish(ctx, key, events.ResourceCluster, VerbStatus, key, nil); err != nil {
-			// The status is stored; the next change or a resync publishes again.
-			d.clusterLog(key).WarnContext(ctx, "publish cluster.status", "err", err)
-		}
+		d.outbox.Send(ctx, sent)
 	}
 	if updated.DeletionTimestamp != nil {
 		return reconcile.Result{RequeueAfter: d.cfg.DeletingRequeue}, nil
@@ -187,15 +192,17 @@ func (d *Daemon) finishDeletion(ctx context.Context, c *api.Cluster, rev uint64)
 		d.guests.Forget(c.Name)
 	}
 	d.sealMu.Unlock()
+	sent, err := d.record(ctx, c.Name, VerbDeleted)
+	if err != nil {
+		return err
+	}
 	if err := d.clusters.Delete(ctx, c.Name, rev); err != nil {
 		return fmt.Errorf("delete cluster %s: %w", c.Name, err)
 	}
 	d.metrics.forget(c.Name)
+	d.outbox.Send(ctx, sent)
 	d.clusterLog(c.Name).InfoContext(ctx, "cluster deleted",
 		"deletion_seconds", time.Since(*c.DeletionTimestamp).Round(time.Second).Seconds())
-	if _, err := d.publisher.Publish(ctx, c.Name, events.ResourceCluster, VerbDeleted, c.Name, nil); err != nil {
-		d.clusterLog(c.Name).WarnContext(ctx, "publish cluster.deleted", "err", err)
-	}
 	return nil
 }
 

@@ -255,32 +255,8 @@ func (c *counter) last() events.Event { c.drain(); return c.got[len(c.got)-1] }
 // a histogram: its sample count); -1 when there is none.
 func (e *env) metric(name string, labels map[string]string) float64 {
 	e.t.Helper()
-	mfs, err := e.registry.Gather()
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			for k, v := range labels {
-				found := false
-				for _, lp := range m.GetLabel() {
-					if lp.GetName() == k && lp.GetValue() == v {
-						found = true
-					}
-				}
-				if !found {
-					continue series
-				}
-			}
-			if h := m.GetHistogram(); h != nil {
-				return float64(h.GetSampleCount())
-			}
-			return m.GetGauge().GetValue()
-		}
+	if v, ok := testenv.Metric(e.t, e.registry, name, labels); ok {
+		return v
 	}
 	return -1
 }

@@ -69,30 +69,63 @@ type statusChange struct {
 }
 
 // computeStatus sets c's status from what the other daemons report. It is pure: the same
-// inputs give the same status, and times move only when something transitions.
+// inputs give the same status, and times move only when something transitions. Each
+// condition has its own setter, in the order they depend on each other.
 func computeStatus(c *api.Cluster, o observed, now time.Time) statusChange {
-	var ch statusChange
-	st := &c.Status
-	gen := c.Generation
-	set := func(typ string, status api.ConditionStatus, reason, msg string) {
-		if st.Conditions.Set(api.Condition{Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: gen}, now) {
-			ch.conditions = true
-		}
-	}
-	wasAvailable := st.Conditions.IsTrue(api.ConditionAvailable)
-	everCompleted := st.Version != nil && slices.ContainsFunc(st.Version.History, func(h api.UpdateHistory) bool { return h.State == UpdateCompleted })
+	s := &statusScope{c: c, st: &c.Status, o: o, now: now}
+	wasAvailable := s.st.Conditions.IsTrue(api.ConditionAvailable)
+	everCompleted := s.st.Version != nil && slices.ContainsFunc(s.st.Version.History, func(h api.UpdateHistory) bool { return h.State == UpdateCompleted })
 
-	// ValidConfiguration: the stored spec against today's release catalogue.
-	if err := api.ValidateClusterSpec(&c.Spec, releases); err != nil {
-		set(api.ConditionValidConfiguration, api.ConditionFalse, ReasonInvalidConfiguration, fieldMessage(err))
-	} else {
-		set(api.ConditionValidConfiguration, api.ConditionTrue, ReasonAsExpected, "the configuration is valid")
+	s.setValidConfiguration()
+	s.setInfrastructureReady()
+	pkiReady := s.setPKIReady()
+	s.setComponentAvailable(api.ConditionEtcdAvailable, api.ComponentEtcd)
+	s.setComponentAvailable(api.ConditionKubeAPIServerAvailable, api.ComponentKubeAPIServer)
+	if s.setAvailable(pkiReady) {
+		s.ch.firstAvailable = !wasAvailable && !everCompleted
 	}
+	s.setProgressing(everCompleted)
+	s.setDegraded()
+	s.setIgnitionEndpointAvailable()
+	if c.DeletionTimestamp != nil {
+		s.set(api.ConditionDeleting, api.ConditionTrue, ReasonWaitingForCleanup, deletionMessage(o))
+	}
+	s.st.ObservedGeneration = c.Generation
+	return s.ch
+}
 
-	// InfrastructureReady and the endpoint.
+// statusScope is one computeStatus run: the cluster, what the other daemons report, and what
+// changed.
+type statusScope struct {
+	c   *api.Cluster
+	st  *api.ClusterStatus
+	o   observed
+	now time.Time
+	ch  statusChange
+}
+
+// set sets a condition at the cluster's generation and notes whether it changed.
+func (s *statusScope) set(typ string, status api.ConditionStatus, reason, msg string) {
+	if s.st.Conditions.Set(api.Condition{Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: s.c.Generation}, s.now) {
+		s.ch.conditions = true
+	}
+}
+
+// setValidConfiguration checks the stored spec against today's release catalogue.
+func (s *statusScope) setValidConfiguration() {
+	if err := api.ValidateClusterSpec(&s.c.Spec, releases); err != nil {
+		s.set(api.ConditionValidConfiguration, api.ConditionFalse, ReasonInvalidConfiguration, fieldMessage(err))
+		return
+	}
+	s.set(api.ConditionValidConfiguration, api.ConditionTrue, ReasonAsExpected, "the configuration is valid")
+}
+
+// setInfrastructureReady sets InfrastructureReady and the endpoint.
+func (s *statusScope) setInfrastructureReady() {
+	st, o := s.st, s.o
 	switch {
 	case o.infra == nil:
-		set(api.ConditionInfrastructureReady, api.ConditionFalse, ReasonWaitingForInfrastructure,
+		s.set(api.ConditionInfrastructureReady, api.ConditionFalse, ReasonWaitingForInfrastructure,
 			"waiting for infrad to allocate the control-plane endpoint and ports")
 		st.ControlPlaneEndpoint = nil
 	case !o.infra.Ready:
@@ -100,53 +133,58 @@ func computeStatus(c *api.Cluster, o observed, now time.Time) statusChange {
 		if o.infra.Message != "" {
 			msg += ": " + o.infra.Message
 		}
-		set(api.ConditionInfrastructureReady, api.ConditionFalse, ReasonWaitingForInfrastructure, msg)
+		s.set(api.ConditionInfrastructureReady, api.ConditionFalse, ReasonWaitingForInfrastructure, msg)
 		st.ControlPlaneEndpoint = nil
 	default:
 		ep := o.infra.Endpoint
 		st.ControlPlaneEndpoint = &ep
-		set(api.ConditionInfrastructureReady, api.ConditionTrue, ReasonAsExpected,
+		s.set(api.ConditionInfrastructureReady, api.ConditionTrue, ReasonAsExpected,
 			fmt.Sprintf("the control-plane endpoint is %s", hostPort(ep)))
 	}
+}
 
-	// PKIReady.
+// setPKIReady sets PKIReady and whether the admin kubeconfig can be handed out, and reports
+// whether the certificates are issued.
+func (s *statusScope) setPKIReady() bool {
+	st, o, c := s.st, s.o, s.c
 	pkiReady := o.pki != nil && o.pki.Ready
 	switch {
 	case pkiReady:
-		set(api.ConditionPKIReady, api.ConditionTrue, ReasonAsExpected, "certificates and kubeconfigs are issued")
+		s.set(api.ConditionPKIReady, api.ConditionTrue, ReasonAsExpected, "certificates and kubeconfigs are issued")
 	case o.infra == nil || !o.infra.Ready:
-		set(api.ConditionPKIReady, api.ConditionFalse, ReasonWaitingForInfrastructure,
+		s.set(api.ConditionPKIReady, api.ConditionFalse, ReasonWaitingForInfrastructure,
 			"pkid issues the certificates once the infrastructure is ready")
 	default:
-		set(api.ConditionPKIReady, api.ConditionFalse, ReasonWaitingForPKI,
+		s.set(api.ConditionPKIReady, api.ConditionFalse, ReasonWaitingForPKI,
 			"waiting for pkid to issue the certificates and kubeconfigs")
 	}
 	st.KubeconfigAvailable = pkiReady && len(o.pki.Kubeconfigs[api.KubeconfigAdmin]) > 0 && c.DeletionTimestamp == nil
+	return pkiReady
+}
 
-	// EtcdAvailable and KubeAPIServerAvailable.
-	setComponent := func(typ, name string) {
-		comp := o.components[name]
-		switch {
-		case comp == nil:
-			set(typ, api.ConditionFalse, ReasonWaitingForComponent, waitingFor(name, nil, o))
-		case componentAvailable(comp):
-			set(typ, api.ConditionTrue, ReasonAsExpected, fmt.Sprintf("%d/%d replicas ready", comp.Status.ReadyReplicas, comp.Spec.Replicas))
-		default:
-			reason := ReasonComponentUnavailable
-			if cond, ok := comp.Status.Conditions.Get(api.ConditionAvailable); ok && cond.Reason != "" {
-				reason = cond.Reason
-			}
-			set(typ, api.ConditionFalse, reason, waitingFor(name, comp, o))
+// setComponentAvailable sets a condition that mirrors one component's availability.
+func (s *statusScope) setComponentAvailable(typ, name string) {
+	o := s.o
+	comp := o.components[name]
+	switch {
+	case comp == nil:
+		s.set(typ, api.ConditionFalse, ReasonWaitingForComponent, waitingFor(name, nil, o))
+	case componentAvailable(comp):
+		s.set(typ, api.ConditionTrue, ReasonAsExpected, fmt.Sprintf("%d/%d replicas ready", comp.Status.ReadyReplicas, comp.Spec.Replicas))
+	default:
+		reason := ReasonComponentUnavailable
+		if cond, ok := comp.Status.Conditions.Get(api.ConditionAvailable); ok && cond.Reason != "" {
+			reason = cond.Reason
 		}
+		s.set(typ, api.ConditionFalse, reason, waitingFor(name, comp, o))
 	}
-	setComponent(api.ConditionEtcdAvailable, api.ComponentEtcd)
-	setComponent(api.ConditionKubeAPIServerAvailable, api.ComponentKubeAPIServer)
+}
 
-	// Available: every component is.
-	available := true
+// setAvailable sets Available: every component is. It reports whether the cluster is.
+func (s *statusScope) setAvailable(pkiReady bool) bool {
+	st, o := s.st, s.o
 	for _, name := range components {
 		if comp := o.components[name]; comp == nil || !componentAvailable(comp) {
-			available = false
 			reason := ReasonWaitingForComponent
 			switch {
 			case o.infra == nil || !o.infra.Ready:
@@ -156,20 +194,21 @@ func computeStatus(c *api.Cluster, o observed, now time.Time) statusChange {
 			case comp != nil:
 				reason = ReasonComponentUnavailable
 			}
-			set(api.ConditionAvailable, api.ConditionFalse, reason, waitingFor(name, comp, o))
-			break
+			s.set(api.ConditionAvailable, api.ConditionFalse, reason, waitingFor(name, comp, o))
+			return false
 		}
 	}
-	if available {
-		msg := "the control plane is available"
-		if st.ControlPlaneEndpoint != nil {
-			msg += " at " + hostPort(*st.ControlPlaneEndpoint)
-		}
-		set(api.ConditionAvailable, api.ConditionTrue, ReasonAsExpected, msg)
-		ch.firstAvailable = !wasAvailable && !everCompleted
+	msg := "the control plane is available"
+	if st.ControlPlaneEndpoint != nil {
+		msg += " at " + hostPort(*st.ControlPlaneEndpoint)
 	}
+	s.set(api.ConditionAvailable, api.ConditionTrue, ReasonAsExpected, msg)
+	return true
+}
 
-	// Progressing and the version history.
+// setProgressing sets Progressing and keeps the version history.
+func (s *statusScope) setProgressing(everCompleted bool) {
+	st, o, c := s.st, s.o, s.c
 	desired := c.Spec.Release.Version
 	var pending []string
 	for _, name := range components {
@@ -178,9 +217,9 @@ func computeStatus(c *api.Cluster, o observed, now time.Time) statusChange {
 		}
 	}
 	complete := len(pending) == 0
-	updateVersion(st, desired, complete, now)
+	updateVersion(st, desired, complete, s.now)
 	if complete {
-		set(api.ConditionProgressing, api.ConditionFalse, ReasonAsExpected, "the control plane runs "+desired)
+		s.set(api.ConditionProgressing, api.ConditionFalse, ReasonAsExpected, "the control plane runs "+desired)
 	} else {
 		reason := ReasonRollingOut
 		switch {
@@ -189,10 +228,13 @@ func computeStatus(c *api.Cluster, o observed, now time.Time) statusChange {
 		case len(st.Version.History) > 1 && st.Version.History[0].State == UpdatePartial:
 			reason = ReasonUpgrading
 		}
-		set(api.ConditionProgressing, api.ConditionTrue, reason, "rolling out "+desired+": "+strings.Join(pending, "; "))
+		s.set(api.ConditionProgressing, api.ConditionTrue, reason, "rolling out "+desired+": "+strings.Join(pending, "; "))
 	}
+}
 
-	// Degraded: any component says so.
+// setDegraded sets Degraded: any component says so.
+func (s *statusScope) setDegraded() {
+	o := s.o
 	var degraded []string
 	for _, name := range components {
 		comp := o.components[name]
@@ -204,33 +246,30 @@ func computeStatus(c *api.Cluster, o observed, now time.Time) statusChange {
 		}
 	}
 	if len(degraded) > 0 {
-		set(api.ConditionDegraded, api.ConditionTrue, ReasonComponentDegraded, strings.Join(degraded, "; "))
+		s.set(api.ConditionDegraded, api.ConditionTrue, ReasonComponentDegraded, strings.Join(degraded, "; "))
 	} else {
-		set(api.ConditionDegraded, api.ConditionFalse, ReasonAsExpected, "no component is degraded")
+		s.set(api.ConditionDegraded, api.ConditionFalse, ReasonAsExpected, "no component is degraded")
 	}
+}
 
-	// IgnitionEndpointAvailable: ignitiond's server. Available does not depend on it (a
-	// cluster without node pools is available).
-	switch ign := o.ignition; {
+// setIgnitionEndpointAvailable mirrors ignitiond's server. Available does not depend on it
+// (a cluster without node pools is available).
+func (s *statusScope) setIgnitionEndpointAvailable() {
+	st := s.st
+	switch ign := s.o.ignition; {
 	case ign == nil:
-		set(api.ConditionIgnitionEndpointAvailable, api.ConditionFalse, ReasonWaitingForIgnition,
+		s.set(api.ConditionIgnitionEndpointAvailable, api.ConditionFalse, ReasonWaitingForIgnition,
 			"waiting for ignitiond to serve the cluster's ignition endpoint")
 		st.IgnitionEndpoint = ""
 	case !ign.Ready:
-		set(api.ConditionIgnitionEndpointAvailable, api.ConditionFalse, ReasonWaitingForIgnition,
+		s.set(api.ConditionIgnitionEndpointAvailable, api.ConditionFalse, ReasonWaitingForIgnition,
 			withDetail("waiting for ignitiond to serve the ignition endpoint", ign.Message))
 		st.IgnitionEndpoint = ""
 	default:
-		set(api.ConditionIgnitionEndpointAvailable, api.ConditionTrue, ReasonAsExpected,
+		s.set(api.ConditionIgnitionEndpointAvailable, api.ConditionTrue, ReasonAsExpected,
 			"machines fetch their ignition from https://"+ign.Endpoint)
 		st.IgnitionEndpoint = ign.Endpoint
 	}
-
-	if c.DeletionTimestamp != nil {
-		set(api.ConditionDeleting, api.ConditionTrue, ReasonWaitingForCleanup, deletionMessage(o))
-	}
-	st.ObservedGeneration = gen
-	return ch
 }
 
 // componentAvailable reports whether the component's Available condition is True.
@@ -355,7 +394,7 @@ func deletionMessage(o observed) string {
 func names(keys []string) []string {
 	out := make([]string, 0, len(keys))
 	for _, k := range keys {
-		_, name, _ := strings.Cut(k, ".")
+		_, name, _ := api.SplitPartKey(k)
 		out = append(out, name)
 	}
 	slices.Sort(out)

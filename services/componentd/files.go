@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/hostplane/hostplane/pkg/atomicfile"
 	"github.com/hostplane/hostplane/services/componentd/internal/component"
 )
 
@@ -31,36 +32,13 @@ func writeFiles(dir string, files map[string][]byte) ([]string, error) {
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return written, fmt.Errorf("read %s: %w", rel, err)
 		}
-		if err := writeFileAtomic(path, files[rel]); err != nil {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return written, err
+		}
+		if err := atomicfile.Write(path, files[rel], 0o600); err != nil {
 			return written, err
 		}
 		written = append(written, rel)
 	}
 	return written, nil
-}
-
-// writeFileAtomic replaces path with content (mode 0600) so a reader never sees half a file.
-func writeFileAtomic(path string, content []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	_, err = tmp.Write(content)
-	if err == nil {
-		err = tmp.Chmod(0o600)
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
 }

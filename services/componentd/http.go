@@ -7,11 +7,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 
 	"github.com/go-chi/chi/v5"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/httpapi"
@@ -27,17 +27,15 @@ const (
 	maxLogWindow = 16 << 20
 )
 
-// clusterNameRE is what a cluster name in a path may look like: a DNS label, never a path.
-var clusterNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-
 func (d *Daemon) routes(r chi.Router) {
 	r.Get("/v1/clusters/{cluster}/components", httpapi.Handle(d.listComponents))
 	r.Get("/v1/clusters/{cluster}/components/{name}/logs", httpapi.Handle(d.componentLogs))
+	r.Get("/v1/releases", httpapi.Handle(d.listReleases))
 }
 
 func clusterParam(r *http.Request) (string, error) {
 	c := chi.URLParam(r, "cluster")
-	if !clusterNameRE.MatchString(c) {
+	if len(validation.IsDNS1123Label(c)) > 0 { // a cluster name is a DNS label, never a path
 		return "", api.Errorf(api.CodeNotFound, "cluster %q not found", c)
 	}
 	return c, nil
@@ -53,7 +51,7 @@ func (d *Daemon) listComponents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	entries, err := d.components.List(r.Context(), cluster+".*")
+	entries, err := d.components.List(r.Context(), api.ClusterPartsFilter(cluster))
 	if err != nil {
 		return err
 	}

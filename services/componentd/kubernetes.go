@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/release"
 	"github.com/hostplane/hostplane/services/componentd/internal/component"
@@ -146,7 +147,7 @@ func (k *kubeRuntime) remove(ctx context.Context, log *slog.Logger, cluster stri
 		log.Debug("waiting for the control-plane workloads to be deleted", "workloads", len(left), "namespace", p.Message)
 		return false, nil
 	}
-	if keys, err := k.d.components.Keys(ctx, cluster+".*"); err == nil && len(keys) > 0 { // said once
+	if keys, err := k.d.components.Keys(ctx, api.ClusterPartsFilter(cluster)); err == nil && len(keys) > 0 { // said once
 		log.Info("control-plane workloads deleted; the namespace is left to the management cluster's namespace controller",
 			"namespace", p.Message)
 	}

@@ -17,6 +17,7 @@ import (
 	hpobserve "github.com/hostplane/hostplane/pkg/observe"
 	"github.com/hostplane/hostplane/pkg/process"
 	"github.com/hostplane/hostplane/pkg/reconcile"
+	"github.com/hostplane/hostplane/pkg/release"
 	"github.com/hostplane/hostplane/pkg/store"
 	"github.com/hostplane/hostplane/services/componentd/internal/component"
 	"github.com/hostplane/hostplane/services/componentd/internal/rollout"
@@ -78,19 +79,30 @@ func (d *Daemon) reconcileCluster(ctx context.Context, log *slog.Logger, name st
 	case err != nil:
 		return reconcile.Result{}, err
 	case c.DeletionTimestamp != nil:
-		// Node pools go first (nodepoold drains and deletes their machines through this
-		// control plane); clusterd waits for them too before the cluster key goes.
-		pools, err := d.nodePools.Keys(ctx, name+".*")
+		// Node pools go first: nodepoold drains and deletes their machines through this
+		// control plane, so it keeps running (and is started again after a restart that
+		// stopped it) until they are gone; clusterd waits for them too.
+		pools, err := d.nodePools.Keys(ctx, api.ClusterPartsFilter(name))
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		if len(pools) > 0 {
-			log.Debug("deleting: waiting for the node pools to go before the control plane", "nodepools", len(pools))
-			return reconcile.Result{RequeueAfter: 2 * time.Second}, nil
+		if len(pools) == 0 {
+			return d.remove(ctx, log, name)
 		}
-		return d.remove(ctx, log, name)
+		log.Debug("deleting: the control plane stays up until the node pools are gone", "nodepools", len(pools))
+		res, err := d.keepUp(ctx, log, c, crev)
+		if err == nil && (res.RequeueAfter == 0 || res.RequeueAfter > 2*time.Second) {
+			res.RequeueAfter = 2 * time.Second // look for the pools' end
+		}
+		return res, err
 	}
+	return d.keepUp(ctx, log, c, crev)
+}
 
+// keepUp converges the cluster's control plane once its infrastructure and certificates are
+// ready.
+func (d *Daemon) keepUp(ctx context.Context, log *slog.Logger, c *api.Cluster, crev uint64) (reconcile.Result, error) {
+	name := c.Name
 	inf, _, err := getOptional(ctx, d.infra, name)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -103,7 +115,7 @@ func (d *Daemon) reconcileCluster(ctx context.Context, log *slog.Logger, name st
 		log.Debug("waiting for infra and pki to be ready", "infra", inf != nil && inf.Ready, "pki", pki != nil && pki.Ready)
 		// Components that already run stay as they are; look again later in case an
 		// event was missed.
-		if keys, err := d.components.Keys(ctx, name+".*"); err == nil && len(keys) > 0 {
+		if keys, err := d.components.Keys(ctx, api.ClusterPartsFilter(name)); err == nil && len(keys) > 0 {
 			return reconcile.Result{RequeueAfter: d.cfg.SteadyInterval}, nil
 		}
 		return reconcile.Result{}, nil
@@ -134,7 +146,7 @@ func getOptional[T any](ctx context.Context, s *store.Store[T], key string) (*T,
 
 // records returns the cluster's component records by component name.
 func (d *Daemon) records(ctx context.Context, cluster string) (map[string]*store.Entry[api.ControlPlaneComponent], error) {
-	prev, err := d.components.List(ctx, cluster+".*")
+	prev, err := d.components.List(ctx, api.ClusterPartsFilter(cluster))
 	if err != nil {
 		return nil, err
 	}
@@ -208,10 +220,21 @@ func (d *Daemon) converge(ctx context.Context, log *slog.Logger, sup *process.Su
 	}
 
 	observed := map[string]rollout.Summary{}
-	settled := true
+	settled, waitingForBuild := true, false
 	for _, comp := range component.All() {
 		clog := log.With("component", comp.Name)
 		want, err := comp.Desired(in)
+		if errors.Is(err, release.ErrBinaryMissing) {
+			// The release is not built here yet (a first run builds the others in the
+			// background): say so and look again; whatever runs keeps running.
+			sum, err := d.recordReleaseNotBuilt(ctx, clog, c.Name, comp, in, byName[comp.Name])
+			if err != nil {
+				return reconcile.Result{}, fmt.Errorf("%s: %w", comp.Name, err)
+			}
+			observed[comp.Name] = sum
+			settled, waitingForBuild = false, true
+			continue
+		}
 		if err != nil {
 			return reconcile.Result{}, fmt.Errorf("%s: %w", comp.Name, err)
 		}
@@ -233,11 +256,11 @@ func (d *Daemon) converge(ctx context.Context, log *slog.Logger, sup *process.Su
 		observed[comp.Name] = sum
 		settled = settled && sum.Available && sum.Complete
 	}
+	if waitingForBuild {
+		return reconcile.Result{RequeueAfter: releaseBuildPoll}, nil
+	}
 	return d.requeue(settled), nil
 }
-
-// componentKey is the controlplane bucket key of a component.
-func componentKey(cluster, comp string) string { return cluster + "." + comp }
 
 // replica is what the reconcile knows of one replica.
 type replica struct {

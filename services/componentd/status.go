@@ -10,7 +10,9 @@ import (
 
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/events"
+	"github.com/hostplane/hostplane/pkg/outbox"
 	"github.com/hostplane/hostplane/pkg/process"
+	"github.com/hostplane/hostplane/pkg/release"
 	"github.com/hostplane/hostplane/pkg/store"
 	"github.com/hostplane/hostplane/services/componentd/internal/component"
 	"github.com/hostplane/hostplane/services/componentd/internal/rollout"
@@ -162,29 +164,78 @@ func (d *Daemon) record(ctx context.Context, log *slog.Logger, cluster string,
 
 	d.metrics.observeReplicas(cluster, comp.Name, o.replicas, sum.Ready, sum.Updated)
 	d.observeMetrics(cluster, comp.Name, old, &next, now)
-	if old != nil && jsonEqual(old.Value, next) {
+	return d.save(ctx, log, cluster, old, &next, "available", sum.Available, "rollout_complete", sum.Complete,
+		"ready", sum.Ready, "replicas", o.replicas, "version", o.version, "config_hash", o.hash)
+}
+
+// recordReleaseNotBuilt records a component whose release has no binaries on this host yet.
+// A component not started yet is unavailable with reason ReleaseNotBuilt; one that runs an
+// older release keeps running and keeps its Available condition, and its rollout waits with
+// that reason. The returned summary gates the components that depend on it.
+func (d *Daemon) recordReleaseNotBuilt(ctx context.Context, log *slog.Logger, cluster string, comp *component.Component,
+	in *component.Inputs, old *store.Entry[api.ControlPlaneComponent]) (rollout.Summary, error) {
+	version := in.Version
+	rel, err := release.Lookup(version)
+	if err != nil {
+		return rollout.Summary{}, err
+	}
+	_, msg := binariesState(rel)
+	var next api.ControlPlaneComponent
+	if old != nil {
+		if err := deepCopy(old.Value, &next); err != nil {
+			return rollout.Summary{}, err
+		}
+	} else {
+		next = api.ControlPlaneComponent{ObjectMeta: api.ObjectMeta{Name: comp.Name}, Cluster: cluster,
+			Spec: api.ControlPlaneComponentSpec{Version: version, Replicas: comp.Replicas(in.Policy), DependsOn: comp.DependsOn}}
+	}
+	now := time.Now().UTC()
+	set := func(t string, msg string) {
+		next.Status.Conditions.Set(api.Condition{Type: t, Status: api.ConditionFalse, Reason: ReasonReleaseNotBuilt,
+			Message: msg, ObservedGeneration: next.Generation}, now)
+	}
+	available := next.Status.Conditions.IsTrue(api.ConditionAvailable)
+	if !available {
+		set(api.ConditionAvailable, msg)
+	}
+	set(api.ConditionRolloutComplete, msg)
+	d.observeMetrics(cluster, comp.Name, old, &next, now)
+	return rollout.Summary{Available: available, Ready: next.Status.ReadyReplicas},
+		d.save(ctx, log, cluster, old, &next, "release", version, "reason", ReasonReleaseNotBuilt)
+}
+
+// save stores next when it differs from old and publishes an event when its Available,
+// RolloutComplete or Degraded condition or a draining mark changed; logArgs go on that log line.
+func (d *Daemon) save(ctx context.Context, log *slog.Logger, cluster string,
+	old *store.Entry[api.ControlPlaneComponent], next *api.ControlPlaneComponent, logArgs ...any) error {
+	if old != nil && jsonEqual(old.Value, *next) {
 		return nil
 	}
-	key := componentKey(cluster, comp.Name)
+	key := api.ComponentKey(cluster, next.Name)
+	verb := eventVerb(old, next)
+	if verb == "" && drainingChanged(old, next) {
+		verb = VerbProgressing // infrad's load balancer follows the draining marks
+	}
+	var sent outbox.Entry
 	var err error
+	if verb != "" {
+		// The event goes to the outbox before the write it is about, and out after it
+		// (pkg/outbox).
+		if sent, err = d.rt.Outbox.Record(ctx, cluster, events.ResourceComponent, verb, cluster+"/"+next.Name, next); err != nil {
+			return err
+		}
+	}
 	if old == nil {
-		_, err = d.components.Create(ctx, key, &next)
+		_, err = d.components.Create(ctx, key, next)
 	} else {
-		_, err = d.components.Update(ctx, key, &next, old.Revision)
+		_, err = d.components.Update(ctx, key, next, old.Revision)
 	}
 	if err != nil {
 		return err
 	}
-	verb := eventVerb(old, &next)
-	if verb == "" && drainingChanged(old, &next) {
-		verb = VerbProgressing // infrad's load balancer follows the draining marks
-	}
+	d.rt.Outbox.Send(ctx, sent)
 	if verb != "" {
-		log.Info("component "+verb, "available", sum.Available, "rollout_complete", sum.Complete,
-			"ready", sum.Ready, "replicas", o.replicas, "version", o.version, "config_hash", o.hash)
-		if _, err := d.rt.Publisher.Publish(ctx, cluster, events.ResourceComponent, verb, cluster+"/"+comp.Name, &next); err != nil {
-			return err
-		}
+		log.Info("component "+verb, logArgs...)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/process"
 	"github.com/hostplane/hostplane/services/componentd/internal/component"
@@ -74,18 +75,20 @@ func (d *Daemon) teardown(ctx context.Context, log *slog.Logger, sup *process.Su
 // forget deletes the controlplane keys of a cluster whose workloads are gone, publishing
 // component.deleted for each, and drops its metrics. It is idempotent.
 func (d *Daemon) forget(ctx context.Context, log *slog.Logger, cluster string) error {
-	keys, err := d.components.Keys(ctx, cluster+".*")
+	keys, err := d.components.Keys(ctx, api.ClusterPartsFilter(cluster))
 	if err != nil {
 		return err
 	}
 	for _, k := range keys {
+		comp := strings.TrimPrefix(k, cluster+".")
+		sent, err := d.rt.Outbox.Record(ctx, cluster, events.ResourceComponent, VerbDeleted, cluster+"/"+comp, nil)
+		if err != nil {
+			return err
+		}
 		if err := d.components.Delete(ctx, k, 0); err != nil {
 			return err
 		}
-		comp := strings.TrimPrefix(k, cluster+".")
-		if _, err := d.rt.Publisher.Publish(ctx, cluster, events.ResourceComponent, VerbDeleted, cluster+"/"+comp, nil); err != nil {
-			return err
-		}
+		d.rt.Outbox.Send(ctx, sent)
 	}
 	d.metrics.forget(cluster)
 	if len(keys) > 0 {

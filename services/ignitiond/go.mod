@@ -3,30 +3,24 @@ module github.com/hostplane/hostplane/services/ignitiond
 go 1.26.0
 
 require (
-	github.com/coreos/ignition/v2 v2.24.0
-	github.com/coreos/vcontext v0.0.0-20230201181013-d72178a18687
-	github.com/hostplane/hostplane/pkg v0.0.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.22.0
-	github.com/vincent-petithory/dataurl v1.0.0
 	k8s.io/api v0.34.3
 	k8s.io/apimachinery v0.34.3
 	k8s.io/client-go v0.34.3
-	sigs.k8s.io/yaml v1.6.0
 )
 
 require (
+	github.com/coreos/ignition/v2 v2.24.0 // indirect
+	github.com/coreos/vcontext v0.0.0-20230201181013-d72178a18687 // indirect
 	github.com/evanphx/json-patch/v5 v5.9.11 // indirect
-	github.com/fsnotify/fsnotify v1.9.0 // indirect
-	github.com/google/btree v1.1.3 // indirect
-	github.com/google/go-cmp v0.7.0 // indirect
-	github.com/hostplane/hostplane/services/localcloud v0.0.0 // indirect
-	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
-	golang.org/x/sync v0.23.0 // indirect
-	gomodules.xyz/jsonpatch/v2 v2.5.0 // indirect
-	k8s.io/apiextensions-apiserver v0.34.3 // indirect
-	sigs.k8s.io/cluster-api v1.12.10 // indirect
-	sigs.k8s.io/controller-runtime v0.22.5 // indirect
+	github.com/felixge/httpsnoop v1.0.4 // indirect
+	github.com/google/pprof v0.0.0-20250820193118-f64d9cf942d6 // indirect
+	github.com/onsi/ginkgo/v2 v2.27.2 // indirect
+	github.com/onsi/gomega v1.38.2 // indirect
+	github.com/vincent-petithory/dataurl v1.0.0 // indirect
+	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.65.0 // indirect
+	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
 require (
@@ -41,7 +35,7 @@ require (
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.0 // indirect
-	github.com/go-chi/chi/v5 v5.2.3 // indirect
+	github.com/go-chi/chi/v5 v5.2.3
 	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-openapi/jsonpointer v0.21.0 // indirect
@@ -52,9 +46,7 @@ require (
 	github.com/google/go-tpm v0.9.6 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.27.7 // indirect
-	github.com/hostplane/hostplane/services/componentd v0.0.0
-	github.com/hostplane/hostplane/services/infrad v0.0.0
-	github.com/hostplane/hostplane/services/pkid v0.0.0
+	github.com/hostplane/hostplane/pkg v0.0.0
 	github.com/josharian/intern v1.0.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/klauspost/compress v1.20.0 // indirect
@@ -107,11 +99,3 @@ require (
 )
 
 replace github.com/hostplane/hostplane/pkg => ../../pkg
-
-replace github.com/hostplane/hostplane/services/infrad => ../infrad
-
-replace github.com/hostplane/hostplane/services/pkid => ../pkid
-
-replace github.com/hostplane/hostplane/services/localcloud => ../localcloud
-
-replace github.com/hostplane/hostplane/services/componentd => ../componentd

@@ -9,7 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/hostplane/hostplane/pkg/httpapi"
-	"github.com/hostplane/hostplane/services/ignitiond/ignconfig"
+	"github.com/hostplane/hostplane/pkg/ignition"
 )
 
 // Paths of a cluster's Ignition listener: nothing else is served there.
@@ -41,8 +41,14 @@ func (d *Daemon) routes(r chi.Router) {
 			httpapi.WriteProblem(w, r, err)
 			return
 		}
-		d.serveIgnition(w, r, chi.URLParam(r, "cluster"))
+		d.serveGatewayIgnition(w, r)
 	})
+}
+
+// serveGatewayIgnition answers GET /ignition/{cluster} of the admin router for the cluster the
+// path names.
+func (d *Daemon) serveGatewayIgnition(w http.ResponseWriter, r *http.Request) {
+	d.serveIgnition(w, r, chi.URLParam(r, "cluster"))
 }
 
 // serveIgnition answers a machine's GET /ignition: the payload of its bearer token's hash,
@@ -82,7 +88,7 @@ func (d *Daemon) serveIgnition(w http.ResponseWriter, r *http.Request, cluster s
 		outcome = OutcomeUnauthorized
 		unauthorized(w)
 		return
-	case errors.Is(err, ignconfig.ErrInvalidPayload):
+	case errors.Is(err, ignition.ErrInvalidPayload):
 		outcome = OutcomeInvalidConfig
 		log.Error("the rendered Ignition config is invalid; not serving it", "err", err)
 		http.Error(w, "", http.StatusInternalServerError)
@@ -93,7 +99,7 @@ func (d *Daemon) serveIgnition(w http.ResponseWriter, r *http.Request, cluster s
 		return
 	}
 	outcome = OutcomeServed
-	w.Header().Set("Content-Type", ignconfig.MediaType)
+	w.Header().Set("Content-Type", ignition.MediaType)
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {

@@ -24,7 +24,7 @@
 // GET /ignition looks the bearer token up in an index kept from a watch of the bucket, so
 // every record (this process's and the ones it finds after a restart) is served, compares it
 // in constant time and answers 401 with an empty body to anything but a valid token of the
-// listener's cluster. The payload is an Ignition v3.5 config (package ignconfig) with the
+// listener's cluster. The payload is an Ignition v3.5 config (pkg/ignition) with the
 // bootstrap kubeconfig, the root CA, the kubelet config and the pool's config documents of
 // the token's hash; it is validated before it is served and cached per (cluster, nodepool,
 // hash, pool generation).
@@ -54,6 +54,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/daemon"
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/guest"
+	"github.com/hostplane/hostplane/pkg/outbox"
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/store"
 )
@@ -155,7 +156,7 @@ type Daemon struct {
 	metrics *metrics
 
 	// Set by setup, before anything runs.
-	publisher  *bus.Publisher
+	outbox     *outbox.Outbox
 	seal       *certs.SealKey
 	guests     *guest.Clients
 	servers    *store.Store[api.IgnitionServer]
@@ -171,7 +172,6 @@ type Daemon struct {
 	listeners *listeners
 
 	mu        sync.Mutex
-	unsent    map[string]string    // record key → verb of an event not published yet
 	ensured   map[string]bool      // "<cluster>/<nodepool>/<id>": guest bootstrap objects applied
 	dropping  map[string]time.Time // pool key → first failed removal of its guest bootstrap token
 	bootstrap map[string][]byte    // cluster → key the bootstrap token secrets are derived from
@@ -205,7 +205,7 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 		return nil, err
 	}
 	d.metrics = m
-	d.publisher = rt.Publisher
+	d.outbox = rt.Outbox
 	if d.seal, err = certs.LoadOrCreateSealKey(d.cfg.SealKeyFile); err != nil {
 		return nil, err
 	}
@@ -228,7 +228,7 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	d.index = newTokenIndex(d.cache.keep)
 	d.listeners = newListeners(d.log, m)
 	d.mu.Lock()
-	d.unsent, d.ensured, d.bootstrap = map[string]string{}, map[string]bool{}, map[string][]byte{}
+	d.ensured, d.bootstrap = map[string]bool{}, map[string][]byte{}
 	d.dropping = map[string]time.Time{}
 	d.mu.Unlock()
 
@@ -265,7 +265,7 @@ func (d *Daemon) stop(ctx context.Context) error {
 // reconcile dispatches a key: "<cluster>" is the cluster's server, "<cluster>.<nodepool>" a
 // pool's tokens.
 func (d *Daemon) reconcile(ctx context.Context, key string) (reconcile.Result, error) {
-	if cluster, np, ok := strings.Cut(key, "."); ok {
+	if cluster, np, ok := api.SplitPartKey(key); ok {
 		return d.reconcilePool(ctx, cluster, np)
 	}
 	return d.reconcileServer(ctx, key)
@@ -309,7 +309,7 @@ func (d *Daemon) poolKeys(ctx context.Context, cluster string) ([]string, error)
 	seen := map[string]bool{}
 	var out []string
 	for _, l := range []reconcile.KeyLister{d.nodepools, d.tokens} {
-		keys, err := l.Keys(ctx, cluster+".*")
+		keys, err := l.Keys(ctx, api.ClusterPartsFilter(cluster))
 		if err != nil {
 			return nil, err
 		}

@@ -12,9 +12,9 @@ import (
 	"sync"
 
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/ignition"
 	"github.com/hostplane/hostplane/pkg/kube"
 	"github.com/hostplane/hostplane/pkg/store"
-	"github.com/hostplane/hostplane/services/ignitiond/ignconfig"
 )
 
 // payloadKey identifies a rendered payload: a pool's config hash at one pool generation
@@ -48,7 +48,7 @@ func (c *payloadCache) put(k payloadKey, b []byte) {
 
 // keep drops the entries of record key that rec (nil: deleted) no longer serves.
 func (c *payloadCache) keep(key string, rec *api.IgnitionTokens) {
-	cluster, np, _ := strings.Cut(key, ".")
+	cluster, np, _ := api.SplitPartKey(key)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k := range c.entries {
@@ -130,10 +130,10 @@ func (d *Daemon) render(ctx context.Context, ref tokenRef) ([]byte, error) {
 	if taints == nil {
 		taints = []api.Taint{}
 	}
-	return ignconfig.Payload{
+	return ignition.Payload{
 		BootstrapKubeconfig: kc,
 		CACertPEM:           ca.CertPEM,
-		Kubelet: ignconfig.KubeletConfig{
+		Kubelet: ignition.KubeletConfig{
 			NodeLabels:     labels,
 			Taints:         taints,
 			ConfigHash:     ref.token.ConfigHash,

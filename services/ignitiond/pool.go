@@ -8,9 +8,10 @@ import (
 	"time"
 
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/ignition"
+	"github.com/hostplane/hostplane/pkg/outbox"
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/store"
-	"github.com/hostplane/hostplane/services/ignitiond/ignconfig"
 )
 
 // minRequeue keeps a timer that is due now from spinning.
@@ -82,13 +83,13 @@ func (d *Daemon) reconcilePool(ctx context.Context, cluster, np string) (reconci
 		next.BootstrapTokenID = newBootstrapID()
 	}
 	next.NodePoolGeneration = pool.Generation
-	next.UserData, err = ignconfig.Stub(ignconfig.StubInfo{URL: "https://" + srv.Endpoint + "/ignition", Token: next.Current.Token, CAPEM: rootCA})
+	next.UserData, err = ignition.Stub(ignition.StubInfo{URL: "https://" + srv.Endpoint + "/ignition", Token: next.Current.Token, CAPEM: rootCA})
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("userdata of %s: %w", key, err)
 	}
 	next.Ready = true
 	next.Message = ""
-	if errs := ignconfig.ValidateDocuments(next.Current.Config); len(errs) > 0 {
+	if errs := ignition.ValidateDocuments(next.Current.Config); len(errs) > 0 {
 		// nodepoold validates documents before it hashes them: this is a bug, not a user's
 		// mistake. Machines would get a 500, so the userdata is not announced as ready.
 		next.Ready = false
@@ -103,6 +104,12 @@ func (d *Daemon) reconcilePool(ctx context.Context, cluster, np string) (reconci
 		if verb != "" {
 			next.Generation++
 		}
+		var sent outbox.Entry
+		if verb != "" && next.Ready {
+			if sent, err = d.record(ctx, key, verb, log); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
 		var nrev uint64
 		if cur == nil {
 			nrev, err = d.tokens.Create(ctx, key, next)
@@ -113,6 +120,7 @@ func (d *Daemon) reconcilePool(ctx context.Context, cluster, np string) (reconci
 			return reconcile.Result{}, err
 		}
 		d.index.put(key, nrev, next)
+		d.outbox.Send(ctx, sent)
 		switch verb {
 		case VerbReady:
 			log.Info("minted a token for the pool's config hash", "hash", next.Current.ConfigHash, "expires", next.Current.ExpiresAt)
@@ -120,15 +128,9 @@ func (d *Daemon) reconcilePool(ctx context.Context, cluster, np string) (reconci
 			d.metrics.rotations.Inc()
 			log.Info("rotated the pool's token", "hash", next.Current.ConfigHash, "expires", next.Current.ExpiresAt)
 		}
-		if verb != "" && next.Ready {
-			d.markUnsent(key, verb)
-		}
 	}
 	if guestErr != nil {
 		log.Info("guest bootstrap token not created yet; retrying", "retry_in", d.cfg.GuestRetry, "err", guestErr)
-	}
-	if err := d.flush(ctx, key, log); err != nil {
-		return reconcile.Result{}, err
 	}
 	return reconcile.Result{RequeueAfter: d.nextTimer(next, now, guestErr != nil)}, nil
 }
@@ -154,7 +156,7 @@ func (d *Daemon) dropPool(ctx context.Context, cluster, np string, guest bool, l
 	cur, rev, err := d.tokens.Get(ctx, key)
 	if errors.Is(err, store.ErrNotFound) {
 		d.index.remove(key, 0)
-		return d.flush(ctx, key, log)
+		return nil
 	}
 	if err != nil {
 		return err
@@ -189,8 +191,5 @@ func (d *Daemon) dropPool(ctx context.Context, cluster, np string, guest bool, l
 		delete(d.dropping, key)
 		d.mu.Unlock()
 	}
-	if err := d.deleteRecord(ctx, key, log); err != nil {
-		return err
-	}
-	return d.flush(ctx, key, log)
+	return d.deleteRecord(ctx, key, log)
 }

@@ -52,7 +52,7 @@ func (d *Daemon) reconcileServer(ctx context.Context, cluster string) (reconcile
 	for _, k := range pools {
 		d.controller.EnqueueContext(ctx, k)
 	}
-	return reconcile.Result{}, d.flush(ctx, cluster, log)
+	return reconcile.Result{}, nil
 }
 
 // serve opens (or keeps) the cluster's listener once infra and PKI are ready and returns the
@@ -111,7 +111,7 @@ func (d *Daemon) certificate(p *api.ClusterPKI) (*tls.Certificate, error) {
 	return &cert, nil
 }
 
-// writeServer stores the cluster's record if it changed and marks ignition.server unsent.
+// writeServer stores the cluster's record if it changed, with ignition.server recorded first.
 func (d *Daemon) writeServer(ctx context.Context, cluster string, want api.IgnitionServer, log *slog.Logger) error {
 	cur, rev, err := d.servers.Get(ctx, cluster)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -123,6 +123,12 @@ func (d *Daemon) writeServer(ctx context.Context, cluster string, want api.Ignit
 			return nil
 		}
 		want.Generation++
+	}
+	sent, err := d.record(ctx, cluster, VerbServer, log)
+	if err != nil {
+		return err
+	}
+	if cur != nil {
 		_, err = d.servers.Update(ctx, cluster, &want, rev)
 	} else {
 		_, err = d.servers.Create(ctx, cluster, &want)
@@ -130,8 +136,8 @@ func (d *Daemon) writeServer(ctx context.Context, cluster string, want api.Ignit
 	if err != nil {
 		return err
 	}
+	d.outbox.Send(ctx, sent)
 	log.Info("ignition server record", "endpoint", want.Endpoint, "ready", want.Ready, "serial", want.CertSerial, "message", want.Message)
-	d.markUnsent(cluster, VerbServer)
 	return nil
 }
 
@@ -142,7 +148,7 @@ func (d *Daemon) teardown(ctx context.Context, cluster string, log *slog.Logger)
 	if d.listeners.close(cluster) {
 		log.Info("cluster is deleting; closed its Ignition listener")
 	}
-	keys, err := d.tokens.Keys(ctx, cluster+".*")
+	keys, err := d.tokens.Keys(ctx, api.ClusterPartsFilter(cluster))
 	if err != nil {
 		return err
 	}
@@ -152,10 +158,14 @@ func (d *Daemon) teardown(ctx context.Context, cluster string, log *slog.Logger)
 		}
 	}
 	if _, _, err := d.servers.Get(ctx, cluster); err == nil {
+		sent, err := d.record(ctx, cluster, VerbDeleted, log)
+		if err != nil {
+			return err
+		}
 		if err := d.servers.Delete(ctx, cluster, 0); err != nil {
 			return err
 		}
-		d.markUnsent(cluster, VerbDeleted)
+		d.outbox.Send(ctx, sent)
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
@@ -164,21 +174,21 @@ func (d *Daemon) teardown(ctx context.Context, cluster string, log *slog.Logger)
 	d.mu.Lock()
 	delete(d.bootstrap, cluster)
 	d.mu.Unlock()
-	var errs []error
-	for _, k := range append(keys, cluster) {
-		errs = append(errs, d.flush(ctx, k, log))
-	}
-	return errors.Join(errs...)
+	return nil
 }
 
-// deleteRecord deletes a pool's token record (its tokens stop at once) and marks
-// ignition.deleted unsent.
+// deleteRecord deletes a pool's token record (its tokens stop at once), with ignition.deleted
+// recorded first.
 func (d *Daemon) deleteRecord(ctx context.Context, key string, log *slog.Logger) error {
+	sent, err := d.record(ctx, key, VerbDeleted, log)
+	if err != nil {
+		return err
+	}
 	if err := d.tokens.Delete(ctx, key, 0); err != nil {
 		return err
 	}
+	d.outbox.Send(ctx, sent)
 	d.index.remove(key, 0)
-	d.markUnsent(key, VerbDeleted)
 	log.Info("deleted the token record", "key", key)
 	return nil
 }

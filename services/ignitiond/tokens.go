@@ -134,7 +134,7 @@ func (ix *tokenIndex) put(key string, rev uint64, rec *api.IgnitionTokens) {
 		return
 	}
 	ix.unindex(old)
-	cluster, np, _ := strings.Cut(key, ".")
+	cluster, np, _ := api.SplitPartKey(key)
 	var digests [][sha256.Size]byte
 	add := func(t api.IgnitionToken, previous bool) {
 		if t.Token == "" {

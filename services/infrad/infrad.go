@@ -35,6 +35,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/daemon"
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/inbox"
+	"github.com/hostplane/hostplane/pkg/outbox"
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/store"
 )
@@ -108,7 +109,7 @@ type Daemon struct {
 	cfg        Config
 	log        *slog.Logger
 	metrics    *metrics
-	publisher  *bus.Publisher
+	outbox     *outbox.Outbox
 	infra      *store.Store[api.Infra]
 	clusters   *store.Store[api.Cluster]
 	components *store.Store[api.ControlPlaneComponent]
@@ -122,7 +123,6 @@ type Daemon struct {
 	mu      sync.Mutex
 	lbs     map[string]*loadBalancer // cluster → its running load balancer
 	ready   map[string]bool          // clusters with a ready record (the clusters gauge)
-	unsent  map[string]string        // cluster → verb of an event whose publish failed
 	stopped bool
 }
 
@@ -131,7 +131,7 @@ func New(cfg Config) (*Daemon, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	d := &Daemon{cfg: cfg, lbs: map[string]*loadBalancer{}, ready: map[string]bool{}, unsent: map[string]string{}}
+	d := &Daemon{cfg: cfg, lbs: map[string]*loadBalancer{}, ready: map[string]bool{}}
 	core, err := daemon.New(cfg.Base, daemon.Spec{
 		Name:    Name,
 		Buckets: []string{bus.BucketInfra},
@@ -154,7 +154,7 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 		return nil, err
 	}
 	d.metrics = m
-	d.publisher = rt.Publisher
+	d.outbox = rt.Outbox
 	st, err := daemon.OpenStores(ctx, rt)
 	if err != nil {
 		return nil, err

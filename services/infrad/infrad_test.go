@@ -78,11 +78,12 @@ func (e *env) start(opts ...func(*infrad.Config)) *running {
 	e.t.Helper()
 	reg := prometheus.NewRegistry()
 	cfg := infrad.Config{Base: daemon.Base{
-		NATSURL:   e.nats.Server.URL(),
-		DataDir:   e.t.TempDir(),
-		AdminAddr: "127.0.0.1:0",
-		Logger:    slog.New(slog.NewTextHandler(newQuietWriter(e.t), &slog.HandlerOptions{Level: slog.LevelInfo})),
-		Registry:  reg,
+		NATSURL:      e.nats.Server.URL(),
+		NATSNKeyFile: e.nats.SeedFile(infrad.Name),
+		DataDir:      e.t.TempDir(),
+		AdminAddr:    "127.0.0.1:0",
+		Logger:       slog.New(slog.NewTextHandler(newQuietWriter(e.t), &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Registry:     reg,
 	}}
 	for _, o := range opts {
 		o(&cfg)

@@ -27,6 +27,7 @@ import (
 
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/events"
+	"github.com/hostplane/hostplane/pkg/outbox"
 	"github.com/hostplane/hostplane/services/localcloud"
 )
 
@@ -76,7 +77,7 @@ func localMachineOf(_ context.Context, o client.Object) []crreconcile.Request {
 		return nil
 	}
 	ref := m.Spec.InfrastructureRef
-	if ref.APIGroup != api.InfrastructureGroup || ref.Kind != KindLocalMachine || ref.Name == "" {
+	if ref.APIGroup != api.InfrastructureGroup || ref.Kind != api.KindLocalMachine || ref.Name == "" {
 		return nil
 	}
 	return []crreconcile.Request{{NamespacedName: types.NamespacedName{Namespace: m.Namespace, Name: ref.Name}}}
@@ -176,6 +177,7 @@ func (p *provider) ensureMachine(ctx context.Context, s *machineScope) (crreconc
 		providerID := api.ProviderID(s.id.cluster, s.id.name)
 		st, err = p.cloud.Create(ctx, localcloud.MachineSpec{
 			Cluster: s.id.cluster, Name: s.id.name, NodePool: s.id.nodepool, UserData: userData, ProviderID: providerID,
+			InstanceType: lm.Spec.InstanceType,
 		})
 		if err != nil {
 			return p.cloudFailed(s, "create", err)
@@ -192,7 +194,8 @@ func (p *provider) ensureMachine(ctx context.Context, s *machineScope) (crreconc
 		lm.Status.Addresses = []clusterv1.MachineAddress{{Type: clusterv1.MachineHostName, Address: s.id.name}}
 		p.d.metrics.provisioning.Observe(time.Since(lm.CreationTimestamp.Time).Seconds())
 		s.created = true
-		s.log.Info("provisioned the machine in the local cloud", "providerID", providerID, "userdata", secret)
+		s.log.Info("provisioned the machine in the local cloud", "providerID", providerID, "userdata", secret,
+			"instanceType", st.InstanceType, "zone", st.Zone)
 	}
 
 	waiting := false // for an in-place userdata Secret
@@ -248,9 +251,11 @@ func (p *provider) finalizeMachine(ctx context.Context, s *machineScope) (crreco
 	}
 	view := s.view()
 	view.Phase = string(clusterv1.MachinePhaseDeleting)
-	if _, err := p.d.publisher.Publish(ctx, s.id.cluster, events.ResourceMachine, events.VerbMachineDeleted, s.id.key(), view); err != nil {
-		return crreconcile.Result{}, fmt.Errorf("publish machine.deleted of %s: %w", s.id.key(), err)
+	sent, err := p.d.outbox.Record(ctx, s.id.cluster, events.ResourceMachine, events.VerbMachineDeleted, s.id.key(), view)
+	if err != nil {
+		return crreconcile.Result{}, fmt.Errorf("record machine.deleted of %s: %w", s.id.key(), err)
 	}
+	p.d.outbox.Send(ctx, sent) // the cloud machine is gone already
 	if err := p.patchObject(ctx, s, func(lm *LocalMachine) { controllerutil.RemoveFinalizer(lm, FinalizerLocalMachine) }); err != nil {
 		return crreconcile.Result{}, err
 	}
@@ -279,6 +284,7 @@ func (s *machineScope) observe(st localcloud.MachineStatus) {
 	lm.Status.KubeletVersion = st.KubeletVersion
 	lm.Status.Fault = st.Fault
 	lm.Status.Boots = int32(st.Boots)
+	lm.Status.FailureDomain = st.Zone
 	status, msg := metav1.ConditionFalse, st.Message
 	switch st.State {
 	case localcloud.StateRunning:
@@ -308,25 +314,29 @@ func statusChanged(a, b LocalMachineStatus) bool {
 		a.Fault != b.Fault || a.KubeletVersion != b.KubeletVersion
 }
 
-// publish sends the scope's pending events in order; each sent one is cleared, so a failed
-// publish is retried by the next reconcile (the status is not written meanwhile).
+// publish records the scope's pending events in the outbox, in order, and sends them: they
+// report what the cloud machine did already. It runs before the status that reflects them is
+// written; each recorded one is cleared, so a failed record is retried by the next reconcile
+// (the status is not written meanwhile).
 func (p *provider) publish(ctx context.Context, s *machineScope) error {
 	key, v := s.id.key(), s.view()
 	var err error
+	var sent [3]outbox.Entry
 	if s.created {
-		_, err = p.d.publisher.Publish(ctx, s.id.cluster, events.ResourceMachine, events.VerbMachineCreated, key, v)
+		sent[0], err = p.d.outbox.Record(ctx, s.id.cluster, events.ResourceMachine, events.VerbMachineCreated, key, v)
 		s.created = err != nil
 	}
 	if s.joined && err == nil {
-		_, err = p.d.publisher.Publish(ctx, s.id.cluster, events.ResourceMachine, events.VerbMachineJoined, key, v)
+		sent[1], err = p.d.outbox.Record(ctx, s.id.cluster, events.ResourceMachine, events.VerbMachineJoined, key, v)
 		s.joined = err != nil
 	}
 	if s.changed && err == nil {
-		_, err = p.d.publisher.Publish(ctx, s.id.cluster, events.ResourceMachine, events.VerbMachineStatus, key, v)
+		sent[2], err = p.d.outbox.Record(ctx, s.id.cluster, events.ResourceMachine, events.VerbMachineStatus, key, v)
 		s.changed = err != nil
 	}
+	p.d.outbox.Send(ctx, sent[:]...)
 	if err != nil {
-		return fmt.Errorf("publish the machine events of %s: %w", key, err)
+		return fmt.Errorf("record the machine events of %s: %w", key, err)
 	}
 	return nil
 }
@@ -464,6 +474,7 @@ func machineView(cluster string, m *clusterv1.Machine, st *localcloud.MachineSta
 		v.NodeName = m.Status.NodeRef.Name
 		v.ProviderID = m.Spec.ProviderID
 		v.Version = m.Spec.Version
+		v.InstanceType = m.Labels[api.LabelMachineInstanceType]
 		v.CreatedAt = m.CreationTimestamp.UTC()
 	}
 	if st != nil {
@@ -472,6 +483,8 @@ func machineView(cluster string, m *clusterv1.Machine, st *localcloud.MachineSta
 		v.NodeName = cmp.Or(v.NodeName, st.NodeName)
 		v.ProviderID = cmp.Or(v.ProviderID, st.ProviderID)
 		v.Version = cmp.Or(v.Version, st.KubeletVersion)
+		v.InstanceType = cmp.Or(st.InstanceType, v.InstanceType)
+		v.Zone = st.Zone
 		v.ConfigHash = st.ConfigHash
 		v.Fault = st.Fault
 		v.Message = st.Message

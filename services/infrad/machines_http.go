@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -28,7 +29,7 @@ var faults = []string{api.FaultStopHeartbeats, api.FaultCrash, api.FaultFailNext
 // cluster reads the {cluster} of a request's path: an unknown cluster is a 404.
 func (d *Daemon) cluster(r *http.Request) (*api.Cluster, error) {
 	name := chi.URLParam(r, "cluster")
-	if !clusterNameRE.MatchString(name) {
+	if len(validation.IsDNS1123Label(name)) > 0 {
 		return nil, api.Errorf(api.CodeNotFound, "cluster %q does not exist", name)
 	}
 	c, _, err := d.clusters.Get(r.Context(), name)
@@ -132,8 +133,10 @@ func (d *Daemon) faultMachine(w http.ResponseWriter, r *http.Request) error {
 		return &api.Error{Code: api.CodeUnavailable, Message: "the local cloud did not inject the fault; retry shortly", Err: err}
 	}
 	v := machineView(c.Name, p.machine(ctx, c.Name, name), &st)
-	if _, err := d.publisher.Publish(ctx, c.Name, events.ResourceMachine, events.VerbMachineFaulted, c.Name+"/"+name, v); err != nil {
-		httpapi.LoggerFrom(ctx).Warn("publish machine.faulted", "cluster", c.Name, "machine", name, "err", err)
+	if sent, err := d.outbox.Record(ctx, c.Name, events.ResourceMachine, events.VerbMachineFaulted, c.Name+"/"+name, v); err != nil {
+		httpapi.LoggerFrom(ctx).Warn("record machine.faulted", "cluster", c.Name, "machine", name, "err", err)
+	} else {
+		d.outbox.Send(ctx, sent) // the fault is injected already
 	}
 	httpapi.LoggerFrom(ctx).Info("injected a machine fault", "cluster", c.Name, "machine", name, "fault", in.Type)
 	httpapi.WriteJSON(w, http.StatusAccepted, v)

@@ -96,7 +96,7 @@ func (me *machinesEnv) startInfrad() *running {
 // createMachine writes, as Cluster API would, a Machine of pool in cluster's namespace and the
 // LocalMachine it owns; with userData its bootstrap Secret exists and the Machine names it,
 // without it the Machine waits for a bootstrap provider.
-func (me *machinesEnv) createMachine(cluster, pool, name string, userData []byte) *clusterv1.Machine {
+func (me *machinesEnv) createMachine(cluster, pool, name string, userData []byte, opts ...func(*infrad.LocalMachine)) *clusterv1.Machine {
 	me.t.Helper()
 	ctx := me.t.Context()
 	ns := api.ControlPlaneNamespace(cluster)
@@ -110,7 +110,7 @@ func (me *machinesEnv) createMachine(cluster, pool, name string, userData []byte
 		Spec: clusterv1.MachineSpec{
 			ClusterName:       cluster,
 			Version:           "v1.34.4",
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: api.InfrastructureGroup, Kind: infrad.KindLocalMachine, Name: name},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: api.InfrastructureGroup, Kind: api.KindLocalMachine, Name: name},
 			Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
 				APIGroup: "bootstrap.cluster.x-k8s.io", Kind: "KubeadmConfig", Name: name,
 			}},
@@ -130,6 +130,9 @@ func (me *machinesEnv) createMachine(cluster, pool, name string, userData []byte
 			APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: m.Name, UID: m.UID,
 		}},
 	}}
+	for _, o := range opts {
+		o(lm)
+	}
 	if err := me.kube.Create(ctx, lm); err != nil {
 		me.t.Fatal(err)
 	}
@@ -323,7 +326,7 @@ func TestLocalMachine_IsProvisionedInTheLocalCloudWithItsBootstrapDataAndRelease
 	ctx := t.Context()
 
 	// A Machine without bootstrap data: nothing is provisioned, and the LocalMachine says why.
-	m := me.createMachine("demo", "workers", "workers-a", nil)
+	m := me.createMachine("demo", "workers", "workers-a", nil, func(lm *infrad.LocalMachine) { lm.Spec.InstanceType = "local.large" })
 	lm := me.localMachine("demo", "workers-a", "waits for bootstrap data", func(lm *infrad.LocalMachine) bool {
 		return readyReason(lm) == infrad.ReasonWaitingForBootstrapData
 	})
@@ -356,8 +359,8 @@ func TestLocalMachine_IsProvisionedInTheLocalCloudWithItsBootstrapDataAndRelease
 	if err != nil {
 		t.Fatalf("cloud machine: %v", err)
 	}
-	if st.ProviderID != lm.Spec.ProviderID || st.NodePool != "workers" || st.Cluster != "demo" {
-		t.Errorf("cloud machine %+v", st)
+	if st.ProviderID != lm.Spec.ProviderID || st.NodePool != "workers" || st.Cluster != "demo" || st.InstanceType != "local.large" || st.Zone == "" {
+		t.Errorf("cloud machine %+v, want a local.large in a zone", st)
 	}
 	if boot, _ := me.cloudUserData("demo", "workers-a"); !bytes.Equal(boot, userData) {
 		t.Errorf("the cloud machine boots with %q, want the Secret's value %q", boot, userData)
@@ -367,9 +370,10 @@ func TestLocalMachine_IsProvisionedInTheLocalCloudWithItsBootstrapDataAndRelease
 		t.Errorf("%s count %v (%v), want 1", infrad.MetricMachineProvisioning, n, ok)
 	}
 	// The cloud's state reaches the LocalMachine (its fake Ignition source never answers).
-	me.localMachine("demo", "workers-a", "reports the cloud state", func(lm *infrad.LocalMachine) bool {
+	me.localMachine("demo", "workers-a", "reports the cloud state and zone", func(lm *infrad.LocalMachine) bool {
 		c := meta.FindStatusCondition(lm.Status.Conditions, infrad.ConditionReady)
-		return lm.Status.State != "" && c != nil && c.Status == metav1.ConditionFalse && c.Reason == lm.Status.State
+		return lm.Status.State != "" && c != nil && c.Status == metav1.ConditionFalse && c.Reason == lm.Status.State &&
+			lm.Status.FailureDomain == st.Zone
 	})
 
 	// The HTTP API lists it, joined with the cloud's report.
@@ -378,8 +382,13 @@ func TestLocalMachine_IsProvisionedInTheLocalCloudWithItsBootstrapDataAndRelease
 		t.Fatalf("GET machines: %d %+v", code, list)
 	}
 	if got := list.Items[0]; got.Name != "workers-a" || got.Cluster != "demo" || got.NodePool != "workers" || got.Version != "v1.34.4" ||
-		got.ProviderID != lm.Spec.ProviderID || got.CreatedAt.IsZero() {
+		got.ProviderID != lm.Spec.ProviderID || got.CreatedAt.IsZero() || got.InstanceType != "local.large" || got.Zone != st.Zone {
 		t.Errorf("listed machine %+v", got)
+	}
+	var types api.InstanceTypeList
+	if code := send(t, http.MethodGet, d.url+"/v1/platforms/local/instancetypes", "", &types); code != http.StatusOK ||
+		len(types.Items) != len(api.LocalInstanceTypes()) || types.Items[0].Name != "local.small" {
+		t.Errorf("GET instance types: %d %+v, want the catalogue", code, types)
 	}
 	if code := send(t, http.MethodGet, d.url+"/v1/clusters/nope/machines", "", nil); code != http.StatusNotFound {
 		t.Errorf("GET machines of an unknown cluster: %d, want 404", code)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"os"
 	"sync/atomic"
 	"time"
@@ -19,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -153,25 +155,20 @@ func (p *provider) Start(ctx context.Context) error {
 // machineCRD is Cluster API's Machine CRD, which the LocalMachine controller watches.
 const machineCRD = "machines.cluster.x-k8s.io"
 
-// retry runs step until it succeeds (true) or ctx ends (false), logging the first failure
-// as a warning and later ones at debug level.
+// retry runs step until it succeeds (true) or ctx ends (false), 250ms doubling to 10s
+// apart, logging the first failure as a warning and later ones at debug level.
 func (p *provider) retry(ctx context.Context, what string, step func() error) bool {
-	for i, backoff := 0, 250*time.Millisecond; ; i, backoff = i+1, min(2*backoff, 10*time.Second) {
+	backoff := wait.Backoff{Duration: 250 * time.Millisecond, Factor: 2, Cap: 10 * time.Second, Steps: math.MaxInt}
+	level := slog.LevelWarn
+	err := backoff.DelayFunc().Until(ctx, true, true, func(ctx context.Context) (bool, error) {
 		err := step()
-		if err == nil {
-			return true
+		if err != nil {
+			p.log.Log(ctx, level, what+"; retrying", "err", err)
+			level = slog.LevelDebug
 		}
-		level := slog.LevelDebug
-		if i == 0 {
-			level = slog.LevelWarn
-		}
-		p.log.Log(ctx, level, what+"; retrying", "err", err)
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(backoff):
-		}
-	}
+		return err == nil, nil
+	})
+	return err == nil
 }
 
 // crdEstablished reports nil once the CRD called name is established.
@@ -266,7 +263,7 @@ func (p *provider) applyLocalCluster(ctx context.Context, cluster string, inf *a
 	obj := func() *unstructured.Unstructured {
 		u := &unstructured.Unstructured{}
 		u.SetAPIVersion(InfrastructureGroupVersion.String())
-		u.SetKind(KindLocalCluster)
+		u.SetKind(api.KindLocalCluster)
 		u.SetNamespace(ns)
 		u.SetName(cluster)
 		return u

@@ -14,6 +14,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/observe"
+	"github.com/hostplane/hostplane/pkg/outbox"
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/store"
 )
@@ -70,7 +71,7 @@ func (d *Daemon) ensure(ctx context.Context, c *api.Cluster, log *slog.Logger) e
 		d.closeLB(name)
 		inf.Ready = false
 		inf.Message = fmt.Sprintf("platform %q is not supported; infrad provides %q and %q", platform, api.PlatformLocal, api.PlatformNone)
-		_, err := d.write(ctx, inf, rev, before, false)
+		_, err := d.write(ctx, inf, rev, before, false, "")
 		d.setReady(name, false)
 		return err
 	}
@@ -105,7 +106,7 @@ func (d *Daemon) ensure(ctx context.Context, c *api.Cluster, log *slog.Logger) e
 			inf.Ready = false
 			inf.Message = "load balancer: " + err.Error()
 			d.setReady(name, false)
-			if _, werr := d.write(ctx, inf, rev, before, allocated); werr != nil {
+			if _, werr := d.write(ctx, inf, rev, before, allocated, ""); werr != nil {
 				return errors.Join(err, werr)
 			}
 			return fmt.Errorf("load balancer of %s: %w", name, err)
@@ -116,7 +117,7 @@ func (d *Daemon) ensure(ctx context.Context, c *api.Cluster, log *slog.Logger) e
 
 	inf.Ready = true
 	inf.Message = ""
-	changed, err := d.write(ctx, inf, rev, before, allocated)
+	_, err = d.write(ctx, inf, rev, before, allocated, VerbReady)
 	if err != nil {
 		if allocated {
 			d.closeLB(name) // the next attempt allocates again
@@ -124,15 +125,13 @@ func (d *Daemon) ensure(ctx context.Context, c *api.Cluster, log *slog.Logger) e
 		return err
 	}
 	d.setReady(name, true)
-	if changed {
-		d.markUnsent(name, VerbReady)
-	}
-	return d.flush(ctx, name, log)
+	return nil
 }
 
 // write stores inf if it differs from before (its JSON at revision rev; rev 0 creates it),
-// bumping the record's generation when its allocation changed. It reports whether it wrote.
-func (d *Daemon) write(ctx context.Context, inf *api.Infra, rev uint64, before []byte, allocated bool) (bool, error) {
+// bumping the record's generation when its allocation changed. verb, unless "", is the
+// event recorded in the outbox before the write. It reports whether it wrote.
+func (d *Daemon) write(ctx context.Context, inf *api.Infra, rev uint64, before []byte, allocated bool, verb string) (_ bool, err error) {
 	after, err := json.Marshal(inf)
 	if err != nil {
 		return false, err
@@ -140,6 +139,17 @@ func (d *Daemon) write(ctx context.Context, inf *api.Infra, rev uint64, before [
 	if rev != 0 && string(after) == string(before) {
 		return false, nil
 	}
+	var sent outbox.Entry
+	if verb != "" {
+		if sent, err = d.record(ctx, inf.Name, verb); err != nil {
+			return false, err
+		}
+	}
+	defer func() {
+		if err == nil {
+			d.outbox.Send(ctx, sent)
+		}
+	}()
 	if rev == 0 {
 		_, err = d.infra.Create(ctx, inf.Name, inf)
 		return err == nil, err
@@ -172,12 +182,7 @@ func (d *Daemon) release(ctx context.Context, cluster string, log *slog.Logger) 
 	if errors.Is(err, store.ErrNotFound) {
 		d.closeLB(cluster)
 		d.setReady(cluster, false)
-		d.mu.Lock()
-		if d.unsent[cluster] == VerbReady {
-			delete(d.unsent, cluster) // the record it announced is gone
-		}
-		d.mu.Unlock()
-		return reconcile.Result{}, d.flush(ctx, cluster, log)
+		return reconcile.Result{}, nil
 	}
 	if err != nil {
 		return reconcile.Result{}, err
@@ -198,42 +203,29 @@ func (d *Daemon) release(ctx context.Context, cluster string, log *slog.Logger) 
 		return reconcile.Result{RequeueAfter: d.cfg.DeletePoll}, nil
 	}
 	d.closeLB(cluster)
+	sent, err := d.record(ctx, cluster, VerbDeleted)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 	if err := d.infra.Delete(ctx, cluster, rev); err != nil {
 		return reconcile.Result{}, err
 	}
+	d.outbox.Send(ctx, sent)
 	d.setReady(cluster, false)
 	d.metrics.forget(cluster)
-	d.markUnsent(cluster, VerbDeleted)
 	log.Info("released the cluster's infrastructure", "endpoint", inf.Endpoint)
-	return reconcile.Result{}, d.flush(ctx, cluster, log)
+	return reconcile.Result{}, nil
 }
 
-// markUnsent records that verb must be published for cluster (replacing an older one).
-func (d *Daemon) markUnsent(cluster, verb string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.unsent[cluster] = verb
-}
-
-// flush publishes the cluster's pending event, if any; a failed publish stays pending and the
-// reconcile's error makes the controller retry it.
-func (d *Daemon) flush(ctx context.Context, cluster string, log *slog.Logger) error {
-	d.mu.Lock()
-	verb, ok := d.unsent[cluster]
-	d.mu.Unlock()
-	if !ok {
-		return nil
+// record stores the infra event verb about cluster in the outbox. It is called before the
+// write the event is about (a failure leaves the record unwritten); the entry is sent once
+// the write succeeded, and published by the relay otherwise.
+func (d *Daemon) record(ctx context.Context, cluster, verb string) (outbox.Entry, error) {
+	e, err := d.outbox.Record(ctx, cluster, events.ResourceInfra, verb, cluster, nil)
+	if err != nil {
+		return e, fmt.Errorf("record infra.%s of %s: %w", verb, cluster, err)
 	}
-	if _, err := d.publisher.Publish(ctx, cluster, events.ResourceInfra, verb, cluster, nil); err != nil {
-		return fmt.Errorf("publish infra.%s: %w", verb, err)
-	}
-	d.mu.Lock()
-	if d.unsent[cluster] == verb {
-		delete(d.unsent, cluster)
-	}
-	d.mu.Unlock()
-	log.Info("published", "event", "infra."+verb)
-	return nil
+	return e, nil
 }
 
 // ensureLB runs the cluster's load balancer on the record's endpoint in front of its
@@ -274,7 +266,7 @@ func (d *Daemon) ensureLB(cluster string, inf *api.Infra) error {
 // syncDraining takes the kube-apiserver replicas componentd marked draining out of the
 // cluster's load balancer (and puts the others back).
 func (d *Daemon) syncDraining(ctx context.Context, cluster string) error {
-	comp, _, err := d.components.Get(ctx, cluster+"."+api.ComponentKubeAPIServer)
+	comp, _, err := d.components.Get(ctx, api.ComponentKey(cluster, api.ComponentKubeAPIServer))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}

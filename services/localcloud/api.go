@@ -37,6 +37,13 @@ type MachineSpec struct {
 	UserData []byte `json:"userData"`
 	// ProviderID is the Node's spec.providerID.
 	ProviderID string `json:"providerID"`
+	// InstanceType names the machine's shape in api.LocalInstanceTypes ("" is
+	// api.DefaultInstanceType): its Node's capacity and labels. Zone is one of the type's
+	// zones; "" lets the cloud pick the one with the fewest machines of the pool.
+	InstanceType string `json:"instanceType,omitempty"`
+	Zone         string `json:"zone,omitempty"`
+	// CapacityType is api.CapacityTypeOnDemand ("" too) or api.CapacityTypeSpot.
+	CapacityType string `json:"capacityType,omitempty"`
 }
 
 // MachineStatus is what a machine reports.
@@ -45,6 +52,9 @@ type MachineStatus struct {
 	Name           string    `json:"name"`
 	NodePool       string    `json:"nodePool"`
 	ProviderID     string    `json:"providerID"`
+	InstanceType   string    `json:"instanceType,omitempty"`
+	Zone           string    `json:"zone,omitempty"`
+	CapacityType   string    `json:"capacityType,omitempty"`
 	State          string    `json:"state"`
 	NodeName       string    `json:"nodeName,omitempty"`
 	ConfigHash     string    `json:"configHash,omitempty"`     // of the Ignition payload last applied

@@ -107,6 +107,13 @@ func (c *Client) Reconfigure(ctx context.Context, cluster, name string, userData
 	return st, err
 }
 
+// InstanceTypes lists the machine shapes the cloud offers (api.LocalInstanceTypes).
+func (c *Client) InstanceTypes(ctx context.Context) ([]api.InstanceType, error) {
+	var l api.InstanceTypeList
+	err := c.do(ctx, http.MethodGet, "/instancetypes", nil, &l)
+	return l.Items, err
+}
+
 // Healthy returns nil when the cloud answers /healthz.
 func (c *Client) Healthy(ctx context.Context) error {
 	return c.do(ctx, http.MethodGet, httpapi.PathHealthz, nil, nil)

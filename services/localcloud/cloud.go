@@ -1,6 +1,7 @@
 package localcloud
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -258,10 +259,17 @@ func (c *Cloud) create(spec MachineSpec) (MachineStatus, error) {
 	if spec.ProviderID == "" {
 		spec.ProviderID = api.ProviderID(spec.Cluster, spec.Name)
 	}
+	it, _ := api.LocalInstanceType(spec.InstanceType) // validated
+	spec.InstanceType = it.Name
+	spec.CapacityType = cmp.Or(spec.CapacityType, api.CapacityTypeOnDemand)
+	if spec.Zone == "" {
+		spec.Zone = c.spreadZoneLocked(spec, it.Zones)
+	}
 	rec := &record{
 		Spec: spec,
 		Status: MachineStatus{
 			Cluster: spec.Cluster, Name: spec.Name, NodePool: spec.NodePool, ProviderID: spec.ProviderID,
+			InstanceType: spec.InstanceType, Zone: spec.Zone, CapacityType: spec.CapacityType,
 			State: StateBooting, CreatedAt: time.Now().UTC().Truncate(time.Second),
 		},
 		IP: machineIP(spec.Cluster, spec.Name),
@@ -272,8 +280,32 @@ func (c *Cloud) create(spec MachineSpec) (MachineStatus, error) {
 	}
 	c.machines[m.key()] = m
 	c.startLocked(m)
-	c.log.Info("machine created", "cluster", spec.Cluster, "nodepool", spec.NodePool, "machine", spec.Name)
+	c.log.Info("machine created", "cluster", spec.Cluster, "nodepool", spec.NodePool, "machine", spec.Name,
+		"instanceType", spec.InstanceType, "zone", spec.Zone)
 	return m.status(), nil
+}
+
+// spreadZoneLocked picks the zone of zones with the fewest machines of spec's cluster and
+// pool (the first such zone on a tie), so a pool's machines spread over its type's zones.
+// c.mu is held.
+func (c *Cloud) spreadZoneLocked(spec MachineSpec, zones []string) string {
+	count := map[string]int{}
+	for _, m := range c.machines {
+		if m.cluster == spec.Cluster && !m.deleting {
+			m.mu.Lock()
+			if m.rec.Spec.NodePool == spec.NodePool {
+				count[m.rec.Spec.Zone]++
+			}
+			m.mu.Unlock()
+		}
+	}
+	best := zones[0]
+	for _, z := range zones[1:] {
+		if count[z] < count[best] {
+			best = z
+		}
+	}
+	return best
 }
 
 // list returns the machines of cluster ("" = all), sorted by cluster and name.

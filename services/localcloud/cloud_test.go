@@ -214,3 +214,42 @@ func TestCreate_OfAMachineStillBootingWithNewUserData_BootsWithTheNewStub(t *tes
 		return err == nil && st.ConfigHash == "h-fresh"
 	}, "the machine fetched its config with the new stub; last %+v, %v", st, err)
 }
+
+func TestCloud_PlacesAPoolsMachinesOverItsTypesZonesAndRefusesAnUnknownType(t *testing.T) {
+	ign := lct.NewIgnitionServer(t)
+	_, cl, _ := startCloud(t, t.TempDir(), shortSocket(t))
+	ctx := t.Context()
+	types, err := cl.InstanceTypes(ctx)
+	if err != nil || len(types) != len(api.LocalInstanceTypes()) {
+		t.Fatalf("InstanceTypes = %v, %v; want the catalogue", types, err)
+	}
+	small, _ := api.LocalInstanceType("local.small")
+	zones := map[string]int{}
+	for _, n := range []string{"np-1", "np-2", "np-3", "np-4"} {
+		st, err := cl.Create(ctx, MachineSpec{Cluster: "c1", Name: n, NodePool: "np", UserData: ign.Stub(t, "x"), InstanceType: small.Name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.InstanceType != small.Name || st.CapacityType != api.CapacityTypeOnDemand {
+			t.Errorf("machine %s: %+v", n, st)
+		}
+		zones[st.Zone]++
+	}
+	for i, z := range small.Zones {
+		if want := map[bool]int{true: 2, false: 1}[i == 0]; zones[z] != want {
+			t.Errorf("zones %v: want 4 machines spread over %v, the first zone twice", zones, small.Zones)
+		}
+	}
+	st, err := cl.Create(ctx, MachineSpec{Cluster: "c1", Name: "other-1", NodePool: "other", UserData: ign.Stub(t, "x")})
+	if err != nil || st.InstanceType != api.DefaultInstanceType || st.Zone != small.Zones[0] {
+		t.Errorf("a machine of another pool with no type: %+v, %v; want %s in the first zone", st, err, api.DefaultInstanceType)
+	}
+	_, err = cl.Create(ctx, MachineSpec{Cluster: "c1", Name: "bad", UserData: ign.Stub(t, "x"), InstanceType: "local.huge"})
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "local.small") {
+		t.Errorf("an unknown type: %v, want ErrInvalid naming the valid types", err)
+	}
+	_, err = cl.Create(ctx, MachineSpec{Cluster: "c1", Name: "bad", UserData: ign.Stub(t, "x"), InstanceType: "local.arm.medium", Zone: "local-c"})
+	if !errors.Is(err, ErrInvalid) {
+		t.Errorf("a zone the type is not offered in: %v, want ErrInvalid", err)
+	}
+}

@@ -5,7 +5,6 @@ go 1.26.0
 require (
 	github.com/coreos/ignition/v2 v2.24.0
 	github.com/go-chi/chi/v5 v5.2.3
-	github.com/hostplane/hostplane/pkg v0.0.0
 	github.com/prometheus/client_golang v1.22.0
 	github.com/vincent-petithory/dataurl v1.0.0
 	k8s.io/api v0.34.3
@@ -15,13 +14,11 @@ require (
 
 require (
 	github.com/evanphx/json-patch/v5 v5.9.11 // indirect
-	github.com/fsnotify/fsnotify v1.9.0 // indirect
-	github.com/google/btree v1.1.3 // indirect
-	golang.org/x/sync v0.23.0 // indirect
-	gomodules.xyz/jsonpatch/v2 v2.5.0 // indirect
-	k8s.io/apiextensions-apiserver v0.34.3 // indirect
-	sigs.k8s.io/cluster-api v1.12.10 // indirect
-	sigs.k8s.io/controller-runtime v0.22.5 // indirect
+	github.com/felixge/httpsnoop v1.0.4 // indirect
+	github.com/google/pprof v0.0.0-20250820193118-f64d9cf942d6 // indirect
+	github.com/onsi/ginkgo/v2 v2.27.2 // indirect
+	github.com/onsi/gomega v1.38.2 // indirect
+	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.65.0 // indirect
 )
 
 require (
@@ -48,9 +45,7 @@ require (
 	github.com/google/go-tpm v0.9.6 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.27.7 // indirect
-	github.com/hostplane/hostplane/services/componentd v0.0.0
-	github.com/hostplane/hostplane/services/infrad v0.0.0
-	github.com/hostplane/hostplane/services/pkid v0.0.0
+	github.com/hostplane/hostplane/pkg v0.0.0
 	github.com/josharian/intern v1.0.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/klauspost/compress v1.20.0 // indirect
@@ -106,9 +101,3 @@ require (
 )
 
 replace github.com/hostplane/hostplane/pkg => ../../pkg
-
-replace github.com/hostplane/hostplane/services/componentd => ../componentd
-
-replace github.com/hostplane/hostplane/services/infrad => ../infrad
-
-replace github.com/hostplane/hostplane/services/pkid => ../pkid

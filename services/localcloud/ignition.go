@@ -29,6 +29,8 @@ import (
 	"github.com/vincent-petithory/dataurl"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/hostplane/hostplane/pkg/atomicfile"
 )
 
 // The files a machine's kubelet reads from its disk once Ignition wrote it
@@ -404,7 +406,7 @@ func writeIgnitionFile(root string, f igntypes.File, force bool) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return fmt.Errorf("file %s: %w", f.Path, err)
 	}
-	if err := writeFileAtomic(p, data, modeOf(f.Mode, 0o644)); err != nil {
+	if err := atomicfile.Write(p, data, modeOf(f.Mode, 0o644)); err != nil {
 		return fmt.Errorf("file %s: %w", f.Path, err)
 	}
 	return nil

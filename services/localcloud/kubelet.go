@@ -2,6 +2,7 @@ package localcloud
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,27 +27,71 @@ import (
 const (
 	nodeLeaseNamespace   = "kube-node-lease"
 	nodeLeaseDuration    = 40 // seconds, the kubelet's default
-	instanceType         = "local"
 	containerRuntime     = "containerd://2.1.4"
 	kernelVersion        = "6.12.0-hostplane-localcloud"
 	osImage              = "Hostplane local cloud"
 	annotationAttachByCM = "volumes.kubernetes.io/controller-managed-attach-detach"
 )
 
-// Capacity of every machine.
-var machineCapacity = corev1.ResourceList{
-	corev1.ResourceCPU:              resource.MustParse("4"),
-	corev1.ResourceMemory:           resource.MustParse("8Gi"),
-	corev1.ResourcePods:             resource.MustParse("110"),
-	corev1.ResourceEphemeralStorage: resource.MustParse("100Gi"),
+// ephemeralStorage is every machine's disk, whatever its type.
+var ephemeralStorage = resource.MustParse("100Gi")
+
+// shape is what a machine's Node reports of its instance type: capacity (allocatable is the
+// same: the simulated kubelet reserves nothing) and the labels a cloud kubelet registers with.
+type shape struct {
+	instanceType api.InstanceType
+	zone         string
+	capacityType string
+	capacity     corev1.ResourceList
+}
+
+// machineShape is the shape of spec's instance type (a machine created before instance types
+// has none: it is api.DefaultInstanceType, as it always was).
+func machineShape(spec MachineSpec) (shape, error) {
+	it, ok := api.LocalInstanceType(spec.InstanceType)
+	if !ok {
+		return shape{}, fmt.Errorf("unknown instance type %q", spec.InstanceType)
+	}
+	mem, err := resource.ParseQuantity(it.Memory)
+	if err != nil {
+		return shape{}, fmt.Errorf("instance type %s: memory %q: %w", it.Name, it.Memory, err)
+	}
+	return shape{
+		instanceType: it,
+		zone:         cmp.Or(spec.Zone, it.Zones[0]),
+		capacityType: cmp.Or(spec.CapacityType, api.CapacityTypeOnDemand),
+		capacity: corev1.ResourceList{
+			corev1.ResourceCPU:              *resource.NewQuantity(int64(it.CPU), resource.DecimalSI),
+			corev1.ResourceMemory:           mem,
+			corev1.ResourcePods:             *resource.NewQuantity(int64(it.MaxPods), resource.DecimalSI),
+			corev1.ResourceEphemeralStorage: ephemeralStorage,
+		},
+	}, nil
+}
+
+// labels are the Node labels of the shape, those a cloud kubelet sets from its cloud's
+// instance metadata.
+func (s shape) labels() map[string]string {
+	arch := s.instanceType.Architecture
+	return map[string]string{
+		api.LabelOS:               "linux",
+		api.LabelArch:             arch,
+		api.LabelInstanceType:     s.instanceType.Name,
+		corev1.LabelInstanceType:  s.instanceType.Name, // beta.kubernetes.io/instance-type
+		api.LabelZone:             s.zone,
+		api.LabelCapacityType:     s.capacityType,
+		"beta.kubernetes.io/os":   "linux",
+		"beta.kubernetes.io/arch": arch,
+	}
 }
 
 // kubelet is a joined machine's node agent: it registers the Node, renews its Lease, posts
 // its status, reports its pods Running and applies in-place updates.
 type kubelet struct {
-	m  *machine
-	cs kubernetes.Interface
-	ip string
+	m     *machine
+	cs    kubernetes.Interface
+	ip    string
+	shape shape
 
 	mu         sync.Mutex
 	cfg        KubeletConfig
@@ -71,9 +116,13 @@ func (m *machine) kubelet(ctx context.Context) error {
 	}
 	defer tr.CloseIdleConnections()
 	m.mu.Lock()
-	ip := m.rec.IP
+	ip, spec := m.rec.IP, m.rec.Spec
 	m.mu.Unlock()
-	k := &kubelet{m: m, cs: cs, ip: ip, cfg: nc.Kubelet, readySince: metav1.Now()}
+	sh, err := machineShape(spec)
+	if err != nil {
+		return fmt.Errorf("kubelet: %w", err) // the cloud validated the type: cannot happen
+	}
+	k := &kubelet{m: m, cs: cs, ip: ip, shape: sh, cfg: nc.Kubelet, readySince: metav1.Now()}
 
 	for attempt := 1; ; attempt++ {
 		err := k.register(ctx)
@@ -143,8 +192,11 @@ func (k *kubelet) register(ctx context.Context) error {
 	return nil
 }
 
-// nodeLabels are the kubelet's own labels plus those of kubelet.json a node may set on itself
-// (the NodeRestriction admission plugin refuses the others: the kubelet would not start).
+// nodeLabels are the kubelet's own labels (hostname, and those of its instance type: OS,
+// architecture, instance type, zone, capacity type) plus those of kubelet.json (the real
+// kubelet's --node-labels) a node may set on itself (the NodeRestriction admission plugin
+// refuses the others: the kubelet would not start). They are the Node's labels at
+// registration, as a real kubelet registers them.
 func (k *kubelet) nodeLabels(fromConfig map[string]string) map[string]string {
 	labels := map[string]string{}
 	for l, v := range fromConfig {
@@ -154,14 +206,8 @@ func (k *kubelet) nodeLabels(fromConfig map[string]string) map[string]string {
 			k.m.log.Warn("node label skipped: a node may not set it on itself", "label", l)
 		}
 	}
-	maps.Copy(labels, map[string]string{
-		corev1.LabelHostname:           k.m.name,
-		corev1.LabelOSStable:           "linux",
-		corev1.LabelArchStable:         "amd64",
-		corev1.LabelInstanceTypeStable: instanceType,
-		"beta.kubernetes.io/os":        "linux",
-		"beta.kubernetes.io/arch":      "amd64",
-	})
+	maps.Copy(labels, k.shape.labels())
+	labels[corev1.LabelHostname] = k.m.name
 	return labels
 }
 
@@ -281,8 +327,8 @@ func (k *kubelet) postStatus(ctx context.Context) bool {
 		return corev1.NodeCondition{Type: t, Status: s, Reason: reason, Message: msg, LastHeartbeatTime: now, LastTransitionTime: since}
 	}
 	status := corev1.NodeStatus{
-		Capacity:    machineCapacity,
-		Allocatable: machineCapacity,
+		Capacity:    k.shape.capacity,
+		Allocatable: k.shape.capacity,
 		Conditions: []corev1.NodeCondition{
 			cond(corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
 			cond(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
@@ -303,7 +349,7 @@ func (k *kubelet) postStatus(ctx context.Context) bool {
 			ContainerRuntimeVersion: containerRuntime,
 			KubeletVersion:          cfg.KubeletVersion,
 			OperatingSystem:         "linux",
-			Architecture:            "amd64",
+			Architecture:            k.shape.instanceType.Architecture,
 		},
 	}
 	patch, err := json.Marshal(map[string]any{"status": status})

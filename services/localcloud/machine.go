@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/atomicfile"
 )
 
 // machine is one simulated worker. Its goroutines (run and, once joined, the kubelet's) live
@@ -87,7 +88,7 @@ func (m *machine) save() error {
 	if err := os.MkdirAll(m.dir, 0o700); err != nil {
 		return fmt.Errorf("localcloud: machine dir: %w", err)
 	}
-	if err := writeFileAtomic(filepath.Join(m.dir, recordFile), data, 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(m.dir, recordFile), data, 0o600); err != nil {
 		return fmt.Errorf("localcloud: save machine %s: %w", m.key(), err)
 	}
 	return nil
@@ -321,10 +322,10 @@ func (m *machine) boot(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(m.dir, kubeletKeyFile), creds.keyPEM, 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(m.dir, kubeletKeyFile), creds.keyPEM, 0o600); err != nil {
 		return fmt.Errorf("save the kubelet key: %w", err)
 	}
-	if err := writeFileAtomic(filepath.Join(m.dir, kubeletCrtFile), creds.certPEM, 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(m.dir, kubeletCrtFile), creds.certPEM, 0o600); err != nil {
 		return fmt.Errorf("save the kubelet certificate: %w", err)
 	}
 	m.mu.Lock()

@@ -23,10 +23,15 @@ const Name = "localcloud"
 //	DELETE /machines/{cluster}/{name}             → 204
 //	POST   /machines/{cluster}/{name}/fault       FaultRequest → MachineStatus
 //	POST   /machines/{cluster}/{name}/userdata    UserDataRequest → MachineStatus
+//	GET    /instancetypes                         → api.InstanceTypeList
 func (c *Cloud) routes() http.Handler {
 	// infrad polls every machine: request logs only at debug level, failures still show.
 	r := httpapi.NewRouter(httpapi.Config{Name: Name, Logger: slog.New(quietRequests{c.log.Handler()}),
 		Registry: c.cfg.Registry, MaxBodyBytes: 4 << 20})
+	r.Get("/instancetypes", httpapi.Handle(func(w http.ResponseWriter, _ *http.Request) error {
+		httpapi.WriteJSON(w, http.StatusOK, api.InstanceTypeList{Items: api.LocalInstanceTypes()})
+		return nil
+	}))
 	r.Post("/machines", httpapi.Handle(func(w http.ResponseWriter, r *http.Request) error {
 		var spec MachineSpec
 		if err := httpapi.DecodeJSON(r, &spec); err != nil {

@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -85,33 +87,6 @@ func loadRecords(dir string) ([]*record, []error) {
 	return recs, errs
 }
 
-// writeFileAtomic replaces path with data: it writes a temporary file beside it, syncs it and
-// renames it over path, so a crash leaves either the old or the new content.
-func writeFileAtomic(path string, data []byte, mode fs.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	name := tmp.Name()
-	defer os.Remove(name) // after a successful rename this is a no-op
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(name, path)
-}
-
 // validateSpec checks a MachineSpec: the cluster is a DNS label and the name a DNS subdomain
 // (it becomes a directory and the node's name), and there is userdata to boot with.
 func validateSpec(s MachineSpec) error {
@@ -124,6 +99,18 @@ func validateSpec(s MachineSpec) error {
 	}
 	if len(s.UserData) == 0 {
 		fe.Add("userData", "required: the Ignition stub the machine boots with")
+	}
+	it, ok := api.LocalInstanceType(s.InstanceType)
+	switch {
+	case !ok:
+		fe.Add("instanceType", "%q is not an instance type; use one of %s", s.InstanceType, api.LocalInstanceTypeNames())
+	case s.Zone != "" && !slices.Contains(it.Zones, s.Zone):
+		fe.Add("zone", "%q is not a zone of %s; use one of %s", s.Zone, it.Name, strings.Join(it.Zones, ", "))
+	}
+	switch s.CapacityType {
+	case "", api.CapacityTypeOnDemand, api.CapacityTypeSpot:
+	default:
+		fe.Add("capacityType", "%q is not a capacity type; use %s or %s", s.CapacityType, api.CapacityTypeOnDemand, api.CapacityTypeSpot)
 	}
 	return fe.Err()
 }

@@ -145,7 +145,7 @@ func TestNodePool_ReplacePoolGetsItsClusterAPIObjectsRollsOnConfigAndGoesAway(t 
 		t.Errorf("template labels = %v", tpl.Labels)
 	case tpl.Spec.Version != "v1.34.4" || tpl.Spec.Bootstrap.DataSecretName == nil || *tpl.Spec.Bootstrap.DataSecretName != secretName:
 		t.Errorf("template version %q bootstrap %v", tpl.Spec.Version, tpl.Spec.Bootstrap.DataSecretName)
-	case tpl.Spec.InfrastructureRef.Kind != KindLocalMachineTemplate || tpl.Spec.InfrastructureRef.Name != "workers" || tpl.Spec.InfrastructureRef.APIGroup != api.InfrastructureGroup:
+	case tpl.Spec.InfrastructureRef.Kind != api.KindLocalMachineTemplate || tpl.Spec.InfrastructureRef.Name != "workers" || tpl.Spec.InfrastructureRef.APIGroup != api.InfrastructureGroup:
 		t.Errorf("infrastructureRef = %+v", tpl.Spec.InfrastructureRef)
 	case tpl.Spec.Deletion.NodeDrainTimeoutSeconds == nil || *tpl.Spec.Deletion.NodeDrainTimeoutSeconds != 300 ||
 		tpl.Spec.Deletion.NodeVolumeDetachTimeoutSeconds == nil || *tpl.Spec.Deletion.NodeVolumeDetachTimeoutSeconds != 90:

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostplane/hostplane/pkg/api"
-	"github.com/hostplane/hostplane/pkg/events"
+	"github.com/hostplane/hostplane/pkg/outbox"
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/store"
 )
@@ -26,7 +26,8 @@ const ReasonDeleting = "Deleting"
 func (d *Daemon) requestDeletion(ctx context.Context, cluster, pool, why string) (*api.NodePool, error) {
 	now := time.Now().UTC().Truncate(time.Second)
 	requested := false
-	np, _, err := d.pools.Mutate(ctx, api.NodePoolKey(cluster, pool), false, func(np *api.NodePool) error {
+	var sent outbox.Entry
+	np, _, err := d.pools.MutateBefore(ctx, api.NodePoolKey(cluster, pool), false, func(np *api.NodePool) error {
 		requested = false
 		if np.DeletionTimestamp != nil {
 			return store.ErrNoChange
@@ -38,13 +39,17 @@ func (d *Daemon) requestDeletion(ctx context.Context, cluster, pool, why string)
 		}, now)
 		requested = true
 		return nil
+	}, func(ctx context.Context, _ *api.NodePool) (err error) {
+		sent, err = d.record(ctx, cluster, pool, VerbDeleting)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	if requested {
 		d.poolLog(cluster, pool).InfoContext(ctx, "node pool deletion requested", "why", why)
-		d.announce(ctx, cluster, pool, VerbDeleting)
+		d.outbox.Send(ctx, sent)
+		d.controller.EnqueueContext(ctx, api.NodePoolKey(cluster, pool))
 	}
 	return np, nil
 }
@@ -68,15 +73,17 @@ func (d *Daemon) reconcileDeletion(ctx context.Context, np *api.NodePool) (recon
 			return reconcile.Result{RequeueAfter: d.cfg.ProgressRequeue}, nil
 		}
 	}
+	sent, err := d.record(ctx, np.Cluster, np.Name, VerbDeleted)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 	if err := d.pools.Delete(ctx, key, 0); err != nil {
 		return reconcile.Result{}, fmt.Errorf("delete %s: %w", key, err)
 	}
 	d.metrics.forget(key)
+	d.outbox.Send(ctx, sent)
 	d.poolLog(np.Cluster, np.Name).InfoContext(ctx, "node pool deleted",
 		"deletion_seconds", time.Since(*np.DeletionTimestamp).Round(time.Second).Seconds())
-	if _, err := d.publisher.Publish(ctx, np.Cluster, events.ResourceNodePool, VerbDeleted, eventKey(np.Cluster, np.Name), nil); err != nil {
-		d.poolLog(np.Cluster, np.Name).WarnContext(ctx, "publish nodepool.deleted", "err", err)
-	}
 	return reconcile.Result{}, nil
 }
 

@@ -11,7 +11,7 @@ func hashPool() api.NodePoolSpec {
 	s := api.NodePoolSpec{
 		Replicas:   &three,
 		Release:    api.Release{Version: "1.34.4"},
-		Platform:   api.Platform{Type: api.PlatformLocal},
+		Platform:   api.NodePoolPlatform{Type: api.PlatformLocal},
 		Management: api.NodePoolManagement{UpgradeType: api.UpgradeTypeReplace},
 		Config:     []api.ConfigDocument{{Name: "motd", Content: "{}"}},
 	}
@@ -39,6 +39,8 @@ func TestConfigHash_ChangesExactlyWithTheInputsThatRollMachines(t *testing.T) {
 		}},
 		{"no config", true, func(s *api.NodePoolSpec) { s.Config = nil }},
 		{"platform", true, func(s *api.NodePoolSpec) { s.Platform.Type = api.PlatformNone }},
+		{"instance type", true, func(s *api.NodePoolSpec) { s.Platform.Local.InstanceType = "local.large" }},
+		{"default instance type spelled out", false, func(s *api.NodePoolSpec) { s.Platform.Local = nil }},
 		{"replicas", false, func(s *api.NodePoolSpec) { s.Replicas = &five }},
 		{"autoscaling", false, func(s *api.NodePoolSpec) { s.Replicas, s.AutoScaling = nil, &api.NodePoolAutoScaling{Min: 1, Max: 9} }},
 		{"labels", false, func(s *api.NodePoolSpec) { s.NodeLabels = map[string]string{"tier": "gold"} }},

@@ -52,7 +52,7 @@ func start(t *testing.T, mgmt *localkube.Cluster, opts ...envOption) *env {
 	n := testenv.NATS(t)
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	cfg := Config{
-		Base:            daemon.Base{NATSURL: n.Server.URL(), DataDir: t.TempDir(), Logger: log, Registry: prometheus.NewRegistry()},
+		Base:            daemon.Base{NATSURL: n.Server.URL(), NATSNKeyFile: n.SeedFile(Name), DataDir: t.TempDir(), Logger: log, Registry: prometheus.NewRegistry()},
 		ProgressRequeue: 300 * time.Millisecond,
 	}
 	if mgmt != nil {

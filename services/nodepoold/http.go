@@ -3,6 +3,7 @@ package nodepoold
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/httpapi"
+	"github.com/hostplane/hostplane/pkg/outbox"
 	"github.com/hostplane/hostplane/pkg/store"
 )
 
@@ -68,6 +70,12 @@ func (d *Daemon) createNodePool(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	np.Status.ConfigHash = ConfigHash(&np.Spec)
+	// The event first (an event for a pool that turns out to exist is harmless: consumers
+	// re-read), then the write.
+	sent, err := d.record(ctx, cluster, np.Name, VerbCreated)
+	if err != nil {
+		return err
+	}
 	if _, err := d.pools.Create(ctx, api.NodePoolKey(cluster, np.Name), &np); err != nil {
 		if errors.Is(err, store.ErrExists) {
 			return api.Errorf(api.CodeConflict, "node pool %q of cluster %q already exists", np.Name, cluster)
@@ -80,7 +88,8 @@ func (d *Daemon) createNodePool(w http.ResponseWriter, r *http.Request) error {
 	}
 	d.poolLog(cluster, np.Name).InfoContext(ctx, "node pool created", "release", np.Spec.Release.Version,
 		"upgrade_type", np.Spec.Management.UpgradeType, "replicas", np.Spec.DesiredReplicas(), "config_hash", short(np.Status.ConfigHash))
-	d.announce(ctx, cluster, np.Name, VerbCreated)
+	d.outbox.Send(ctx, sent)
+	d.controller.EnqueueContext(ctx, api.NodePoolKey(cluster, np.Name))
 	httpapi.WriteJSON(w, http.StatusAccepted, stored)
 	return nil
 }
@@ -94,7 +103,7 @@ func (d *Daemon) listNodePools(w http.ResponseWriter, r *http.Request) error {
 	if api.ValidateClusterName(cluster) != nil {
 		return clusterNotFound(cluster)
 	}
-	entries, err := d.pools.List(ctx, cluster+".*")
+	entries, err := d.pools.List(ctx, api.ClusterPartsFilter(cluster))
 	if err != nil {
 		return err
 	}
@@ -163,7 +172,8 @@ func (d *Daemon) updateSpec(ctx context.Context, cluster, pool string, change fu
 	}
 	var before int64
 	var oldHash string
-	np, _, err := d.pools.Mutate(ctx, api.NodePoolKey(cluster, pool), true, func(np *api.NodePool) error {
+	var sent outbox.Entry
+	np, _, err := d.pools.MutateBefore(ctx, api.NodePoolKey(cluster, pool), true, func(np *api.NodePool) error {
 		before, oldHash = np.Generation, np.Status.ConfigHash
 		if np.DeletionTimestamp != nil {
 			return api.Errorf(api.CodeConflict, "node pool %q is being deleted; its spec can no longer change", pool)
@@ -179,6 +189,13 @@ func (d *Daemon) updateSpec(ctx context.Context, cluster, pool string, change fu
 		np.Spec = spec
 		np.Status.ConfigHash = ConfigHash(&spec)
 		return nil
+	}, func(ctx context.Context, np *api.NodePool) error {
+		if np.Generation == before {
+			return nil
+		}
+		var err error
+		sent, err = d.record(ctx, cluster, pool, VerbUpdated)
+		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, poolNotFound(cluster, pool)
@@ -192,7 +209,8 @@ func (d *Daemon) updateSpec(ctx context.Context, cluster, pool string, change fu
 			attrs = append(attrs, "config_hash", short(np.Status.ConfigHash), "previous_config_hash", short(oldHash))
 		}
 		d.poolLog(cluster, pool).InfoContext(ctx, "node pool spec changed", attrs...)
-		d.announce(ctx, cluster, pool, VerbUpdated)
+		d.outbox.Send(ctx, sent)
+		d.controller.EnqueueContext(ctx, api.NodePoolKey(cluster, pool))
 	}
 	return np, nil
 }
@@ -256,11 +274,13 @@ func poolNotFound(cluster, pool string) error {
 	return api.Errorf(api.CodeNotFound, "node pool %q of cluster %q not found", pool, cluster)
 }
 
-// announce publishes a pool event and wakes the reconciler. A failed publish is logged, not
-// returned: the change is stored, and every daemon's resync carries it to the others.
-func (d *Daemon) announce(ctx context.Context, cluster, pool, verb string) {
-	if _, err := d.publisher.Publish(ctx, cluster, events.ResourceNodePool, verb, eventKey(cluster, pool), nil); err != nil {
-		d.poolLog(cluster, pool).WarnContext(ctx, "publish node pool event", "verb", verb, "err", err)
+// record stores the pool event verb in the outbox. It is called before the write the event
+// is about (a failure leaves the pool unwritten); the entry is sent once the write
+// succeeded, and published by the relay otherwise.
+func (d *Daemon) record(ctx context.Context, cluster, pool, verb string) (outbox.Entry, error) {
+	e, err := d.outbox.Record(ctx, cluster, events.ResourceNodePool, verb, eventKey(cluster, pool), nil)
+	if err != nil {
+		return e, fmt.Errorf("record nodepool.%s of %s: %w", verb, eventKey(cluster, pool), err)
 	}
-	d.controller.EnqueueContext(ctx, api.NodePoolKey(cluster, pool))
+	return e, nil
 }

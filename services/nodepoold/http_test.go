@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/bus"
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/testenv"
 )
@@ -28,6 +29,9 @@ func TestNodePoolAPI_CreateStoresDefaultsAndTheConfigHash(t *testing.T) {
 	r := np.Spec.Management.Replace
 	if r == nil || r.Strategy != api.ReplaceStrategyRollingUpdate || *r.RollingUpdate.MaxSurge != 1 || *r.RollingUpdate.MaxUnavailable != 0 {
 		t.Errorf("replace defaults = %+v", r)
+	}
+	if np.Spec.Platform.Local == nil || np.Spec.Platform.Local.InstanceType != api.DefaultInstanceType {
+		t.Errorf("platform = %+v, want the default instance type %s", np.Spec.Platform, api.DefaultInstanceType)
 	}
 	if np.Status.ConfigHash != ConfigHash(&np.Spec) || len(np.Status.ConfigHash) != 64 {
 		t.Errorf("config hash = %q, want ConfigHash of the spec", np.Status.ConfigHash)
@@ -76,6 +80,7 @@ func TestNodePoolAPI_BadInputsNameTheField(t *testing.T) {
 		{"taint effect invalid", "demo", poolBody("workers", replace3, `"taints":[{"key":"a","effect":"Never"}]`), []string{"spec.taints[0].effect"}},
 		{"drain timeout not a duration", "demo", poolBody("workers", replace3, `"nodeDrainTimeout":"soon"`), []string{"spec.nodeDrainTimeout"}},
 		{"repair timeout not a duration", "demo", poolBody("workers", `"replicas":1,"release":{"version":"1.34.4"},"management":{"upgradeType":"Replace","autoRepairPolicy":{"nodeStartupTimeout":"later"}}`), []string{"spec.management.autoRepairPolicy.nodeStartupTimeout"}},
+		{"instance type unknown", "demo", poolBody("workers", replace3, `"platform":{"type":"local","local":{"instanceType":"local.huge"}}`), []string{"spec.platform.local.instanceType"}},
 		{"config not Ignition", "demo", poolBody("workers", replace3, `"config":[{"name":"motd","content":"{\"hello\":1}"}]`), []string{"spec.config[0].content"}},
 		{"config Ignition v2", "demo", poolBody("workers", replace3, `"config":[{"name":"motd","content":"{\"ignition\":{\"version\":\"2.2.0\"}}"}]`), []string{"spec.config[0].content"}},
 	}
@@ -200,7 +205,7 @@ func TestNodePools_OfADeletingClusterAreDeleted(t *testing.T) {
 	e.createPool("demo", poolBody("a", replace3))
 	e.createPool("demo", poolBody("b", replace3))
 	e.deleteCluster("demo")
-	if _, err := e.d.publisher.Publish(context.Background(), "demo", events.ResourceCluster, events.VerbClusterDeleting, "demo", nil); err != nil {
+	if _, err := bus.NewPublisher(e.nats.JS, "clusterd").Publish(context.Background(), "demo", events.ResourceCluster, events.VerbClusterDeleting, "demo", nil); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 20*time.Second, func() bool {

@@ -3,16 +3,18 @@ package nodepoold
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	kubedrain "k8s.io/kubectl/pkg/drain"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -28,8 +30,6 @@ const (
 	// AnnotationCordonedBy on a Node says nodepoold cordoned it for an in-place update, so
 	// only such a Node is uncordoned afterwards.
 	AnnotationCordonedBy = "hostplane.dev/cordoned-by"
-	// annotationMirrorPod marks a static pod's mirror, which drains leave alone.
-	annotationMirrorPod = "kubernetes.io/config.mirror"
 )
 
 // inPlaceProgress is what the in-place updater did and waits for.
@@ -216,28 +216,28 @@ func cordon(ctx context.Context, cs kubernetes.Interface, n *corev1.Node, on boo
 	return err
 }
 
-// drain evicts the pods of a Node that a drain moves (not mirror pods, DaemonSet pods or
-// finished ones) and returns how many are still there. Evictions honour
-// PodDisruptionBudgets: a refused one is retried at the next reconcile.
+// drain evicts the pods of a Node that kubectl drain would move (its filters: not mirror
+// pods, DaemonSet pods or finished ones; unmanaged pods and emptyDir data are not an obstacle)
+// and returns how many are still there. It does not wait: evictions honour
+// PodDisruptionBudgets, and a refused one is retried at the next reconcile.
 func drain(ctx context.Context, cs kubernetes.Interface, node string) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, guestTimeout)
 	defer cancel()
-	pods, err := cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
-	})
-	if err != nil {
-		return 0, fmt.Errorf("list pods: %w", err)
+	h := &kubedrain.Helper{
+		Ctx: ctx, Client: cs, Force: true, IgnoreAllDaemonSets: true, DeleteEmptyDirData: true,
+		GracePeriodSeconds: -1, Out: io.Discard, ErrOut: io.Discard,
+	}
+	list, errs := h.GetPodsForDeletion(node)
+	if len(errs) > 0 {
+		return 0, fmt.Errorf("pods of node %s: %w", node, errors.Join(errs...))
 	}
 	left := 0
 	var firstErr error
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if !drainable(p) {
-			continue
+	for _, p := range list.Pods() {
+		if p.DeletionTimestamp != nil {
+			continue // evicted already, terminating
 		}
-		err := cs.PolicyV1().Evictions(p.Namespace).Evict(ctx, &policyv1.Eviction{
-			ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
-		})
+		err := h.EvictPod(p, policyv1.SchemeGroupVersion)
 		switch {
 		case err == nil || apierrors.IsNotFound(err):
 		case apierrors.IsTooManyRequests(err): // a PodDisruptionBudget refuses it for now
@@ -250,22 +250,6 @@ func drain(ctx context.Context, cs kubernetes.Interface, node string) (int, erro
 		}
 	}
 	return left, firstErr
-}
-
-// drainable reports whether a drain must evict the pod.
-func drainable(p *corev1.Pod) bool {
-	if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-		return false
-	}
-	if _, mirror := p.Annotations[annotationMirrorPod]; mirror {
-		return false
-	}
-	for _, o := range p.OwnerReferences {
-		if o.Kind == "DaemonSet" && o.Controller != nil && *o.Controller {
-			return false
-		}
-	}
-	return true
 }
 
 // short is the first 8 characters of a hash, as in the userdata Secret's name.

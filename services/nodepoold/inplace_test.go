@@ -84,7 +84,7 @@ func (ge *guestEnv) addMachine(pool, name, secret, hash string) {
 			ClusterName:       "demo",
 			Version:           "v1.34.4",
 			Bootstrap:         clusterv1.Bootstrap{DataSecretName: &secret},
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: api.InfrastructureGroup, Kind: KindLocalMachine, Name: name},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: api.InfrastructureGroup, Kind: api.KindLocalMachine, Name: name},
 		},
 	}
 	if err := ge.kube.Create(ctx, m); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -107,21 +109,22 @@ func (m *management) reader() client.Reader {
 // Start installs Cluster API's CRDs (in-process; retrying while the management apiserver is
 // unreachable), builds the manager and runs it until ctx ends.
 func (m *management) Start(ctx context.Context) error {
-	for backoff := 500 * time.Millisecond; ; backoff = min(2*backoff, 30*time.Second) {
+	// 500ms doubling to 30s between attempts, until ctx ends.
+	// Building the manager is retried too: its controllers map their kinds through discovery,
+	// which a management apiserver that just restarted may not serve yet.
+	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Cap: 30 * time.Second, Steps: math.MaxInt}
+	var mgr manager.Manager
+	if backoff.DelayFunc().Until(ctx, true, true, func(ctx context.Context) (bool, error) {
 		err := m.install(ctx)
 		if err == nil {
-			break
+			mgr, err = m.build(ctx)
 		}
-		m.log.Warn("management cluster not ready; retrying", "err", err, "in", backoff)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(backoff):
+		if err != nil {
+			m.log.Warn("management cluster not ready; retrying", "err", err)
 		}
-	}
-	mgr, err := m.build(ctx)
-	if err != nil {
-		return err
+		return err == nil, nil
+	}) != nil {
+		return nil // ctx ended
 	}
 	m.mu.Lock()
 	m.mgr = mgr

@@ -29,6 +29,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/guest"
 	"github.com/hostplane/hostplane/pkg/inbox"
+	"github.com/hostplane/hostplane/pkg/outbox"
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/release"
 	"github.com/hostplane/hostplane/pkg/store"
@@ -71,7 +72,7 @@ type Config struct {
 	// names it (default 3m).
 	JoinGrace time.Duration
 	// CheckConfig validates one config document (an Ignition v3 config or a MachineConfig);
-	// default checkConfigDocument (ignitiond's parser).
+	// default checkConfigDocument (pkg/ignition's parser).
 	CheckConfig func(api.ConfigDocument) error
 }
 
@@ -133,7 +134,7 @@ type Daemon struct {
 	clusters   *store.Store[api.Cluster]
 	ignition   *store.Store[api.IgnitionTokens]
 	pki        *store.Store[api.ClusterPKI]
-	publisher  *bus.Publisher
+	outbox     *outbox.Outbox
 	controller *reconcile.Controller
 	rejections *inbox.RejectionPublisher
 	mgmt       *management // nil without a management cluster
@@ -186,7 +187,7 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	if d.pki, err = daemon.Open[api.ClusterPKI](ctx, rt, bus.BucketPKI); err != nil {
 		return nil, err
 	}
-	d.publisher = rt.Publisher
+	d.outbox = rt.Outbox
 
 	c, err := rt.Controller(reconcile.Config{
 		Name: Name,

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/hostplane/hostplane/pkg/api"
 )
@@ -47,24 +48,26 @@ func (d *Daemon) syncNodes(ctx context.Context, s *scope) {
 }
 
 // syncNode patches one Node, re-reading it when it changed meanwhile (the machine renews its
-// status all the time).
+// status all the time), as often as retry.DefaultRetry allows.
 func syncNode(ctx context.Context, cs kubernetes.Interface, n *corev1.Node, np *api.NodePool) error {
-	for attempt := 0; ; attempt++ {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		patch, ok := nodePatch(n, np)
 		if !ok {
 			return nil
 		}
 		err := patchNode(ctx, cs, n.Name, patch)
-		if err == nil || !apierrors.IsConflict(err) || attempt == 3 {
+		if !apierrors.IsConflict(err) {
 			return err
 		}
 		gctx, cancel := context.WithTimeout(ctx, guestTimeout)
-		n, err = cs.CoreV1().Nodes().Get(gctx, n.Name, metav1.GetOptions{})
-		cancel()
-		if err != nil {
-			return fmt.Errorf("get node: %w", err)
+		defer cancel()
+		fresh, gerr := cs.CoreV1().Nodes().Get(gctx, n.Name, metav1.GetOptions{})
+		if gerr != nil {
+			return fmt.Errorf("get node: %w", gerr)
 		}
-	}
+		n = fresh
+		return err
+	})
 }
 
 // poolNodes are the Nodes of the pool: those of its live Machines, or on platform none

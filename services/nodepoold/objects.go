@@ -2,7 +2,10 @@ package nodepoold
 
 import (
 	"encoding/base64"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -16,15 +19,13 @@ import (
 // with server-side apply, field manager "nodepoold"):
 //
 //	Secret <np>-userdata-<hash8>           the Ignition stub of one config hash (api.UserDataSecretName)
-//	LocalMachineTemplate <np>              infrad's machine template
+//	LocalMachineTemplate <np>              infrad's machine template (the instance type)
 //	MachineDeployment <np>                 upgradeType Replace
 //	MachineSet <np>                        upgradeType InPlace
 //	MachineHealthCheck <np>                autoRepair
 
-// Kinds nodepoold writes besides Cluster API's.
+// Names of the objects nodepoold writes besides Cluster API's.
 const (
-	KindLocalMachineTemplate = "LocalMachineTemplate"
-	KindLocalMachine         = "LocalMachine"
 	// UserDataFormat is the bootstrap data format of the userdata Secrets (key "format").
 	UserDataFormat = "ignition"
 	// SecretTypeBootstrap is Cluster API's Secret type for bootstrap data.
@@ -36,8 +37,8 @@ const (
 // GroupVersionKinds of the objects nodepoold reads and writes as unstructured.
 var (
 	gvkSecret               = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
-	gvkLocalMachineTemplate = schema.GroupVersionKind{Group: api.InfrastructureGroup, Version: api.InfrastructureVersion, Kind: KindLocalMachineTemplate}
-	gvkLocalMachine         = schema.GroupVersionKind{Group: api.InfrastructureGroup, Version: api.InfrastructureVersion, Kind: KindLocalMachine}
+	gvkLocalMachineTemplate = schema.GroupVersionKind{Group: api.InfrastructureGroup, Version: api.InfrastructureVersion, Kind: api.KindLocalMachineTemplate}
+	gvkLocalMachine         = schema.GroupVersionKind{Group: api.InfrastructureGroup, Version: api.InfrastructureVersion, Kind: api.KindLocalMachine}
 	gvkMachineDeployment    = clusterv1.GroupVersion.WithKind("MachineDeployment")
 	gvkMachineSet           = clusterv1.GroupVersion.WithKind("MachineSet")
 	gvkMachineHealthCheck   = clusterv1.GroupVersion.WithKind("MachineHealthCheck")
@@ -51,11 +52,13 @@ const (
 	defaultMaxUnhealthy            = 2
 )
 
-// machineTemplate is what the pool's machines boot: the release and the userdata Secret.
-// Both move together, only once ignitiond's userdata of a config hash is ready.
+// machineTemplate is what the pool's machines boot: the release, the userdata Secret and the
+// instance type. They move together, only once ignitiond's userdata of a config hash (which
+// covers the instance type) is ready.
 type machineTemplate struct {
-	Version    string // "v1.34.4"
-	DataSecret string // api.UserDataSecretName
+	Version      string // "v1.34.4"
+	DataSecret   string // api.UserDataSecretName
+	InstanceType string // "local.medium"; "" on a template written before instance types
 }
 
 // objects builds the management objects of one pool.
@@ -112,14 +115,19 @@ func (o objects) userDataSecret(hash string, userData []byte) *unstructured.Unst
 	return u
 }
 
-// localMachineTemplate is infrad's template; the local platform has no per-machine settings,
-// so it never changes and never rolls machines.
-func (o objects) localMachineTemplate() *unstructured.Unstructured {
+// localMachineTemplate is infrad's template: the instance type of t. It changes only with
+// the machine template (a new instance type is a new config hash), so the machines it
+// reaches are those of the rollout that change starts.
+func (o objects) localMachineTemplate(t machineTemplate) *unstructured.Unstructured {
+	spec := map[string]any{}
+	if t.InstanceType != "" {
+		spec["instanceType"] = t.InstanceType
+	}
 	return o.object(gvkLocalMachineTemplate, o.np.Name, map[string]any{
 		"spec": map[string]any{
 			"template": map[string]any{
 				"metadata": map[string]any{"labels": o.machineLabels()},
-				"spec":     map[string]any{},
+				"spec":     spec,
 			},
 		},
 	})
@@ -131,13 +139,16 @@ func (o objects) machineTemplateSpec(t machineTemplate, extra map[string]any) ma
 	for k, v := range extra {
 		lbls[k] = v
 	}
+	if t.InstanceType != "" {
+		lbls[api.LabelMachineInstanceType] = t.InstanceType
+	}
 	spec := map[string]any{
 		"clusterName": o.np.Cluster,
 		"version":     t.Version,
 		"bootstrap":   map[string]any{"dataSecretName": t.DataSecret},
 		"infrastructureRef": map[string]any{
 			"apiGroup": api.InfrastructureGroup,
-			"kind":     KindLocalMachineTemplate,
+			"kind":     api.KindLocalMachineTemplate,
 			"name":     o.np.Name,
 		},
 	}
@@ -186,7 +197,7 @@ func (o objects) machineDeployment(t machineTemplate, replicas int32) *unstructu
 			"template":    o.machineTemplateSpec(t, selector),
 		},
 	})
-	o.autoscalerAnnotations(u)
+	o.autoscalerAnnotations(u, t)
 	return u
 }
 
@@ -205,18 +216,74 @@ func (o objects) machineSet(t machineTemplate, replicas int32) *unstructured.Uns
 			"template":    o.machineTemplateSpec(t, selector),
 		},
 	})
-	o.autoscalerAnnotations(u)
+	o.autoscalerAnnotations(u, t)
 	return u
 }
 
-// autoscalerAnnotations marks an autoscaled pool's bounds for the Cluster API autoscaler.
-func (o objects) autoscalerAnnotations(u *unstructured.Unstructured) {
-	if a := o.np.Spec.AutoScaling; a != nil {
-		u.SetAnnotations(map[string]string{
-			clusterv1.AutoscalerMinSizeAnnotation: itoa(a.Min),
-			clusterv1.AutoscalerMaxSizeAnnotation: itoa(a.Max),
-		})
+// Annotations of Cluster API's autoscaler provider that describe a node of a pool at size
+// zero ("scale from zero": there is no Node to read the shape from).
+const (
+	AnnotationCapacityCPU     = "capacity.cluster-autoscaler.kubernetes.io/cpu"
+	AnnotationCapacityMemory  = "capacity.cluster-autoscaler.kubernetes.io/memory"
+	AnnotationCapacityMaxPods = "capacity.cluster-autoscaler.kubernetes.io/maxPods"
+	AnnotationCapacityLabels  = "capacity.cluster-autoscaler.kubernetes.io/labels"
+	AnnotationCapacityTaints  = "capacity.cluster-autoscaler.kubernetes.io/taints"
+)
+
+// autoscalerAnnotations marks an autoscaled pool's bounds for the Cluster API autoscaler
+// and, on platform local, the shape of its nodes (scaleFromZeroAnnotations).
+func (o objects) autoscalerAnnotations(u *unstructured.Unstructured, t machineTemplate) {
+	a := o.np.Spec.AutoScaling
+	if a == nil {
+		return
 	}
+	ann := map[string]string{
+		clusterv1.AutoscalerMinSizeAnnotation: itoa(a.Min),
+		clusterv1.AutoscalerMaxSizeAnnotation: itoa(a.Max),
+	}
+	maps.Copy(ann, o.scaleFromZeroAnnotations(t))
+	u.SetAnnotations(ann)
+}
+
+// scaleFromZeroAnnotations describe a node of the pool's instance type (that of the template
+// applied, so the autoscaler's picture matches the machines it would get): its capacity, the
+// labels it registers with (the well-known ones, the pool label and the pool's node labels;
+// not the zone, which differs between a pool's machines) and the pool's taints. Nil off
+// platform local.
+func (o objects) scaleFromZeroAnnotations(t machineTemplate) map[string]string {
+	it, ok := api.LocalInstanceType(t.InstanceType)
+	if o.np.Spec.Platform.Type != api.PlatformLocal || !ok {
+		return nil
+	}
+	labels := maps.Clone(o.np.Spec.NodeLabels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	maps.Copy(labels, map[string]string{
+		api.LabelInstanceType: it.Name,
+		api.LabelArch:         it.Architecture,
+		api.LabelOS:           "linux",
+		api.LabelCapacityType: api.CapacityTypeOnDemand,
+		api.LabelNodePool:     o.np.Name,
+	})
+	pairs := make([]string, 0, len(labels))
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		pairs = append(pairs, k+"="+labels[k])
+	}
+	taints := make([]string, 0, len(o.np.Spec.Taints))
+	for _, tn := range o.np.Spec.Taints {
+		taints = append(taints, tn.Key+"="+tn.Value+":"+tn.Effect)
+	}
+	ann := map[string]string{
+		AnnotationCapacityCPU:     itoa(it.CPU),
+		AnnotationCapacityMemory:  it.Memory,
+		AnnotationCapacityMaxPods: itoa(it.MaxPods),
+		AnnotationCapacityLabels:  strings.Join(pairs, ","),
+	}
+	if len(taints) > 0 {
+		ann[AnnotationCapacityTaints] = strings.Join(taints, ",")
+	}
+	return ann
 }
 
 // machineHealthCheck is the autoRepair pool's MachineHealthCheck: HyperShift's defaults with

@@ -53,7 +53,7 @@ func (s *scope) fail(step string, err error) {
 // ("<cluster>", from cluster, machine and component events) enqueues every pool of the
 // cluster.
 func (d *Daemon) Reconcile(ctx context.Context, key string) (reconcile.Result, error) {
-	cluster, _, isPool := strings.Cut(key, ".")
+	cluster, _, isPool := api.SplitPartKey(key)
 	if !isPool {
 		return reconcile.Result{}, d.enqueueClusterPools(ctx, cluster)
 	}
@@ -89,7 +89,7 @@ func (d *Daemon) Reconcile(ctx context.Context, key string) (reconcile.Result, e
 
 // enqueueClusterPools wakes every pool of cluster.
 func (d *Daemon) enqueueClusterPools(ctx context.Context, cluster string) error {
-	keys, err := d.pools.Keys(ctx, cluster+".*")
+	keys, err := d.pools.Keys(ctx, api.ClusterPartsFilter(cluster))
 	if err != nil {
 		return fmt.Errorf("list pools of %s: %w", cluster, err)
 	}
@@ -159,7 +159,8 @@ func (d *Daemon) converge(ctx context.Context, s *scope) {
 			s.fail("write the userdata Secret", err)
 			return
 		}
-		s.template = &machineTemplate{Version: "v" + s.np.Spec.Release.Version, DataSecret: api.UserDataSecretName(s.np.Name, s.hash)}
+		s.template = &machineTemplate{Version: "v" + s.np.Spec.Release.Version, DataSecret: api.UserDataSecretName(s.np.Name, s.hash),
+			InstanceType: s.np.Spec.Platform.InstanceType()}
 	} else if t := st.appliedTemplate(); t != nil {
 		// ignitiond has not minted the new hash's userdata: the machines keep booting the
 		// last one (release and userdata move together).
@@ -172,7 +173,7 @@ func (d *Daemon) converge(ctx context.Context, s *scope) {
 		return
 	}
 	if s.template != nil {
-		if err := apply(ctx, c, o.localMachineTemplate()); err != nil {
+		if err := apply(ctx, c, o.localMachineTemplate(*s.template)); err != nil {
 			s.fail("write the LocalMachineTemplate", err)
 			return
 		}

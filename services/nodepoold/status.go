@@ -13,7 +13,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/hostplane/hostplane/pkg/api"
-	"github.com/hostplane/hostplane/pkg/events"
+	"github.com/hostplane/hostplane/pkg/outbox"
 	"github.com/hostplane/hostplane/pkg/store"
 )
 
@@ -43,7 +43,8 @@ const maxListed = 5
 func (d *Daemon) writeStatus(ctx context.Context, s *scope) (bool, error) {
 	key := api.NodePoolKey(s.np.Cluster, s.np.Name)
 	var before api.NodePoolStatus
-	updated, _, err := d.pools.Mutate(ctx, key, false, func(np *api.NodePool) error {
+	var sent outbox.Entry
+	updated, _, err := d.pools.MutateBefore(ctx, key, false, func(np *api.NodePool) error {
 		if np.Generation != s.np.Generation || np.DeletionTimestamp != nil {
 			return store.ErrNoChange
 		}
@@ -51,6 +52,13 @@ func (d *Daemon) writeStatus(ctx context.Context, s *scope) (bool, error) {
 		before.Conditions = slices.Clone(np.Status.Conditions)
 		d.computeStatus(&np.Status, s)
 		return nil
+	}, func(ctx context.Context, np *api.NodePool) error {
+		if !statusChanged(&before, &np.Status) {
+			return nil
+		}
+		var err error
+		sent, err = d.record(ctx, s.np.Cluster, s.np.Name, VerbStatus)
+		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
@@ -64,9 +72,7 @@ func (d *Daemon) writeStatus(ctx context.Context, s *scope) (bool, error) {
 		return false, nil
 	}
 	d.logStatus(ctx, s, updated)
-	if _, err := d.publisher.Publish(ctx, s.np.Cluster, events.ResourceNodePool, VerbStatus, eventKey(s.np.Cluster, s.np.Name), nil); err != nil {
-		s.log.WarnContext(ctx, "publish nodepool.status", "err", err)
-	}
+	d.outbox.Send(ctx, sent)
 	return true, nil
 }
 

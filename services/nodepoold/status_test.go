@@ -26,7 +26,7 @@ func TestStatus_NamesStuckMachinesAndWhy(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Second)
 	three := int32(3)
 	np := &api.NodePool{Cluster: "demo", Spec: api.NodePoolSpec{Replicas: &three, Release: api.Release{Version: "1.34.4"},
-		Platform: api.Platform{Type: api.PlatformLocal}, Management: api.NodePoolManagement{UpgradeType: api.UpgradeTypeReplace}}}
+		Platform: api.NodePoolPlatform{Type: api.PlatformLocal}, Management: api.NodePoolManagement{UpgradeType: api.UpgradeTypeReplace}}}
 	np.Name, np.Generation = "workers", 1
 	hash := ConfigHash(&np.Spec)
 	secret := api.UserDataSecretName("workers", hash)

@@ -39,11 +39,9 @@
 //
 // # Events
 //
-// Publishing follows a small outbox: the record's AnnouncedSerial is the Serial last
-// published, so a Serial written but not announced (pkid crashed or NATS failed between the
-// KV write and the publish) is announced on the next reconcile. pki.deleted is published
-// after the key is deleted; a crash between the two loses that event, which clusterd's
-// resync covers.
+// Events go through the daemon's outbox (pkg/outbox): pki.ready (first issuance) and
+// pki.rotated (any later Serial), with the new serial as data, and pki.deleted are recorded
+// before the write they are about, so a crash between the write and the publish loses none.
 //
 // # Deletion
 //

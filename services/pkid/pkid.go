@@ -18,6 +18,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/guest"
 	"github.com/hostplane/hostplane/pkg/kube"
+	"github.com/hostplane/hostplane/pkg/outbox"
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/store"
 )
@@ -106,7 +107,7 @@ type Daemon struct {
 	clusters     *store.Store[api.Cluster]
 	infra        *store.Store[api.Infra]
 	controlplane *store.Store[api.ControlPlaneComponent]
-	publisher    *bus.Publisher
+	outbox       *outbox.Outbox
 	controller   *reconcile.Controller
 	// approver approves guest kubelet CSRs; nil without a management cluster.
 	approver *approver
@@ -145,7 +146,7 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 		return nil, err
 	}
 	d.pki, d.clusters, d.infra, d.controlplane = st.PKI, st.Clusters, st.Infra, st.Components
-	d.publisher = rt.Publisher
+	d.outbox = rt.Outbox
 
 	c, err := rt.Controller(reconcile.Config{
 		Name: Name,

@@ -14,6 +14,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/observe"
+	"github.com/hostplane/hostplane/pkg/outbox"
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/store"
 )
@@ -74,7 +75,7 @@ func (d *Daemon) syncApprover(ctx context.Context, log *slog.Logger, name string
 		return
 	}
 	if serial == "" {
-		comp, _, err := d.controlplane.Get(ctx, name+"."+api.ComponentKubeAPIServer)
+		comp, _, err := d.controlplane.Get(ctx, api.ComponentKey(name, api.ComponentKubeAPIServer))
 		if err != nil || !comp.Status.Conditions.IsTrue(api.ConditionAvailable) {
 			return // component.available triggers a reconcile
 		}
@@ -118,15 +119,15 @@ func (d *Daemon) reconcileDelete(ctx context.Context, log *slog.Logger, name str
 		}
 		return reconcile.Result{RequeueAfter: deletionPoll}, nil
 	}
+	sent, err := d.record(ctx, name, VerbDeleted, nil)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 	if err := d.pki.Delete(ctx, name, rev); err != nil {
 		return reconcile.Result{}, err
 	}
+	d.outbox.Send(ctx, sent)
 	d.metrics.forget(name)
-	if _, err := d.publisher.Publish(ctx, name, events.ResourcePKI, VerbDeleted, name, nil); err != nil {
-		// The key is gone, so no later reconcile will publish again; clusterd's resync
-		// notices the missing key.
-		log.Warn("publish pki.deleted", "err", err)
-	}
 	log.Info("pki deleted")
 	return reconcile.Result{}, nil
 }
@@ -149,9 +150,6 @@ func (d *Daemon) reconcileLive(ctx context.Context, log *slog.Logger, name strin
 	}
 	if p != nil && !infraReady {
 		// Keep the bundle as it is (renewals need the infra's hosts); look again later.
-		if err := d.announce(ctx, log, p, rev); err != nil {
-			return reconcile.Result{}, err
-		}
 		d.metrics.observe(name, p)
 		return reconcile.Result{RequeueAfter: max(untilNext(p), infraWaitPoll)}, nil
 	}
@@ -172,18 +170,20 @@ func (d *Daemon) reconcileLive(ctx context.Context, log *slog.Logger, name strin
 			return reconcile.Result{}, err
 		}
 		p.ClusterGeneration = cluster.Generation
-		rev, err := d.pki.Create(ctx, name, p)
+		sent, err := d.record(ctx, name, VerbReady, p)
 		if err != nil {
-			return reconcile.Result{}, err // ErrExists: another replica won; retry re-reads
-		}
-		log.Info("pki issued", "serial", p.Serial, "next_rotation", p.NextRotation)
-		d.metrics.observe(name, p)
-		if err := d.announce(ctx, log, p, rev); err != nil {
 			return reconcile.Result{}, err
 		}
+		if _, err := d.pki.Create(ctx, name, p); err != nil {
+			return reconcile.Result{}, err // ErrExists: another replica won; retry re-reads
+		}
+		d.outbox.Send(ctx, sent)
+		log.Info("pki issued", "serial", p.Serial, "next_rotation", p.NextRotation)
+		d.metrics.observe(name, p)
 		return requeue(p), nil
 	}
 
+	published := p.Serial
 	cas, err := b.openCAs(p)
 	var pl plan
 	switch {
@@ -194,7 +194,6 @@ func (d *Daemon) reconcileLive(ctx context.Context, log *slog.Logger, name strin
 			return reconcile.Result{}, err
 		}
 		fresh.ObjectMeta = p.ObjectMeta
-		fresh.AnnouncedSerial = p.AnnouncedSerial
 		p, pl = fresh, plan{kubeconfigs: "incomplete"}
 	case err != nil:
 		return reconcile.Result{}, err
@@ -212,41 +211,43 @@ func (d *Daemon) reconcileLive(ctx context.Context, log *slog.Logger, name strin
 	p.Message = ""
 	p.ClusterGeneration = cluster.Generation
 	if changed {
-		if rev, err = d.pki.Update(ctx, name, p, rev); err != nil {
+		var sent outbox.Entry
+		if p.Serial != published {
+			verb := VerbRotated
+			if published == "" {
+				verb = VerbReady
+			}
+			if sent, err = d.record(ctx, name, verb, p); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
+		if _, err := d.pki.Update(ctx, name, p, rev); err != nil {
 			return reconcile.Result{}, err
 		}
+		d.outbox.Send(ctx, sent)
 	}
 	if !pl.empty() {
 		d.metrics.rotated(name)
 		log.Info("pki rotated", "serial", p.Serial, "reasons", pl.String(), "next_rotation", p.NextRotation)
 	}
 	d.metrics.observe(name, p)
-	if err := d.announce(ctx, log, p, rev); err != nil {
-		return reconcile.Result{}, err
-	}
 	return requeue(p), nil
 }
 
-// announce publishes the event for a Serial not yet announced (pki.ready for the first,
-// pki.rotated for later ones) and records it in AnnouncedSerial.
-func (d *Daemon) announce(ctx context.Context, log *slog.Logger, p *api.ClusterPKI, rev uint64) error {
-	if p.Serial == "" || p.AnnouncedSerial == p.Serial {
-		return nil
+// record stores the pki event verb about cluster name in the outbox; pki.ready and
+// pki.rotated carry the new serial (p). It is called before the write the event is about (a
+// failure leaves the record unwritten and the reconcile is retried); the entry is sent once
+// the write succeeded, and published by the relay otherwise.
+func (d *Daemon) record(ctx context.Context, name, verb string, p *api.ClusterPKI) (outbox.Entry, error) {
+	var data any
+	if p != nil {
+		data = map[string]string{"serial": p.Serial}
 	}
-	verb := VerbRotated
-	if p.AnnouncedSerial == "" {
-		verb = VerbReady
+	e, err := d.outbox.Record(ctx, name, events.ResourcePKI, verb, name, data)
+	if err != nil {
+		return e, fmt.Errorf("record pki.%s of %s: %w", verb, name, err)
 	}
-	if _, err := d.publisher.Publish(ctx, p.Name, events.ResourcePKI, verb, p.Name, map[string]string{"serial": p.Serial}); err != nil {
-		return err
-	}
-	p.AnnouncedSerial = p.Serial
-	if _, err := d.pki.Update(ctx, p.Name, p, rev); err != nil {
-		// A conflict re-reads and may announce again: a duplicate "key changed" is harmless.
-		return fmt.Errorf("record announcement: %w", err)
-	}
-	log.Debug("pki announced", "verb", verb, "serial", p.Serial)
-	return nil
+	return e, nil
 }
 
 // target is what the PKI of cluster name (spec c) must look like on infra inf.

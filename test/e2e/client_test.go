@@ -1,12 +1,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"testing"
 	"time"
@@ -15,6 +12,7 @@ import (
 
 	"github.com/hostplane/hostplane/cmd/hostplane/dev"
 	"github.com/hostplane/hostplane/pkg/api"
+	hpclient "github.com/hostplane/hostplane/pkg/client"
 	"github.com/hostplane/hostplane/pkg/kube"
 	"github.com/hostplane/hostplane/pkg/release"
 	"github.com/hostplane/hostplane/pkg/testenv"
@@ -24,63 +22,48 @@ import (
 func stack(t *testing.T) (*dev.Stack, *client) {
 	t.Helper()
 	testenv.RequireBinaries(t, release.Latest(), release.Components()...)
-	dir := t.TempDir()
-	s, err := dev.Start(context.Background(), dev.Config{
-		DataDir: dir, Addr: "127.0.0.1:0", NATSPort: -1,
-		Logger: slog.New(slog.NewJSONHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, c := startStackAt(t, t.TempDir())
 	t.Cleanup(func() { s.Stop(context.Background()) })
-	c := &client{t: t, base: s.URL(), dataDir: dir, token: s.AdminToken()}
-	testenv.Eventually(t, time.Minute, func() bool {
-		code, _ := c.do("GET", "/healthz", "", nil)
-		return code == http.StatusOK
-	}, "hostplane dev never became healthy")
 	return s, c
 }
 
+// client is the public API client (pkg/client) with the test's failure handling: a request
+// that cannot be sent fails the test; any answer, error or not, goes back to the caller.
 type client struct {
 	t       *testing.T
 	base    string
 	dataDir string
 	token   string // the front door's admin token, sent as Authorization: Bearer
+	api     *hpclient.Client
+}
+
+// newClient talks to the API at base with the bearer token; dataDir is the stack's, if any.
+func newClient(t *testing.T, base, token, dataDir string) *client {
+	t.Helper()
+	ac, err := hpclient.New(hpclient.Options{Server: base, Token: token, UserAgent: "hostplane-e2e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &client{t: t, base: base, dataDir: dataDir, token: token, api: ac}
 }
 
 // do sends a request; body "" sends none. The answer is decoded into out when non-nil.
 func (c *client) do(method, path, body string, out any) (int, []byte) {
 	c.t.Helper()
-	var rd io.Reader
+	var in []byte
 	if body != "" {
-		rd = bytes.NewBufferString(body)
+		in = []byte(body)
 	}
-	req, err := http.NewRequest(method, c.base+path, rd)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	if body != "" {
-		ct := "application/json"
-		if method == http.MethodPatch {
-			ct = "application/merge-patch+json"
-		}
-		req.Header.Set("Content-Type", ct)
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := http.DefaultClient.Do(req)
+	code, b, err := c.api.Raw(context.Background(), method, path, in)
 	if err != nil {
 		c.t.Fatalf("%s %s: %v", method, path, err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if out != nil && resp.StatusCode < 300 {
+	if out != nil && code < 300 {
 		if err := json.Unmarshal(b, out); err != nil {
 			c.t.Fatalf("%s %s: decode %s: %v", method, path, b, err)
 		}
 	}
-	return resp.StatusCode, b
+	return code, b
 }
 
 func (c *client) cluster(name string) (api.Cluster, int) {

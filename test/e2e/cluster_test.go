@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +20,7 @@ import (
 	"github.com/hostplane/hostplane/cmd/hostplane/dev"
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/bus"
+	"github.com/hostplane/hostplane/pkg/natsauth"
 	"github.com/hostplane/hostplane/pkg/testenv"
 )
 
@@ -120,7 +120,7 @@ func assertNothingLeft(t *testing.T, s *dev.Stack, c *client, name, endpoint str
 			t.Errorf("files of %s left in %s", name, p)
 		}
 	}
-	nc, err := nats.Connect(s.NATS.URL())
+	nc, err := s.ConnectNATS(t.Context(), natsauth.Admin)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"net"
@@ -105,7 +106,7 @@ func TestCompose_ClusterAndPoolThroughTheGateway_SurviveADaemonRestartEach(t *te
 		}
 	})
 	s.must("up", "-d")
-	c := &client{t: t, base: "http://127.0.0.1:" + strconv.Itoa(port), token: token}
+	c := newClient(t, "http://127.0.0.1:"+strconv.Itoa(port), token, "")
 	testenv.Eventually(t, 3*time.Minute, func() bool {
 		code, _ := c.tryDo("GET", "/readyz")
 		return code == http.StatusOK
@@ -183,17 +184,8 @@ func TestCompose_ClusterAndPoolThroughTheGateway_SurviveADaemonRestartEach(t *te
 // tryDo sends a request without a body and returns its status, 0 if none came back (the
 // gateway is not listening yet).
 func (c *client) tryDo(method, path string) (int, error) {
-	req, err := http.NewRequest(method, c.base+path, nil)
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	_ = resp.Body.Close()
-	return resp.StatusCode, nil
+	code, _, err := c.api.Raw(context.Background(), method, path, nil)
+	return code, err
 }
 
 func assertUnique(t *testing.T, what string, names []string) {

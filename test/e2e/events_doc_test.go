@@ -101,8 +101,8 @@ func evalString(e ast.Expr, local map[string]ast.Expr, external map[string]strin
 	return "", false
 }
 
-// publishedByCode finds every Publisher.Publish(ctx, cluster, resource, verb, key, data) call
-// in the daemons' source. A verb held in a variable (chosen at run time) stands for every
+// publishedByCode finds every Outbox.Record(ctx, cluster, resource, verb, key, data) and
+// Publisher.Publish call (same arguments) in the daemons' source. A verb held in a variable (chosen at run time) stands for every
 // Verb* constant of its package.
 func publishedByCode(t *testing.T) []published {
 	t.Helper()
@@ -140,13 +140,13 @@ func publishedByCode(t *testing.T) []published {
 							return true
 						}
 						sel, ok := call.Fun.(*ast.SelectorExpr)
-						if !ok || sel.Sel.Name != "Publish" {
+						if !ok || sel.Sel.Name != "Record" && sel.Sel.Name != "Publish" {
 							return true
 						}
 						pos := fset.Position(call.Pos())
 						res, ok := evalString(call.Args[2], exprs, eventConsts, 0)
 						if !ok {
-							t.Errorf("%s: Publish with a resource that is not an events.Resource constant", pos)
+							t.Errorf("%s: %s with a resource that is not an events.Resource constant", pos, sel.Sel.Name)
 							return true
 						}
 						if verb, ok := evalString(call.Args[3], exprs, eventConsts, 0); ok {

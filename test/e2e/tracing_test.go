@@ -56,7 +56,7 @@ func tracedStack(t *testing.T, exp sdktrace.SpanExporter) *client {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Stop(context.Background()) })
-	c := &client{t: t, base: s.URL(), dataDir: dir, token: s.AdminToken()}
+	c := newClient(t, s.URL(), s.AdminToken(), dir)
 	testenv.Eventually(t, time.Minute, func() bool {
 		code, _ := c.do("GET", "/healthz", "", nil)
 		return code == http.StatusOK

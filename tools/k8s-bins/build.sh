@@ -4,6 +4,9 @@
 # source tree, version-stamped, and skips whatever is already built from the same module files.
 #
 # Usage: build.sh [version ...]     (default: every release under tools/k8s-bins/v*)
+#        build.sh --newest          etcd and the newest release only: what the default cluster
+#                                   and the management plane need (make run builds the rest in
+#                                   the background while it serves)
 # Cache:  ${HOSTPLANE_CACHE_DIR:-$HOME/.cache/hostplane}/releases/v<version>/
 #         ${HOSTPLANE_CACHE_DIR:-$HOME/.cache/hostplane}/etcd/<etcd version>/etcd
 set -euo pipefail
@@ -46,19 +49,27 @@ build_release() {
   done
   log "building Kubernetes v$version (kube-apiserver, kube-controller-manager, kube-scheduler) into $out; about 10 minutes cold"
   mkdir -p "$out/.tmp"
+  # While the marker names a live builder, hostplane reports the release as Building
+  # (pkg/release BuildState) and clusters that ask for it wait instead of failing.
+  echo $$ > "$out/.building"
+  trap 'rm -f "$out/.building"' EXIT
   local start=$SECONDS
   (cd "$mod" && go build -trimpath -ldflags "$ld" -o "$out/.tmp/" \
      k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler)
   mv "$out"/.tmp/* "$out/" && rmdir "$out/.tmp"
   echo "$stamp" > "$out/.stamp"
+  rm -f "$out/.building"; trap - EXIT
   log "Kubernetes v$version built in $((SECONDS-start))s"
 }
 
+newest=false
+if [ "${1:-}" = --newest ]; then newest=true; shift; fi
 versions=("$@")
 if [ ${#versions[@]} -eq 0 ]; then
   for d in "$here"/v*/; do d=${d%/}; versions+=("${d##*/v}"); done
   # newest first: it is what the default cluster and the management plane use
   IFS=$'\n' versions=($(printf '%s\n' "${versions[@]}" | sort -rV)); unset IFS
+  if $newest; then versions=("${versions[0]}"); fi
 fi
 build_etcd
 for v in "${versions[@]}"; do build_release "$v"; done

@@ -169,7 +169,7 @@ func TestFrontDoor_UnknownRoutes_NeedATokenBeforeTheyAnswer404(t *testing.T) {
 func runClusterd(t *testing.T) (*clusterd.Daemon, *testenv.NATSEnv) {
 	t.Helper()
 	n := testenv.NATS(t)
-	d, err := clusterd.New(clusterd.Config{Base: daemon.Base{NATSURL: n.Server.URL(), DataDir: t.TempDir(),
+	d, err := clusterd.New(clusterd.Config{Base: daemon.Base{NATSURL: n.Server.URL(), NATSNKeyFile: n.SeedFile(clusterd.Name), DataDir: t.TempDir(),
 		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))}})
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
@@ -27,6 +29,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/daemon"
 	"github.com/hostplane/hostplane/pkg/httpapi"
 	"github.com/hostplane/hostplane/pkg/localkube"
+	"github.com/hostplane/hostplane/pkg/natsauth"
 	"github.com/hostplane/hostplane/pkg/observe"
 	"github.com/hostplane/hostplane/pkg/process"
 	"github.com/hostplane/hostplane/services/clusterd"
@@ -62,6 +65,11 @@ type Config struct {
 	// MetricsRequireAuth makes the front door's /metrics need a token.
 	MetricsRequireAuth bool
 
+	// NATSTrace makes the embedded NATS record every subject each identity publishes and
+	// subscribes to (Stack.NATSUsage), for tests that compare the natsauth table with what
+	// the daemons do. It costs a log line per message.
+	NATSTrace bool
+
 	// OTLPEndpoint is where the daemons export traces (see docs/tracing.md); empty:
 	// HOSTPLANE_OTLP_ENDPOINT when set, else nowhere.
 	OTLPEndpoint string
@@ -70,6 +78,56 @@ type Config struct {
 	// providers that share an in-memory exporter.
 	TracerProvider func(daemon string) trace.TracerProvider
 }
+
+// startNATS generates (once) the NATS identities, starts the embedded server requiring them
+// and lays out the shared streams and buckets as the bootstrap identity.
+func (s *Stack) startNATS(ctx context.Context, dataDir string) error {
+	var err error
+	credsDir := filepath.Join(dataDir, NATSCredsDir)
+	if s.NATSCreds, err = natsauth.Generate(credsDir); err != nil {
+		return err
+	}
+	s.natsLog = natsauth.NewServerLog(s.NATSCreds)
+	s.natsLog.OnViolation = func(identity, line string) {
+		s.log.Error("nats permission violation", "identity", identity, "detail", line)
+	}
+	store := filepath.Join(dataDir, "nats")
+	s.NATS, err = bus.RunEmbedded(bus.EmbeddedConfig{Port: s.cfg.NATSPort, StoreDir: store, Users: s.NATSCreds.ServerNkeys(), Logger: s.natsLog, Trace: s.cfg.NATSTrace})
+	if err != nil {
+		return err
+	}
+	s.log.Info("nats jetstream started", "url", s.NATS.URL(), "store", store, "credentials", credsDir)
+	nc, err := s.ConnectNATS(ctx, natsauth.Bootstrap)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	return bus.EnsureLayout(ctx, js, 1)
+}
+
+// NATSCredsDir is the directory under the data dir with the NATS identities' seeds.
+const NATSCredsDir = "nats-creds"
+
+// ConnectNATS connects to the embedded NATS as identity (natsauth.Admin to inspect
+// anything).
+func (s *Stack) ConnectNATS(ctx context.Context, identity string) (*nats.Conn, error) {
+	opts, err := natsauth.ClientOptions(identity, s.NATSCreds.SeedFile(identity))
+	if err != nil {
+		return nil, err
+	}
+	return bus.Connect(ctx, s.NATS.URL(), "hostplane-dev-"+identity, s.log, opts...)
+}
+
+// NATSViolations are the permission violations the embedded NATS saw, each naming the
+// identity: a daemon needed a subject pkg/natsauth's table does not give it.
+func (s *Stack) NATSViolations() []string { return s.natsLog.Violations() }
+
+// NATSUsage is what each identity published and subscribed to (with Config.NATSTrace).
+func (s *Stack) NATSUsage() map[string]natsauth.Usage { return s.natsLog.Usage() }
 
 // AdminTokenFile is the file under the data dir that holds the generated admin token.
 const AdminTokenFile = "admin-token"
@@ -84,9 +142,13 @@ type Daemon interface {
 
 // Stack is a running dev stack.
 type Stack struct {
-	cfg        Config
-	log        *slog.Logger
-	NATS       *bus.Embedded
+	cfg  Config
+	log  *slog.Logger
+	NATS *bus.Embedded
+	// NATSCreds are the NATS identities under <data dir>/nats-creds (pkg/natsauth): the
+	// embedded server accepts only them, each daemon connects as its own.
+	NATSCreds  *natsauth.Credentials
+	natsLog    *natsauth.ServerLog
 	Management *localkube.Cluster
 	Daemons    []Daemon
 	mgmtSup    *process.Supervisor
@@ -144,11 +206,9 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		return nil, err
 	}
 
-	s.NATS, err = bus.RunEmbedded(bus.EmbeddedConfig{Port: cfg.NATSPort, StoreDir: filepath.Join(dataDir, "nats")})
-	if err != nil {
+	if err := s.startNATS(ctx, dataDir); err != nil {
 		return nil, err
 	}
-	s.log.Info("nats jetstream started", "url", s.NATS.URL(), "store", filepath.Join(dataDir, "nats"))
 
 	if !cfg.NoManagementAPIServer {
 		mdir := filepath.Join(dataDir, "management")
@@ -181,7 +241,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		if cfg.TracerProvider != nil {
 			tp = cfg.TracerProvider(name)
 		}
-		return daemon.Base{NATSURL: s.NATS.URL(), DataDir: dataDir, Logger: s.log, Registry: reg, ManagementKubeconfig: mgmtKubeconfig,
+		return daemon.Base{NATSURL: s.NATS.URL(), NATSNKeyFile: s.NATSCreds.SeedFile(name), DataDir: dataDir, Logger: s.log, Registry: reg, ManagementKubeconfig: mgmtKubeconfig,
 			OTLPEndpoint: cfg.OTLPEndpoint, TracerProvider: tp}
 	}, cd, infrad.Config{LocalCloudURL: s.Cloud.URL()})
 	if err != nil {

@@ -45,6 +45,11 @@ func start(t *testing.T, dir string) *dev.Stack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		for _, v := range s.NATSViolations() {
+			t.Errorf("NATS permission violation: %s", v)
+		}
+	})
 	return s
 }
 

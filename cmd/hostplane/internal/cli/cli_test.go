@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hostplane/hostplane/cmd/hostplane/internal/client"
+	"github.com/hostplane/hostplane/pkg/client"
 	"github.com/hostplane/hostplane/pkg/httpapi"
 )
 

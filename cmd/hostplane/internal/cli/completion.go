@@ -9,7 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hostplane/hostplane/cmd/hostplane/internal/client"
+	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/client"
 	"github.com/hostplane/hostplane/pkg/release"
 )
 
@@ -97,4 +98,14 @@ func (o *Options) completeNodePools(cluster *string) cobra.CompletionFunc {
 // completeReleases completes --release from the release catalogue.
 func completeReleases(_ *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
 	return release.Versions(), cobra.ShellCompDirectiveNoFileComp
+}
+
+// completeInstanceTypes offers the local platform's instance types (the catalogue is
+// compiled in, as the release list is).
+func completeInstanceTypes(_ *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
+	var names []string
+	for _, t := range api.LocalInstanceTypes() {
+		names = append(names, t.Name)
+	}
+	return names, cobra.ShellCompDirectiveNoFileComp
 }

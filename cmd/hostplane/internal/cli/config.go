@@ -10,6 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
+
+	"github.com/hostplane/hostplane/pkg/atomicfile"
 )
 
 // Config is the config file, $XDG_CONFIG_HOME/hostplane/config.yaml.
@@ -69,23 +71,10 @@ func saveConfig(path string, cfg Config) error {
 		return fmt.Errorf("config dir: %w", err)
 	}
 	// The file holds a token: only its owner may read it.
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".config-*.yaml")
-	if err != nil {
+	if err := atomicfile.Write(path, b, 0o600); err != nil {
 		return fmt.Errorf("config file: %w", err)
 	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return fmt.Errorf("config file: %w", err)
-	}
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return nil
 }
 
 // redact hides all but the first 4 characters of a secret.

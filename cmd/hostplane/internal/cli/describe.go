@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hostplane/hostplane/cmd/hostplane/internal/client"
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/client"
 )
 
 // describeEvents is how many recent events describe shows.
@@ -89,6 +89,9 @@ func describeNodePool(w io.Writer, now time.Time, np *api.NodePool, machines []a
 	describeMeta(kv, now, &np.ObjectMeta, np.Status.ObservedGeneration)
 	kv("Release", np.Spec.Release.Version)
 	kv("Platform", np.Spec.Platform.Type)
+	if it := np.Spec.Platform.InstanceType(); it != "" {
+		kv("Instance type", it)
+	}
 	desired := "<none>"
 	if r := np.Spec.Replicas; r != nil {
 		desired = fmt.Sprint(*r)

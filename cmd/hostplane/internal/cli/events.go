@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hostplane/hostplane/cmd/hostplane/internal/client"
+	"github.com/hostplane/hostplane/pkg/client"
 	"github.com/hostplane/hostplane/pkg/events"
 )
 

@@ -13,21 +13,21 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hostplane/hostplane/cmd/hostplane/internal/client"
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/client"
 )
 
 func newGetCommand(o *Options) *cobra.Command {
-	cmd := group("get", "Show clusters, components, PKI, infrastructure, node pools or machines")
+	cmd := group("get", "Show clusters, components, PKI, infrastructure, node pools, machines or releases")
 	cmd.Long = `Show one or many resources.
 
 Resources: clusters (cluster), components CLUSTER, pki CLUSTER, infra CLUSTER,
-nodepools CLUSTER, machines CLUSTER.`
+nodepools CLUSTER, machines CLUSTER, releases.`
 	cmd.Example = `  hostplane get clusters
   hostplane get cluster demo -o yaml
   hostplane get components demo -o wide`
 	cmd.AddCommand(newGetClustersCommand(o), newGetComponentsCommand(o), newGetPKICommand(o),
-		newGetInfraCommand(o), newGetNodePoolsCommand(o), newGetMachinesCommand(o))
+		newGetInfraCommand(o), newGetNodePoolsCommand(o), newGetMachinesCommand(o), newGetReleasesCommand(o))
 	return cmd
 }
 
@@ -447,16 +447,17 @@ func newGetMachinesCommand(o *Options) *cobra.Command {
 	return cmd
 }
 
-// machineTable prints machines as NAME NODEPOOL PHASE NODE VERSION AGE; wide adds
+// machineTable prints machines as NAME NODEPOOL PHASE NODE TYPE ZONE VERSION AGE (TYPE and
+// ZONE: the local instance type and zone); wide adds
 // PROVIDER-ID, CONFIG-HASH and MESSAGE (the fault injected, if any, before the message).
 func machineTable(w io.Writer, wide bool, ms []api.Machine, now time.Time) error {
-	header := []string{"NAME", "NODEPOOL", "PHASE", "NODE", "VERSION", "AGE"}
+	header := []string{"NAME", "NODEPOOL", "PHASE", "NODE", "TYPE", "ZONE", "VERSION", "AGE"}
 	if wide {
 		header = append(header, "PROVIDER-ID", "CONFIG-HASH", "MESSAGE")
 	}
 	t := newTable(w, header...)
 	for _, m := range ms {
-		row := []string{m.Name, m.NodePool, m.Phase, m.NodeName, m.Version, age(m.CreatedAt, now)}
+		row := []string{m.Name, m.NodePool, m.Phase, m.NodeName, m.InstanceType, m.Zone, m.Version, age(m.CreatedAt, now)}
 		if wide {
 			msg := m.Message
 			if m.Fault != "" {

@@ -2,10 +2,10 @@ package cli
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
+
+	"github.com/hostplane/hostplane/pkg/atomicfile"
 )
 
 func newKubeconfigCommand(o *Options) *cobra.Command {
@@ -30,7 +30,7 @@ func newKubeconfigCommand(o *Options) *cobra.Command {
 				_, err := o.Out.Write(kc)
 				return err
 			}
-			if err := writePrivateFile(file, kc); err != nil {
+			if err := atomicfile.Write(file, kc, 0o600); err != nil { // it holds a key
 				return err
 			}
 			fmt.Fprintf(o.ErrOut, "wrote the admin kubeconfig of %s to %s\n", args[0], file)
@@ -39,26 +39,4 @@ func newKubeconfigCommand(o *Options) *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "write to FILE (mode 0600) instead of standard output")
 	return cmd
-}
-
-// writePrivateFile replaces path with data, readable by its owner only (it holds a key).
-func writePrivateFile(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

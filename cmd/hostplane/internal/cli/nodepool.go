@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hostplane/hostplane/cmd/hostplane/internal/client"
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/client"
 	"github.com/hostplane/hostplane/pkg/release"
 )
 
@@ -42,6 +42,7 @@ func requireCluster(cmd *cobra.Command, cluster string) error {
 func newCreateNodePoolCommand(o *Options) *cobra.Command {
 	var (
 		cluster, rel, upgradeType string
+		instanceType              string
 		replicas                  int
 		autoRepair, wait          bool
 		timeout                   time.Duration
@@ -50,7 +51,7 @@ func newCreateNodePoolCommand(o *Options) *cobra.Command {
 		Use:               "nodepool NAME --cluster CLUSTER --replicas N",
 		Aliases:           []string{"np"},
 		Short:             "Create a node pool: worker machines that join the cluster",
-		Example:           "  hostplane create nodepool workers --cluster demo --replicas 3",
+		Example:           "  hostplane create nodepool workers --cluster demo --replicas 3\n  hostplane create nodepool big --cluster demo --replicas 1 --instance-type local.large",
 		Args:              exactArgs("NAME"),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -80,6 +81,10 @@ func newCreateNodePoolCommand(o *Options) *cobra.Command {
 					},
 				},
 			}
+			if instanceType != "" {
+				// The platform type defaults to the cluster's; the server names the valid types.
+				body["spec"].(map[string]any)["platform"] = map[string]any{"local": api.LocalNodePoolPlatform{InstanceType: instanceType}}
+			}
 			var np api.NodePool
 			if err := c.Do(ctx(cmd), http.MethodPost, client.ClusterPath(cluster, "nodepools"), body, &np); err != nil {
 				return notServed(err, routeNodePools)
@@ -95,7 +100,9 @@ func newCreateNodePoolCommand(o *Options) *cobra.Command {
 	f.StringVar(&rel, "release", "", "Kubernetes release of the machines (default: the cluster's)")
 	f.StringVar(&upgradeType, "upgrade-type", "Replace", "how machines move to a new release or config: Replace or InPlace (immutable)")
 	f.BoolVar(&autoRepair, "auto-repair", true, "replace machines whose node stays unhealthy")
+	f.StringVar(&instanceType, "instance-type", "", "the machines' shape on platform local (default "+api.DefaultInstanceType+"; see GET /v1/platforms/local/instancetypes)")
 	_ = cmd.RegisterFlagCompletionFunc("release", completeReleases)
+	_ = cmd.RegisterFlagCompletionFunc("instance-type", completeInstanceTypes)
 	_ = cmd.RegisterFlagCompletionFunc("upgrade-type", cobra.FixedCompletions([]string{"Replace", "InPlace"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }

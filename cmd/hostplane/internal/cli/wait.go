@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hostplane/hostplane/cmd/hostplane/internal/client"
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/client"
 )
 
 // pollInterval is how often --wait reads the cluster.

@@ -1,0 +1,28 @@
+package testenv_test
+
+import (
+	"os/exec"
+	"slices"
+	"testing"
+
+	"github.com/hostplane/hostplane/pkg/testenv"
+)
+
+func TestProcessesUnder_FindsARunningProcessThatNamesTheDirAndNotOnceItIsGone(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command("sh", "-c", "sleep 30", dir) // dir is the shell's $0: in its cmdline
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	if got := testenv.ProcessesUnder(dir); !slices.Contains(got, pid) || !testenv.Alive(pid) {
+		t.Fatalf("ProcessesUnder(%s) = %v, Alive = %v; want pid %d running", dir, got, testenv.Alive(pid), pid)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if got := testenv.ProcessesUnder(dir); len(got) != 0 || testenv.Alive(pid) {
+		t.Fatalf("after the kill: ProcessesUnder = %v, Alive = %v; want none", got, testenv.Alive(pid))
+	}
+}

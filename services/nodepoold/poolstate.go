@@ -1,0 +1,250 @@
+package nodepoold
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hostplane/hostplane/pkg/api"
+)
+
+type schemaGVK = schema.GroupVersionKind
+
+// guestTimeout bounds each call to a guest cluster, so an unreachable control plane cannot
+// hold a reconcile.
+const guestTimeout = 10 * time.Second
+
+// poolState is what the management and guest clusters hold of one pool.
+type poolState struct {
+	md *clusterv1.MachineDeployment // Replace pools
+	ms *clusterv1.MachineSet        // InPlace pools
+	// machines are the pool's Machines (those being deleted included), by name.
+	machines []clusterv1.Machine
+	// infra holds the LocalMachines' Ready condition messages, by LocalMachine name.
+	infra map[string]infraReport
+	// nodes are the guest cluster's Nodes by name; nil when the guest cluster could not be
+	// read (guestErr says why).
+	nodes    map[string]*corev1.Node
+	guestErr error
+}
+
+// infraReport is what infrad's LocalMachine says about a machine.
+type infraReport struct {
+	ready   bool
+	reason  string
+	message string
+}
+
+// observe reads the pool's Cluster API objects (cached), infrad's LocalMachines and the guest
+// cluster's Nodes.
+func (d *Daemon) observe(ctx context.Context, np *api.NodePool) (*poolState, error) {
+	c := d.mgmt.client()
+	ns := api.ControlPlaneNamespace(np.Cluster)
+	st := &poolState{infra: map[string]infraReport{}}
+	key := client.ObjectKey{Namespace: ns, Name: np.Name}
+	if np.Spec.Management.UpgradeType == api.UpgradeTypeInPlace {
+		ms := &clusterv1.MachineSet{}
+		if err := c.Get(ctx, key, ms); err == nil {
+			st.ms = ms
+		} else if !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("get MachineSet %s: %w", key, err)
+		}
+	} else {
+		md := &clusterv1.MachineDeployment{}
+		if err := c.Get(ctx, key, md); err == nil {
+			st.md = md
+		} else if !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("get MachineDeployment %s: %w", key, err)
+		}
+	}
+	machines, err := listMachines(ctx, c, np.Cluster, np.Name)
+	if err != nil {
+		return nil, err
+	}
+	st.machines = machines
+	if err := st.readInfra(ctx, d.mgmt.reader(), np); err != nil {
+		return nil, err
+	}
+	st.nodes, st.guestErr = d.guestNodes(ctx, np.Cluster)
+	return st, nil
+}
+
+// listMachines lists the Machines of a pool (the template labels mark them).
+func listMachines(ctx context.Context, c client.Reader, cluster, pool string) ([]clusterv1.Machine, error) {
+	var list clusterv1.MachineList
+	if err := c.List(ctx, &list, client.InNamespace(api.ControlPlaneNamespace(cluster)),
+		client.MatchingLabels{api.LabelCluster: cluster, api.LabelNodePool: pool}); err != nil {
+		return nil, fmt.Errorf("list Machines: %w", err)
+	}
+	return list.Items, nil
+}
+
+// readInfra reads the LocalMachines' Ready conditions; without infrad's CRDs there are none.
+func (st *poolState) readInfra(ctx context.Context, r client.Reader, np *api.NodePool) error {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvkLocalMachine.GroupVersion().WithKind(api.KindLocalMachine + "List"))
+	err := r.List(ctx, list, client.InNamespace(api.ControlPlaneNamespace(np.Cluster)),
+		client.MatchingLabels{api.LabelNodePool: np.Name})
+	if isNoKind(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("list LocalMachines: %w", err)
+	}
+	for _, lm := range list.Items {
+		conds, _, _ := unstructured.NestedSlice(lm.Object, "status", "conditions")
+		for _, c := range conds {
+			cm, _ := c.(map[string]any)
+			if cm["type"] != "Ready" {
+				continue
+			}
+			r, _ := cm["reason"].(string)
+			m, _ := cm["message"].(string)
+			st.infra[lm.GetName()] = infraReport{ready: cm["status"] == "True", reason: r, message: m}
+		}
+	}
+	return nil
+}
+
+// guestNodes lists the guest cluster's Nodes.
+func (d *Daemon) guestNodes(ctx context.Context, cluster string) (map[string]*corev1.Node, error) {
+	gc, err := d.guestClients()
+	if err != nil {
+		return nil, err
+	}
+	g, err := gc.For(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, guestTimeout)
+	defer cancel()
+	list, err := g.Clientset.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list the guest cluster's nodes: %w", err)
+	}
+	out := make(map[string]*corev1.Node, len(list.Items))
+	for i := range list.Items {
+		out[list.Items[i].Name] = &list.Items[i]
+	}
+	return out, nil
+}
+
+// isNoKind reports an error of a kind the apiserver does not serve (a CRD not installed).
+func isNoKind(err error) bool {
+	if err == nil {
+		return false
+	}
+	var nm *meta.NoKindMatchError
+	return errors.As(err, &nm) || meta.IsNoMatchError(err) ||
+		(apierrors.IsNotFound(err) && strings.Contains(err.Error(), "the server could not find the requested resource"))
+}
+
+// appliedTemplate is the machine template the MachineDeployment or MachineSet points at now.
+func (st *poolState) appliedTemplate() *machineTemplate {
+	var spec *clusterv1.MachineSpec
+	var labels map[string]string
+	switch {
+	case st.md != nil:
+		spec, labels = &st.md.Spec.Template.Spec, st.md.Spec.Template.Labels
+	case st.ms != nil:
+		spec, labels = &st.ms.Spec.Template.Spec, st.ms.Spec.Template.Labels
+	default:
+		return nil
+	}
+	if spec.Bootstrap.DataSecretName == nil || *spec.Bootstrap.DataSecretName == "" {
+		return nil
+	}
+	return &machineTemplate{Version: spec.Version, DataSecret: *spec.Bootstrap.DataSecretName, InstanceType: labels[api.LabelMachineInstanceType]}
+}
+
+// replicasToApply is the size to write: the pool's fixed size, or for an autoscaled pool
+// the current size clamped into its bounds (the autoscaler owns it within them; a new pool
+// starts at min).
+func (st *poolState) replicasToApply(np *api.NodePool) int32 {
+	a := np.Spec.AutoScaling
+	if a == nil {
+		return np.Spec.DesiredReplicas()
+	}
+	cur := a.Min
+	switch {
+	case st.md != nil && st.md.Spec.Replicas != nil:
+		cur = *st.md.Spec.Replicas
+	case st.ms != nil && st.ms.Spec.Replicas != nil:
+		cur = *st.ms.Spec.Replicas
+	}
+	return max(a.Min, min(cur, a.Max))
+}
+
+// liveMachines are the Machines not being deleted.
+func (st *poolState) liveMachines() []clusterv1.Machine {
+	var out []clusterv1.Machine
+	for _, m := range st.machines {
+		if m.DeletionTimestamp.IsZero() {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// node is the guest Node of a Machine (nil: none yet, or the guest cluster is unreadable).
+func (st *poolState) node(m *clusterv1.Machine) *corev1.Node {
+	if st.nodes == nil || m.Status.NodeRef.Name == "" {
+		return nil
+	}
+	return st.nodes[m.Status.NodeRef.Name]
+}
+
+// nodeReady reports whether the Machine's Node is Ready: from the guest cluster, or, when it
+// cannot be read, from Cluster API's NodeReady condition.
+func (st *poolState) nodeReady(m *clusterv1.Machine) bool {
+	if st.nodes == nil {
+		return m.Status.NodeRef.Name != "" && meta.IsStatusConditionTrue(m.Status.Conditions, clusterv1.MachineNodeReadyCondition)
+	}
+	n := st.node(m)
+	return n != nil && nodeConditionStatus(n, corev1.NodeReady) == corev1.ConditionTrue
+}
+
+// machineHash is the config hash a Machine's Node reports it runs ("" before it reports one).
+func (st *poolState) machineHash(m *clusterv1.Machine) string {
+	if n := st.node(m); n != nil {
+		if h := n.Annotations[api.AnnotationCurrentConfig]; h != "" {
+			return h
+		}
+	}
+	return ""
+}
+
+// updated reports whether a Machine runs the pool's current config: its Node says so, or
+// (no Node report yet) it boots the current userdata Secret and, InPlace, was not asked for
+// another config.
+func (st *poolState) updated(m *clusterv1.Machine, s *scope) bool {
+	if h := st.machineHash(m); h != "" {
+		return h == s.hash
+	}
+	current := api.UserDataSecretName(s.np.Name, s.hash)
+	if d := m.Annotations[api.AnnotationDesiredConfig]; d != "" {
+		return d == s.hash && m.Annotations[api.AnnotationDesiredUserData] == current
+	}
+	return m.Spec.Bootstrap.DataSecretName != nil && *m.Spec.Bootstrap.DataSecretName == current
+}
+
+// nodeConditionStatus is the status of a Node condition ("" when absent).
+func nodeConditionStatus(n *corev1.Node, t corev1.NodeConditionType) corev1.ConditionStatus {
+	for _, c := range n.Status.Conditions {
+		if c.Type == t {
+			return c.Status
+		}
+	}
+	return ""
+}
