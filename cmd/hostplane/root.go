@@ -29,7 +29,7 @@ func newRootCommand(in io.Reader, out, errOut io.Writer) *cobra.Command {
 	dev.GroupID = "dev"
 	root.AddCommand(dev)
 	root.AddGroup(&cobra.Group{ID: "serve", Title: "Running the parts separately (docker compose, Kubernetes):"})
-	for _, c := range []*cobra.Command{newGatewayCommand(), newManagementCommand()} {
+	for _, c := range []*cobra.Command{newGatewayCommand(), newManagementCommand(), newCredentialsCommand()} {
 		c.GroupID = "serve"
 		root.AddCommand(c)
 	}

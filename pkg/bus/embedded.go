@@ -26,6 +26,7 @@ type EmbeddedConfig struct {
 // Embedded is a running in-process NATS JetStream server.
 type Embedded struct {
 	*server.Server
+	opts *server.Options
 }
 
 // RunEmbedded starts a NATS server with JetStream on disk and waits until it accepts clients.
@@ -42,7 +43,7 @@ func RunEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if cfg.Name == "" {
 		cfg.Name = "hostplane"
 	}
-	ns, err := server.NewServer(&server.Options{
+	opts := &server.Options{
 		ServerName: cfg.Name,
 		Host:       cfg.Host,
 		Port:       cfg.Port,
@@ -52,7 +53,8 @@ func RunEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		NoLog:      cfg.Logger == nil,
 		Trace:      cfg.Trace,
 		Nkeys:      cfg.Users,
-	})
+	}
+	ns, err := server.NewServer(opts.Clone())
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
@@ -64,7 +66,23 @@ func RunEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		ns.Shutdown()
 		return nil, fmt.Errorf("embedded nats on %s:%d: %w", cfg.Host, cfg.Port, ErrNotReady)
 	}
-	return &Embedded{Server: ns}, nil
+	return &Embedded{Server: ns, opts: opts}, nil
+}
+
+// SetUsers replaces the users the server accepts (a server started with Users), as a
+// nats-server reloading its configuration does: a removed user's connections are closed and
+// its credentials refused from then on; a changed user's permissions apply at once.
+func (e *Embedded) SetUsers(users []*server.NkeyUser) error {
+	if len(e.opts.Nkeys) == 0 {
+		return fmt.Errorf("embedded nats: %w", ErrNoAuth)
+	}
+	opts := e.opts.Clone()
+	opts.Nkeys = users
+	if err := e.ReloadOptions(opts.Clone()); err != nil {
+		return fmt.Errorf("embedded nats: reload users: %w", err)
+	}
+	e.opts = opts
+	return nil
 }
 
 // URL is the client URL of the server.

@@ -4,3 +4,7 @@ import "errors"
 
 // ErrNotReady is returned when the embedded server does not accept connections in time.
 var ErrNotReady = errors.New("nats server not ready")
+
+// ErrNoAuth is returned for a change of users on a server that was started without any: it
+// accepts everyone, and a reload cannot make it stop.
+var ErrNoAuth = errors.New("the server was started without users")

@@ -12,6 +12,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
+
+	"github.com/hostplane/hostplane/pkg/atomicfile"
 )
 
 // SeedExt is the extension of a seed file: <dir>/<identity>.nk holds the identity's nkey
@@ -30,16 +32,20 @@ type Credentials struct {
 	public     map[string]string // identity → public user key
 }
 
-// Generate makes dir hold a seed for every identity (the built-in ones and extra): a seed is
-// created once, mode 0600, and kept across restarts, so clients keep their credentials.
-// It (re)writes dir/auth.conf from the table, so a changed table takes effect at the
+// Generate makes dir hold a seed for every identity (the built-in ones, those minted for other
+// systems with Mint, and extra): a seed is created once, mode 0600, and kept across restarts,
+// so clients keep their credentials. It (re)writes dir/auth.conf from the table, so a changed table takes effect at the
 // server's next start or reload. To rotate an identity's key, delete its seed file and run
 // Generate again.
 func Generate(dir string, extra ...Identity) (*Credentials, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("nats credentials: %w", err)
 	}
-	c := &Credentials{Dir: dir, identities: Identities(extra...), public: map[string]string{}}
+	minted, err := mintedIdentities(dir)
+	if err != nil {
+		return nil, err
+	}
+	c := &Credentials{Dir: dir, identities: Identities(append(minted, extra...)...), public: map[string]string{}}
 	for _, id := range c.identities {
 		if !validName(id.Name) {
 			return nil, fmt.Errorf("nats credentials: %w: %q", ErrBadName, id.Name)
@@ -94,6 +100,9 @@ func (c *Credentials) seed(name string) (nkeys.KeyPair, error) {
 	return kp, nil
 }
 
+// PublicKey is the identity's public user key (what the server holds), "" for none.
+func (c *Credentials) PublicKey(name string) string { return c.public[name] }
+
 // SeedFile is the path of the identity's seed.
 func (c *Credentials) SeedFile(name string) string { return filepath.Join(c.Dir, name+SeedExt) }
 
@@ -127,7 +136,8 @@ func (c *Credentials) writeServerConfig() error {
 		fmt.Fprintf(&buf, "    # %s\n    %s", id.Name, b.Bytes())
 	}
 	buf.WriteString("  ]\n}\n")
-	if err := os.WriteFile(filepath.Join(c.Dir, ServerConfigFile), buf.Bytes(), 0o600); err != nil {
+	// Atomically: a server reloading its configuration never reads half a file.
+	if err := atomicfile.Write(filepath.Join(c.Dir, ServerConfigFile), buf.Bytes(), 0o600); err != nil {
 		return fmt.Errorf("nats credentials: %w", err)
 	}
 	return nil

@@ -25,6 +25,13 @@ func NewServerLog(c *Credentials) *ServerLog {
 	return &ServerLog{creds: c, usage: map[string]Usage{}}
 }
 
+// SetCredentials makes the log name the identities of c (after a reload of the server's users).
+func (l *ServerLog) SetCredentials(c *Credentials) {
+	l.mu.Lock()
+	l.creds = c
+	l.mu.Unlock()
+}
+
 var _ server.Logger = (*ServerLog)(nil)
 
 func (l *ServerLog) Noticef(string, ...any) {}
@@ -38,8 +45,8 @@ func (l *ServerLog) Errorf(format string, v ...any) {
 	if !strings.Contains(line, "Violation") {
 		return
 	}
-	who := l.creds.Who(line)
 	l.mu.Lock()
+	who := l.creds.Who(line)
 	l.violations = append(l.violations, who+": "+line)
 	l.mu.Unlock()
 	if l.OnViolation != nil {
@@ -58,9 +65,9 @@ func (l *ServerLog) Tracef(format string, v ...any) {
 	if len(f) < 2 {
 		return
 	}
-	who := l.creds.Who(line)
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	who := l.creds.Who(line)
 	u := l.usage[who]
 	switch f[0] {
 	case "PUB", "HPUB":

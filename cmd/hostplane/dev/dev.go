@@ -7,6 +7,7 @@
 package dev
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -107,6 +108,42 @@ func (s *Stack) startNATS(ctx context.Context, dataDir string) error {
 		return err
 	}
 	return bus.EnsureLayout(ctx, js, 1)
+}
+
+// credsReloadInterval is how often hostplane dev looks for identities minted or revoked with
+// `hostplane credentials` while it runs.
+const credsReloadInterval = time.Second
+
+// reloadCredentials gives the embedded server the users of the credentials directory whenever
+// its auth.conf changes (hostplane credentials create/revoke write it), until ctx ends: a
+// minted identity may connect within a second and a revoked one is disconnected and refused.
+func (s *Stack) reloadCredentials(ctx context.Context) {
+	conf := filepath.Join(s.NATSCreds.Dir, natsauth.ServerConfigFile)
+	last, _ := os.ReadFile(conf)
+	t := time.NewTicker(credsReloadInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cur, err := os.ReadFile(conf)
+		if err != nil || bytes.Equal(cur, last) {
+			continue
+		}
+		creds, err := natsauth.Generate(s.NATSCreds.Dir)
+		if err == nil {
+			err = s.NATS.SetUsers(creds.ServerNkeys())
+		}
+		if err != nil {
+			s.log.Error("nats credentials changed but could not be applied", "dir", s.NATSCreds.Dir, "err", err)
+			continue
+		}
+		s.natsLog.SetCredentials(creds)
+		last = cur
+		s.log.Info("nats credentials reloaded", "dir", creds.Dir)
+	}
 }
 
 // NATSCredsDir is the directory under the data dir with the NATS identities' seeds.
@@ -268,6 +305,11 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 			}
 		}()
 	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.reloadCredentials(runCtx)
+	}()
 	s.server = httpapi.NewServer(cfg.Addr, router, s.log)
 	s.wg.Add(1)
 	go func() {

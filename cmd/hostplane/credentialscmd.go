@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/hostplane/hostplane/cmd/hostplane/dev"
+	"github.com/hostplane/hostplane/pkg/bus"
+	"github.com/hostplane/hostplane/pkg/daemon"
+	"github.com/hostplane/hostplane/pkg/natsauth"
+	"github.com/hostplane/hostplane/pkg/observe"
+)
+
+// defaultCredsDir is where hostplane dev keeps its NATS identities (its default data dir).
+var defaultCredsDir = filepath.Join(".hostplane", dev.NATSCredsDir)
+
+func newCredentialsCommand() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:     "credentials",
+		Aliases: []string{"creds"},
+		Short:   "Mint, list and revoke NATS identities (nkeys) for other systems; lay out NATS for the daemons",
+		Long: `Every client of hostplane's NATS proves an nkey identity, and the server lets each do only
+what pkg/natsauth's table allows (docs/security.md). The daemons' identities are built in; other
+systems get identities of their own:
+
+  inbox-publisher  may only publish inbound events, hostplane.in.<cluster>.>, optionally for a
+                   list of clusters (--cluster, repeatable)
+  event-consumer   may only read hostplane.evt.> through its own durable consumer, named after it
+
+Seeds are files <dir>/<name>.nk (mode 0600, the nats CLI's --nkey format); <dir>/auth.conf is the
+nats-server configuration to include. hostplane dev applies a change within a second; a
+standalone nats-server (docker compose, Kubernetes) on a configuration reload (SIGHUP).`,
+	}
+	cmd.PersistentFlags().StringVar(&dir, "dir", daemon.Env("HOSTPLANE_NATS_CREDS_DIR", defaultCredsDir),
+		"credentials directory: hostplane dev's is <data dir>/"+dev.NATSCredsDir+" (HOSTPLANE_NATS_CREDS_DIR)")
+
+	var clusters []string
+	create := &cobra.Command{
+		Use:   "create (inbox-publisher|event-consumer) NAME",
+		Short: "Mint an identity for another system and print how to use it",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := natsauth.Mint(dir, natsauth.Minted{Kind: args[0], Name: args[1], Clusters: clusters})
+			if err != nil {
+				return usageError{err}
+			}
+			printMinted(cmd.OutOrStdout(), c, args[0], args[1], clusters)
+			return nil
+		},
+	}
+	create.Flags().StringSliceVar(&clusters, "cluster", nil, "inbox-publisher: a cluster it may send events for (repeatable; none: every cluster)")
+
+	revoke := &cobra.Command{
+		Use:   "revoke NAME",
+		Short: "Revoke an identity minted for another system: its seed is deleted and the server refuses it",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := natsauth.Revoke(dir, args[0]); err != nil {
+				return usageError{err}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "revoked %s: hostplane dev refuses it within a second (and closes its connections); a standalone nats-server once it reloads its configuration (SIGHUP)\n", args[0])
+			return nil
+		},
+	}
+
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the identities minted for other systems",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			minted, err := natsauth.ListMinted(dir)
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "NAME\tKIND\tCLUSTERS\tCREATED")
+			for _, m := range minted {
+				cl := strings.Join(m.Clusters, ",")
+				if cl == "" {
+					cl = "*"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", m.Name, m.Kind, cl, m.Created.Format(time.RFC3339))
+			}
+			return w.Flush()
+		},
+	}
+
+	initCmd := &cobra.Command{
+		Use:   "init",
+		Short: "Create the built-in identities' seeds (kept if they exist) and write auth.conf for nats-server",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := natsauth.Generate(dir)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "seeds and %s in %s\n", natsauth.ServerConfigFile, c.Dir)
+			return nil
+		},
+	}
+
+	var natsURL string
+	var replicas int
+	var wait time.Duration
+	bootstrap := &cobra.Command{
+		Use:   "bootstrap",
+		Short: "Create or update the shared streams and the six buckets as the bootstrap identity (run before the daemons start)",
+		Long: `With NATS permissions on, no daemon may create the shared streams (HOSTPLANE_EVENTS,
+HOSTPLANE_INBOX) or another daemon's bucket: this does it once, as the bootstrap identity, waiting
+up to --wait for the server. It is idempotent; docker compose runs it before the daemons.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), wait)
+			defer cancel()
+			opts, err := natsauth.ClientOptions(natsauth.Bootstrap, filepath.Join(dir, natsauth.Bootstrap+natsauth.SeedExt))
+			if err != nil {
+				return err
+			}
+			log := observe.NewLogger(cmd.ErrOrStderr(), slog.LevelInfo)
+			nc, err := bus.Connect(ctx, natsURL, "hostplane-bootstrap", log, opts...)
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			js, err := jetstream.New(nc)
+			if err != nil {
+				return err
+			}
+			if err := bus.EnsureLayout(ctx, js, replicas); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "streams and buckets ready on %s (%d replica(s))\n", natsURL, replicas)
+			return nil
+		},
+	}
+	bootstrap.Flags().StringVar(&natsURL, "nats-url", daemon.Env("HOSTPLANE_NATS_URL", "nats://127.0.0.1:4222"), "NATS server (HOSTPLANE_NATS_URL)")
+	bootstrap.Flags().IntVar(&replicas, "replicas", 1, "copies of each stream and bucket: 1 on one server, 3 on a 3-server cluster")
+	bootstrap.Flags().DurationVar(&wait, "wait", 2*time.Minute, "how long to wait for the server")
+
+	cmd.AddCommand(create, revoke, list, initCmd, bootstrap)
+	return cmd
+}
+
+// printMinted says where the seed is and how to use it with the nats CLI.
+func printMinted(w io.Writer, c *natsauth.Credentials, kind, name string, clusters []string) {
+	seed := c.SeedFile(name)
+	fmt.Fprintf(w, "identity  %s (%s)\npublic    %s\nseed      %s (mode 0600; keep it secret)\n", name, kind, c.PublicKey(name), seed)
+	common := fmt.Sprintf("nats --server nats://127.0.0.1:4222 --nkey %s --inbox-prefix %s", seed, natsauth.InboxPrefix(name))
+	switch kind {
+	case natsauth.KindInboxPublisher:
+		cluster := "<cluster>"
+		if len(clusters) > 0 {
+			cluster = clusters[0]
+		}
+		fmt.Fprintf(w, "send      %s pub hostplane.in.%s.<type> '<event JSON>'\n", common, cluster)
+	case natsauth.KindEventConsumer:
+		fmt.Fprintf(w, "read      %s consumer add HOSTPLANE_EVENTS %s --pull --deliver all --ack explicit --defaults\n          %s consumer next HOSTPLANE_EVENTS %s --count 10\n", common, name, common, name)
+	}
+	fmt.Fprintln(w, "hostplane dev accepts it within a second; a standalone nats-server once it reloads its configuration (SIGHUP).")
+}
