@@ -60,8 +60,8 @@ func DefaultAudit() Audit {
 	return Audit{Profile: AuditDefault, MaxAgeDays: DefaultAuditMaxAgeDays, MaxBackups: DefaultAuditMaxBackups, MaxSizeMB: DefaultAuditMaxSizeMB}
 }
 
-// withDefaults fills a's zero fields from DefaultAudit.
-func (a Audit) withDefaults() Audit {
+// WithDefaults returns a with its zero fields filled from DefaultAudit.
+func (a Audit) WithDefaults() Audit {
 	d := DefaultAudit()
 	if a.Profile == "" {
 		a.Profile = d.Profile
@@ -84,7 +84,7 @@ func (s *ClusterSpec) EffectiveAudit() Audit {
 	if s.Configuration == nil || s.Configuration.APIServer == nil || s.Configuration.APIServer.Audit == nil {
 		return DefaultAudit()
 	}
-	return s.Configuration.APIServer.Audit.withDefaults()
+	return s.Configuration.APIServer.Audit.WithDefaults()
 }
 
 // AuditEvent is one kube-apiserver audit event: the members of audit.k8s.io/v1 Event that

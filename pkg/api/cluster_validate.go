@@ -43,7 +43,7 @@ func (s *ClusterSpec) Default() {
 	}
 	if c := s.Configuration; c != nil && c.APIServer != nil && c.APIServer.Audit != nil {
 		// Copies: the spec may share them with another (a patch's base).
-		cfg, apiServer, audit := *c, *c.APIServer, c.APIServer.Audit.withDefaults()
+		cfg, apiServer, audit := *c, *c.APIServer, c.APIServer.Audit.WithDefaults()
 		apiServer.Audit = &audit
 		cfg.APIServer = &apiServer
 		s.Configuration = &cfg
