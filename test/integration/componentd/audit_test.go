@@ -2,9 +2,13 @@ package componentd_test
 
 import (
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -12,8 +16,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/bus"
 	"github.com/hostplane/hostplane/pkg/testenv"
 	"github.com/hostplane/hostplane/test/integration/stack"
 )
@@ -178,5 +185,50 @@ func TestComponentd_AuditLog_WriteRequestBodiesThenNone(t *testing.T) {
 	// What was logged before stays readable.
 	if len(find(now, "create", "serviceaccounts", "audit-sa")) != 1 {
 		t.Error("the events logged before the switch to None are gone")
+	}
+}
+
+func TestComponentd_AuditLog_HighlyAvailable_ReadsEveryReplicasLog(t *testing.T) {
+	h := newHarnessFor(t, "1.34.4")
+	h.StartInfrad()
+	h.StartPKID()
+	cd := h.startComponentd()
+	h.createCluster("haud", "1.34.4", api.HighlyAvailable)
+	h.waitSettled("haud", "1.34.4")
+
+	// One ConfigMap through each replica, addressed directly (not through the load balancer).
+	inf, _, err := stack.Bucket[api.Infra](h.Env, bus.BucketInfra).Get(h.Ctx, "haud")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(h.AdminKubeconfig("haud"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inf.APIServers) != 2 {
+		t.Fatalf("%d kube-apiserver endpoints, want 2", len(inf.APIServers))
+	}
+	for n, ep := range inf.APIServers {
+		rc := rest.CopyConfig(cfg)
+		rc.Host = "https://" + net.JoinHostPort(ep.Host, strconv.Itoa(ep.Port))
+		cs, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := "via-replica-" + strconv.Itoa(n)
+		if _, err := cs.CoreV1().ConfigMaps("default").Create(h.Ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create %s: %v", name, err)
+		}
+	}
+	query := url.Values{"resource": {"configmaps"}, "verb": {"create"}}
+	testenv.Eventually(t, wait, func() bool {
+		evs, _ := auditOf(t, cd, "haud", query)
+		return len(find(evs, "create", "configmaps", "via-replica-0")) == 1 && len(find(evs, "create", "configmaps", "via-replica-1")) == 1
+	}, "the creates through both replicas in GET /v1/clusters/haud/audit")
+	dir := filepath.Join(h.DataDir, "componentd", "clusters", "haud", "audit")
+	for n := range 2 {
+		if _, err := os.Stat(filepath.Join(dir, "kube-apiserver-"+strconv.Itoa(n)+".log")); err != nil {
+			t.Errorf("replica %d's audit log: %v", n, err)
+		}
 	}
 }
