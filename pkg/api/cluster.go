@@ -27,6 +27,8 @@ type ClusterSpec struct {
 	ControllerAvailabilityPolicy string     `json:"controllerAvailabilityPolicy,omitempty"`
 	Networking                   Networking `json:"networking,omitempty"`
 	PKI                          *PKISpec   `json:"pki,omitempty"`
+	// Configuration tunes the control plane's components (HyperShift's spec.configuration).
+	Configuration *ClusterConfiguration `json:"configuration,omitempty"`
 }
 
 // Release names a Kubernetes version in the release catalogue.

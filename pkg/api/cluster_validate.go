@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -23,8 +25,9 @@ type ReleaseCatalogue struct {
 	CheckUpgrade func(from, to string) error
 }
 
-// Default fills the fields a user may leave out: platform local, SingleReplica, and the
-// default service and pod networks.
+// Default fills the fields a user may leave out: platform local, SingleReplica, the
+// default service and pod networks and, when spec.configuration.apiServer.audit is given,
+// the audit fields it leaves out (see DefaultAudit).
 func (s *ClusterSpec) Default() {
 	if s.Platform.Type == "" {
 		s.Platform.Type = PlatformLocal
@@ -37,6 +40,13 @@ func (s *ClusterSpec) Default() {
 	}
 	if s.Networking.PodCIDR == "" {
 		s.Networking.PodCIDR = DefaultPodCIDR
+	}
+	if c := s.Configuration; c != nil && c.APIServer != nil && c.APIServer.Audit != nil {
+		// Copies: the spec may share them with another (a patch's base).
+		cfg, apiServer, audit := *c, *c.APIServer, c.APIServer.Audit.WithDefaults()
+		apiServer.Audit = &audit
+		cfg.APIServer = &apiServer
+		s.Configuration = &cfg
 	}
 }
 
@@ -125,6 +135,28 @@ func validateClusterSpec(fe *FieldErrors, s *ClusterSpec, releases ReleaseCatalo
 		leaf := validateLifetime(fe, "spec.pki.leafLifetime", s.PKI.LeafLifetime)
 		if ca > 0 && leaf > 0 && leaf >= ca {
 			fe.Add("spec.pki.leafLifetime", "%s must be shorter than the CA lifetime %s", s.PKI.LeafLifetime, s.PKI.CALifetime)
+		}
+	}
+	if c := s.Configuration; c != nil && c.APIServer != nil && c.APIServer.Audit != nil {
+		validateAudit(fe, "spec.configuration.apiServer.audit", c.APIServer.Audit)
+	}
+}
+
+// validateAudit checks an audit configuration; zero values stand for the defaults.
+func validateAudit(fe *FieldErrors, path string, a *Audit) {
+	if a.Profile != "" && !slices.Contains(AuditProfiles, a.Profile) {
+		fe.Add(path+".profile", "%q is not an audit profile; use %s", a.Profile, strings.Join(AuditProfiles, ", "))
+	}
+	for _, r := range []struct {
+		field, unit string
+		v, max      int
+	}{
+		{"maxAgeDays", "days", a.MaxAgeDays, MaxAuditMaxAgeDays},
+		{"maxBackups", "files", a.MaxBackups, MaxAuditMaxBackups},
+		{"maxSizeMB", "MB", a.MaxSizeMB, MaxAuditMaxSizeMB},
+	} {
+		if r.v < 0 || r.v > r.max {
+			fe.Add(path+"."+r.field, "%d must be from 1 to %d %s (0 or absent: the default)", r.v, r.max, r.unit)
 		}
 	}
 }

@@ -98,6 +98,22 @@ func TestValidateCluster_NamesEachBadField(t *testing.T) {
 		{name: "leaf outliving its CA", mutate: func(c *api.Cluster) { c.Spec.PKI = &api.PKISpec{CALifetime: "1h", LeafLifetime: "2h"} },
 			want: []string{"spec.pki.leafLifetime"}, detail: "shorter"},
 		{name: "valid lifetimes in minutes", mutate: func(c *api.Cluster) { c.Spec.PKI = &api.PKISpec{CALifetime: "60m", LeafLifetime: "10m"} }},
+		{name: "audit profile Default", mutate: func(c *api.Cluster) { withAudit(c, api.Audit{Profile: api.AuditDefault}) }},
+		{name: "audit profile WriteRequestBodies", mutate: func(c *api.Cluster) { withAudit(c, api.Audit{Profile: api.AuditWriteRequestBodies}) }},
+		{name: "audit profile AllRequestBodies", mutate: func(c *api.Cluster) { withAudit(c, api.Audit{Profile: api.AuditAllRequestBodies}) }},
+		{name: "audit profile None", mutate: func(c *api.Cluster) { withAudit(c, api.Audit{Profile: api.AuditNone}) }},
+		{name: "audit retention at its bounds", mutate: func(c *api.Cluster) {
+			withAudit(c, api.Audit{MaxAgeDays: 1, MaxBackups: api.MaxAuditMaxBackups, MaxSizeMB: api.MaxAuditMaxSizeMB})
+		}},
+		{name: "unknown audit profile lists the profiles", mutate: func(c *api.Cluster) { withAudit(c, api.Audit{Profile: "Verbose"}) },
+			want: []string{"spec.configuration.apiServer.audit.profile"}, detail: "Default, WriteRequestBodies, AllRequestBodies, None"},
+		{name: "audit profile is case-sensitive", mutate: func(c *api.Cluster) { withAudit(c, api.Audit{Profile: "none"}) },
+			want: []string{"spec.configuration.apiServer.audit.profile"}, detail: `"none"`},
+		{name: "negative audit retention", mutate: func(c *api.Cluster) { withAudit(c, api.Audit{MaxAgeDays: -1, MaxBackups: -1, MaxSizeMB: -1}) },
+			want: []string{"spec.configuration.apiServer.audit.maxAgeDays", "spec.configuration.apiServer.audit.maxBackups",
+				"spec.configuration.apiServer.audit.maxSizeMB"}, detail: "from 1 to 366 days"},
+		{name: "audit files too large", mutate: func(c *api.Cluster) { withAudit(c, api.Audit{MaxSizeMB: 4096}) },
+			want: []string{"spec.configuration.apiServer.audit.maxSizeMB"}, detail: "1024 MB"},
 		{name: "every field at once", mutate: func(c *api.Cluster) {
 			c.Name = "-"
 			c.Spec = api.ClusterSpec{Release: api.Release{Version: "x"}, Platform: api.Platform{Type: "gcp"},
@@ -126,6 +142,32 @@ func TestValidateCluster_NamesEachBadField(t *testing.T) {
 	}
 }
 
+// withAudit sets c's spec.configuration.apiServer.audit to a, defaulted as clusterd does.
+func withAudit(c *api.Cluster, a api.Audit) *api.Cluster {
+	c.Spec.Configuration = &api.ClusterConfiguration{APIServer: &api.APIServerConfiguration{Audit: &a}}
+	c.Spec.Default()
+	return c
+}
+
+func TestClusterSpecDefault_FillsTheAuditFieldsLeftOut(t *testing.T) {
+	c := withAudit(validCluster(), api.Audit{Profile: api.AuditNone, MaxBackups: 9})
+	want := api.Audit{Profile: api.AuditNone, MaxAgeDays: api.DefaultAuditMaxAgeDays, MaxBackups: 9, MaxSizeMB: api.DefaultAuditMaxSizeMB}
+	if got := *c.Spec.Configuration.APIServer.Audit; got != want {
+		t.Errorf("defaulted audit %+v, want %+v", got, want)
+	}
+	if got := c.Spec.EffectiveAudit(); got != want {
+		t.Errorf("EffectiveAudit() = %+v, want %+v", got, want)
+	}
+	// A cluster that says nothing about audit runs the Default profile and is not rewritten.
+	plain := validCluster()
+	if plain.Spec.Configuration != nil {
+		t.Errorf("Default() added a configuration: %+v", plain.Spec.Configuration)
+	}
+	if got := plain.Spec.EffectiveAudit(); got != api.DefaultAudit() || got.Profile != api.AuditDefault {
+		t.Errorf("EffectiveAudit() without configuration = %+v, want %+v", got, api.DefaultAudit())
+	}
+}
+
 func TestValidateClusterUpdate_RefusesImmutableFieldsAndBadUpgrades(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -137,6 +179,12 @@ func TestValidateClusterUpdate_RefusesImmutableFieldsAndBadUpgrades(t *testing.T
 		{name: "no change", from: "1.34.4", mutate: func(*api.ClusterSpec) {}},
 		{name: "upgrade by one minor", from: "1.33.13", mutate: func(s *api.ClusterSpec) { s.Release.Version = "1.34.4" }},
 		{name: "pki lifetimes may change", from: "1.34.4", mutate: func(s *api.ClusterSpec) { s.PKI = &api.PKISpec{LeafLifetime: "30m"} }},
+		{name: "audit profile may change", from: "1.34.4", mutate: func(s *api.ClusterSpec) {
+			s.Configuration = &api.ClusterConfiguration{APIServer: &api.APIServerConfiguration{Audit: &api.Audit{Profile: api.AuditNone}}}
+		}},
+		{name: "bad audit profile", from: "1.34.4", mutate: func(s *api.ClusterSpec) {
+			s.Configuration = &api.ClusterConfiguration{APIServer: &api.APIServerConfiguration{Audit: &api.Audit{Profile: "All"}}}
+		}, want: []string{"spec.configuration.apiServer.audit.profile"}, detail: "not an audit profile"},
 		{name: "downgrade", from: "1.34.4", mutate: func(s *api.ClusterSpec) { s.Release.Version = "1.33.13" },
 			want: []string{"spec.release.version"}, detail: "downgrade"},
 		{name: "unknown target release", from: "1.34.4", mutate: func(s *api.ClusterSpec) { s.Release.Version = "1.35.0" },

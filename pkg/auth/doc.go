@@ -6,8 +6,9 @@
 //   - viewer may read: GET and HEAD, except the routes that hand out secrets.
 //   - admin may do everything.
 //
-// Routes that hand out or change secrets — GET /v1/clusters/{cluster}/kubeconfig and every
-// route under /v1/clusters/{cluster}/pki — need admin even for GET.
+// Routes that hand out or change secrets — GET /v1/clusters/{cluster}/kubeconfig, every
+// route under /v1/clusters/{cluster}/pki, and GET /v1/clusters/{cluster}/audit, whose request
+// bodies may carry what a viewer must not read — need admin even for GET.
 //
 // A token with clusters is scoped: it reaches only the routes of those clusters (the
 // {cluster} path segment of /v1/clusters/{cluster}/...). The middleware cannot see the name in

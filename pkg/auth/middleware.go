@@ -80,7 +80,8 @@ func Authorize(p *Principal, method, path string) error {
 }
 
 // classify returns the cluster a path names (/v1/clusters/{cluster}/...) and whether it is a
-// secret-bearing route of that cluster (kubeconfig, pki and below).
+// secret-bearing route of that cluster (kubeconfig, pki and below, and the audit log, which
+// holds request bodies).
 func classify(path string) (cluster string, secret bool) {
 	segs := strings.Split(strings.TrimPrefix(path, "/"), "/")
 	if len(segs) < 3 || segs[0] != "v1" || segs[1] != "clusters" || segs[2] == "" {
@@ -89,7 +90,7 @@ func classify(path string) (cluster string, secret bool) {
 	cluster = segs[2]
 	if len(segs) > 3 {
 		switch segs[3] {
-		case "kubeconfig", "pki":
+		case "kubeconfig", "pki", "audit":
 			secret = true
 		}
 	}

@@ -64,6 +64,12 @@ func TestCreateCluster_WhenBodyIsBad_Answers400NamingTheField(t *testing.T) {
 				"spec.networking.serviceCIDR", "spec.pki.caLifetime", "spec.pki.leafLifetime"}},
 		{name: "overlapping networks", body: `{"name":"demo","spec":{"release":{"version":"1.34.4"},` +
 			`"networking":{"serviceCIDR":"10.96.0.0/16","podCIDR":"10.0.0.0/8"}}}`, fields: []string{"spec.networking.podCIDR"}},
+		{name: "bad audit settings", body: `{"name":"demo","spec":{"release":{"version":"1.34.4"},` +
+			`"configuration":{"apiServer":{"audit":{"profile":"Everything","maxAgeDays":-1,"maxBackups":1000,"maxSizeMB":2048}}}}}`,
+			fields: []string{"spec.configuration.apiServer.audit.profile", "spec.configuration.apiServer.audit.maxAgeDays",
+				"spec.configuration.apiServer.audit.maxBackups", "spec.configuration.apiServer.audit.maxSizeMB"}},
+		{name: "unknown audit field", body: `{"name":"demo","spec":{"release":{"version":"1.34.4"},` +
+			`"configuration":{"apiServer":{"audit":{"policy":"Default"}}}}}`, fields: []string{"spec.configuration.apiServer.audit.policy"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -161,6 +167,29 @@ func TestPatchCluster_UpgradeByOneMinor_BumpsGeneration(t *testing.T) {
 	}
 }
 
+func TestPatchCluster_AuditProfile_ChangesAndDefaultsTheRest(t *testing.T) {
+	e := start(t)
+	e.create("demo", "1.34.4")
+	status, _, body := e.do(http.MethodPatch, "/v1/clusters/demo", "application/merge-patch+json",
+		`{"configuration":{"apiServer":{"audit":{"profile":"WriteRequestBodies","maxBackups":10}}}}`)
+	var c api.Cluster
+	decode(t, body, &c)
+	want := api.Audit{Profile: api.AuditWriteRequestBodies, MaxAgeDays: api.DefaultAuditMaxAgeDays, MaxBackups: 10, MaxSizeMB: api.DefaultAuditMaxSizeMB}
+	if status != http.StatusOK || c.Generation != 2 || c.Spec.Configuration == nil || *c.Spec.Configuration.APIServer.Audit != want {
+		t.Fatalf("audit patch: %d %s", status, body)
+	}
+	status, _, body = e.do(http.MethodPatch, "/v1/clusters/demo", "application/merge-patch+json", `{"configuration":{"apiServer":{"audit":{"profile":"None"}}}}`)
+	c = api.Cluster{}
+	decode(t, body, &c)
+	want.Profile = api.AuditNone
+	if status != http.StatusOK || c.Generation != 3 || *c.Spec.Configuration.APIServer.Audit != want {
+		t.Fatalf("profile change: %d %s", status, body)
+	}
+	if got := e.get("demo"); got.Spec.EffectiveAudit() != want {
+		t.Fatalf("stored audit %+v, want %+v", got.Spec.EffectiveAudit(), want)
+	}
+}
+
 func TestPatchCluster_RefusesBadChanges(t *testing.T) {
 	e := start(t)
 	e.create("demo", "1.34.4")
@@ -179,6 +208,8 @@ func TestPatchCluster_RefusesBadChanges(t *testing.T) {
 		{name: "mistyped field", patch: `{"release":{"version":134}}`, status: 400, field: "spec.release.version"},
 		{name: "status", patch: `{"status":{"observedGeneration":9}}`, status: 400, field: "status"},
 		{name: "bad lifetime", patch: `{"pki":{"caLifetime":"soon"}}`, status: 400, field: "spec.pki.caLifetime"},
+		{name: "bad audit profile", patch: `{"configuration":{"apiServer":{"audit":{"profile":"default"}}}}`, status: 400,
+			field: "spec.configuration.apiServer.audit.profile", detail: "Default, WriteRequestBodies, AllRequestBodies, None"},
 		{name: "not an object", patch: `[1]`, status: 400},
 	}
 	for _, tt := range tests {

@@ -17,7 +17,7 @@ import (
 // differs from what is on disk, so a file a running process reads is not touched needlessly.
 // It returns the paths it wrote.
 func writeFiles(dir string, files map[string][]byte) ([]string, error) {
-	for _, sub := range []string{"", component.PKIDir, component.KubeconfigDir, component.LogDir} {
+	for _, sub := range []string{"", component.PKIDir, component.KubeconfigDir, component.LogDir, component.AuditDir} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
 			return nil, fmt.Errorf("cluster dir: %w", err)
 		}

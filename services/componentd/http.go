@@ -30,6 +30,7 @@ const (
 func (d *Daemon) routes(r chi.Router) {
 	r.Get("/v1/clusters/{cluster}/components", httpapi.Handle(d.listComponents))
 	r.Get("/v1/clusters/{cluster}/components/{name}/logs", httpapi.Handle(d.componentLogs))
+	r.Get("/v1/clusters/{cluster}/audit", httpapi.Handle(d.auditEvents))
 	r.Get("/v1/releases", httpapi.Handle(d.listReleases))
 }
 

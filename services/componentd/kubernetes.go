@@ -104,6 +104,7 @@ func (k *kubeRuntime) apply(ctx context.Context, log *slog.Logger, cl *clusterSt
 		Seal:        k.d.seal,
 		ServiceCIDR: cl.cluster.Spec.Networking.ServiceCIDR,
 		PodCIDR:     cl.cluster.Spec.Networking.PodCIDR,
+		Audit:       cl.cluster.Spec.EffectiveAudit(),
 	})
 	if err != nil {
 		k.forgetApplied(name)

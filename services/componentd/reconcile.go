@@ -189,6 +189,10 @@ func (p processRuntime) converge(ctx context.Context, log *slog.Logger, cl *clus
 		Networking: cl.cluster.Spec.Networking,
 		Dir:        d.ClusterDir(name),
 		Files:      files,
+		Audit:      cl.cluster.Spec.EffectiveAudit(),
+	}
+	if files[component.FileAuditPolicy], err = component.AuditPolicyFile(in.Audit); err != nil {
+		return reconcile.Result{}, fmt.Errorf("cluster %s: %w", name, err)
 	}
 	if in.AdminCert, in.AdminKey, err = component.AdminCredentials(cl.pki, d.seal); err != nil {
 		log.Warn("kube-apiserver probe runs anonymously", "err", err)

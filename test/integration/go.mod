@@ -10,6 +10,8 @@ require (
 	k8s.io/client-go v0.34.3
 )
 
+require k8s.io/apiserver v0.34.3 // indirect
+
 require (
 	github.com/antithesishq/antithesis-sdk-go v0.4.3-default-no-op // indirect
 	github.com/aws/aws-sdk-go-v2 v1.39.2 // indirect

@@ -4,7 +4,9 @@
 //
 //   - Secrets with the cluster's PKI (kubernetes.io/tls for every certificate with a key,
 //     Opaque for the root CA, the service-account key pair and the kubeconfigs), opened from
-//     the sealed api.ClusterPKI pkid keeps;
+//     the sealed api.ClusterPKI pkid keeps, and the Secret "kube-apiserver-audit-policy"
+//     with the audit policy of the cluster's profile (kube-apiserver logs to an emptyDir
+//     volume "audit" of its pod, which componentd does not read back);
 //   - etcd as a StatefulSet (3 members for HighlyAvailable, 1 for SingleReplica) behind the
 //     headless Service "etcd-discovery", peer and client traffic over mutual TLS;
 //   - kube-apiserver (2 or 1 replicas), kube-controller-manager and kube-scheduler (2 or 1)

@@ -70,6 +70,9 @@ type Inputs struct {
 	// storage class (default: the cluster's default class). Both are fixed once etcd exists.
 	EtcdStorage      resource.Quantity
 	EtcdStorageClass string
+	// Audit is kube-apiserver's audit configuration; its zero fields are the defaults
+	// (api.DefaultAudit).
+	Audit api.Audit
 }
 
 // Namespace is cluster's control-plane namespace.
@@ -127,6 +130,7 @@ func (in Inputs) withDefaults() (Inputs, error) {
 	if in.EtcdImage == "" {
 		in.EtcdImage = in.Release.Images[api.ComponentEtcd]
 	}
+	in.Audit = in.Audit.WithDefaults()
 	switch {
 	case in.Cluster == "":
 		return in, fmt.Errorf("%w: no cluster", ErrInvalidInputs)

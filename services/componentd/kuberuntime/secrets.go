@@ -173,7 +173,11 @@ func (in *Inputs) secrets() ([]secret, error) {
 	}
 	out = append(out, secret{name: SecretAdminKubeconfig, component: ComponentShared, typ: corev1.SecretTypeOpaque,
 		data: map[string][]byte{KeyKubeconfig: admin}})
-	return out, nil
+	policy, err := in.auditPolicySecret()
+	if err != nil {
+		return nil, err
+	}
+	return append(out, policy), nil
 }
 
 // clientCABundle is root-ca's certificate followed by kubelet-signer's (KeyClientCA).

@@ -34,7 +34,7 @@ const (
 )
 
 func (in *Inputs) workloads() []workload {
-	return []workload{in.etcd(), in.kubeAPIServer(), in.kubeControllerManager(), in.kubeScheduler()}
+	return []workload{in.etcd(), in.withAudit(in.kubeAPIServer()), in.kubeControllerManager(), in.kubeScheduler()}
 }
 
 func envFromField(name, path string) *corev1ac.EnvVarApplyConfiguration {

@@ -95,6 +95,10 @@ func TestUsageErrors_AreExitCode2(t *testing.T) {
 		{"scale", "nodepool", "w"},
 		{"config", "set", "colour", "blue"},
 		{"events", "x", "-o", "yaml"},
+		{"get", "audit"},
+		{"get", "audit", "x", "--limit", "0"},
+		{"get", "audit", "x", "--limit", "1001"},
+		{"get", "audit", "x", "--since", "-5m"},
 	} {
 		t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 		_, _, err := execute(t, nil, args...)

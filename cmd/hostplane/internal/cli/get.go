@@ -18,16 +18,17 @@ import (
 )
 
 func newGetCommand(o *Options) *cobra.Command {
-	cmd := group("get", "Show clusters, components, PKI, infrastructure, node pools, machines or releases")
+	cmd := group("get", "Show clusters, components, PKI, infrastructure, node pools, machines, releases or audit events")
 	cmd.Long = `Show one or many resources.
 
 Resources: clusters (cluster), components CLUSTER, pki CLUSTER, infra CLUSTER,
-nodepools CLUSTER, machines CLUSTER, releases.`
+nodepools CLUSTER, machines CLUSTER, releases, audit CLUSTER.`
 	cmd.Example = `  hostplane get clusters
   hostplane get cluster demo -o yaml
   hostplane get components demo -o wide`
 	cmd.AddCommand(newGetClustersCommand(o), newGetComponentsCommand(o), newGetPKICommand(o),
-		newGetInfraCommand(o), newGetNodePoolsCommand(o), newGetMachinesCommand(o), newGetReleasesCommand(o))
+		newGetInfraCommand(o), newGetNodePoolsCommand(o), newGetMachinesCommand(o), newGetReleasesCommand(o),
+		newGetAuditCommand(o))
 	return cmd
 }
 

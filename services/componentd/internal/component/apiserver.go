@@ -9,6 +9,7 @@ import (
 
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/process"
+	"github.com/hostplane/hostplane/services/componentd/internal/audit"
 )
 
 func kubeAPIServer() *Component {
@@ -26,6 +27,7 @@ func kubeAPIServer() *Component {
 			CertFile(api.CertFrontProxyCA),
 			CertFile(api.CertFrontProxyClient), KeyFile(api.CertFrontProxyClient),
 			FileSAPublic, FileSAPrivate,
+			FileAuditPolicy,
 		},
 		single: 1, ha: 2,
 		// After SIGTERM kube-apiserver fails /readyz and (HighlyAvailable) keeps serving for
@@ -99,6 +101,7 @@ func apiServerArgs(in *Inputs, n int) ([]string, error) {
 		// Without it kube-apiserver defaults to /var/run/kubernetes, which it may not own.
 		"--cert-dir=" + filepath.Join(in.Dir, APIServerCertDir(n)),
 	}
+	args = append(args, auditArgs(in, n)...)
 	if in.Policy == api.HighlyAvailable {
 		// Keep serving after SIGTERM while /readyz fails, so the load balancer in front
 		// (probing /readyz every 500ms) stops sending new connections before this replica
@@ -106,6 +109,11 @@ func apiServerArgs(in *Inputs, n int) ([]string, error) {
 		args = append(args, "--shutdown-delay-duration="+ShutdownDelay.String())
 	}
 	return args, nil
+}
+
+// auditArgs are replica n's audit flags: the cluster's policy, and a JSON log of its own.
+func auditArgs(in *Inputs, n int) []string {
+	return audit.Flags(in.Audit.WithDefaults(), in.path(FileAuditPolicy), in.path(AuditLogFile(n)))
 }
 
 // ShutdownDelay is how long a HighlyAvailable kube-apiserver replica keeps serving after

@@ -33,6 +33,9 @@ type Inputs struct {
 	Dir string
 	// Files is the content of every file written from the PKI (see Files).
 	Files map[string][]byte
+	// Audit is the cluster's audit configuration (api.ClusterSpec.EffectiveAudit); Files
+	// holds its policy (FileAuditPolicy).
+	Audit api.Audit
 	// AdminCert and AdminKey authenticate kube-apiserver's readiness probe; without them
 	// the probe is anonymous.
 	AdminCert, AdminKey []byte

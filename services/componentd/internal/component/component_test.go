@@ -236,3 +236,63 @@ func flag(args []string, name string) string {
 	}
 	return ""
 }
+
+// withAudit returns inputs whose audit configuration is a, its policy file written as the
+// process runtime does.
+func withAudit(t *testing.T, in *Inputs, a api.Audit) *Inputs {
+	t.Helper()
+	policy, err := AuditPolicyFile(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Audit, in.Files[FileAuditPolicy] = a, policy
+	return in
+}
+
+func TestDesired_AuditSettingsRollOnlyKubeAPIServer(t *testing.T) {
+	base := withAudit(t, inputs(t, "1.34.4", api.SingleReplica), api.Audit{})
+	for _, tt := range []struct {
+		name string
+		a    api.Audit
+	}{
+		{"profile None", api.Audit{Profile: api.AuditNone}},
+		{"profile WriteRequestBodies", api.Audit{Profile: api.AuditWriteRequestBodies}},
+		{"more backups", api.Audit{MaxBackups: 9}},
+		{"larger files", api.Audit{MaxSizeMB: 500}},
+	} {
+		changed := withAudit(t, inputs(t, "1.34.4", api.SingleReplica), tt.a)
+		for _, c := range All() {
+			rolled := desired(t, c, base).Hash != desired(t, c, changed).Hash
+			if rolled != (c.Name == api.ComponentKubeAPIServer) {
+				t.Errorf("%s: %s changed its hash = %v", tt.name, c.Name, rolled)
+			}
+		}
+	}
+	// The defaults written out are the same configuration as none given.
+	explicit := withAudit(t, inputs(t, "1.34.4", api.SingleReplica), api.DefaultAudit())
+	kas, _ := Lookup(api.ComponentKubeAPIServer)
+	if desired(t, kas, base).Hash != desired(t, kas, explicit).Hash {
+		t.Error("the explicit default audit configuration rolls kube-apiserver")
+	}
+}
+
+func TestDesired_EachKubeAPIServerReplicaWritesItsOwnAuditLog(t *testing.T) {
+	in := withAudit(t, inputs(t, "1.34.4", api.HighlyAvailable), api.Audit{Profile: api.AuditWriteRequestBodies, MaxAgeDays: 3})
+	kas, _ := Lookup(api.ComponentKubeAPIServer)
+	d := desired(t, kas, in)
+	for i, s := range d.Specs {
+		want := map[string]string{
+			"--audit-policy-file":   "/data/componentd/clusters/demo/audit-policy.yaml",
+			"--audit-log-path":      "/data/componentd/clusters/demo/audit/kube-apiserver-" + string(rune('0'+i)) + ".log",
+			"--audit-log-format":    "json",
+			"--audit-log-maxage":    "3",
+			"--audit-log-maxbackup": "3",
+			"--audit-log-maxsize":   "100",
+		}
+		for name, v := range want {
+			if got := flag(s.Args, name); got != v {
+				t.Errorf("replica %d: %s=%s, want %s", i, name, got, v)
+			}
+		}
+	}
+}

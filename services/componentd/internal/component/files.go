@@ -6,6 +6,7 @@ import (
 	"path"
 
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/services/componentd/internal/audit"
 )
 
 // Directories inside a cluster's directory.
@@ -13,6 +14,8 @@ const (
 	PKIDir        = "pki"
 	KubeconfigDir = "kubeconfigs"
 	LogDir        = "logs"
+	// AuditDir holds kube-apiserver's audit logs (AuditLogFile) and their rotated backups.
+	AuditDir = "audit"
 )
 
 // Paths, relative to a cluster's directory, of the files the components read.
@@ -23,6 +26,8 @@ const (
 	// control-plane client certificate, then kubelet-signer, which signs the kubelets'
 	// client certificates (kube-controller-manager's --cluster-signing-*).
 	FileClientCA = PKIDir + "/client-ca.crt"
+	// FileAuditPolicy is kube-apiserver's --audit-policy-file (AuditPolicyFile).
+	FileAuditPolicy = "audit-policy.yaml"
 )
 
 // CertFile and KeyFile are where the certificate and key called name (one of the api.Cert*
@@ -39,6 +44,13 @@ func KubeconfigFile(name string) string { return path.Join(KubeconfigDir, name+"
 func LogFile(component string, n int) string {
 	return path.Join(LogDir, fmt.Sprintf("%s-%d.log", component, n))
 }
+
+// AuditLogFile is where replica n of kube-apiserver writes its audit log, relative to the
+// cluster's directory.
+func AuditLogFile(n int) string { return path.Join(AuditDir, audit.LogFile(n)) }
+
+// AuditPolicyFile is the content of FileAuditPolicy for the cluster's audit configuration.
+func AuditPolicyFile(a api.Audit) ([]byte, error) { return audit.PolicyFile(a.WithDefaults().Profile) }
 
 // written lists the certificates whose files componentd writes, and whether their private
 // key is needed too. CA keys stay in the PKI record, except the kubelet signer's, which
