@@ -31,10 +31,10 @@ type Inputs struct {
 	Networking api.Networking // defaults filled by the caller or NewInputs
 	// Dir is the cluster's directory (absolute); the paths in Files are relative to it.
 	Dir string
-	// Files is the content of every file written from the PKI (see Files).
+	// Files is the content of every file the components read: those written from the PKI
+	// (see Files) and kube-apiserver's audit policy (FileAuditPolicy, from Audit).
 	Files map[string][]byte
-	// Audit is the cluster's audit configuration (api.ClusterSpec.EffectiveAudit); Files
-	// holds its policy (FileAuditPolicy).
+	// Audit is the cluster's audit configuration (api.ClusterSpec.EffectiveAudit).
 	Audit api.Audit
 	// AdminCert and AdminKey authenticate kube-apiserver's readiness probe; without them
 	// the probe is anonymous.

@@ -2,6 +2,7 @@ package component
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -283,7 +284,7 @@ func TestDesired_EachKubeAPIServerReplicaWritesItsOwnAuditLog(t *testing.T) {
 	for i, s := range d.Specs {
 		want := map[string]string{
 			"--audit-policy-file":   "/data/componentd/clusters/demo/audit-policy.yaml",
-			"--audit-log-path":      "/data/componentd/clusters/demo/audit/kube-apiserver-" + string(rune('0'+i)) + ".log",
+			"--audit-log-path":      "/data/componentd/clusters/demo/audit/kube-apiserver-" + strconv.Itoa(i) + ".log",
 			"--audit-log-format":    "json",
 			"--audit-log-maxage":    "3",
 			"--audit-log-maxbackup": "3",
