@@ -23,8 +23,8 @@ type ReleaseCatalogue struct {
 	CheckUpgrade func(from, to string) error
 }
 
-// Default fills the fields a user may leave out: platform local, SingleReplica, and the
-// default service and pod networks.
+// Default fills the fields a user may leave out: platform local, SingleReplica, the default
+// service and pod networks, and Secret encryption with aescbc.
 func (s *ClusterSpec) Default() {
 	if s.Platform.Type == "" {
 		s.Platform.Type = PlatformLocal
@@ -37,6 +37,12 @@ func (s *ClusterSpec) Default() {
 	}
 	if s.Networking.PodCIDR == "" {
 		s.Networking.PodCIDR = DefaultPodCIDR
+	}
+	if s.SecretEncryption == nil {
+		s.SecretEncryption = &SecretEncryptionSpec{}
+	}
+	if s.SecretEncryption.Type == "" {
+		s.SecretEncryption.Type = SecretEncryptionAESCBC
 	}
 }
 
@@ -120,12 +126,29 @@ func validateClusterSpec(fe *FieldErrors, s *ClusterSpec, releases ReleaseCatalo
 			s.ControllerAvailabilityPolicy, SingleReplica, HighlyAvailable)
 	}
 	validateNetworking(fe, s.Networking)
+	validateSecretEncryption(fe, s.SecretEncryption)
 	if s.PKI != nil {
 		ca := validateLifetime(fe, "spec.pki.caLifetime", s.PKI.CALifetime)
 		leaf := validateLifetime(fe, "spec.pki.leafLifetime", s.PKI.LeafLifetime)
 		if ca > 0 && leaf > 0 && leaf >= ca {
 			fe.Add("spec.pki.leafLifetime", "%s must be shorter than the CA lifetime %s", s.PKI.LeafLifetime, s.PKI.CALifetime)
 		}
+	}
+}
+
+func validateSecretEncryption(fe *FieldErrors, e *SecretEncryptionSpec) {
+	if e == nil {
+		return // the default: aescbc
+	}
+	switch e.Type {
+	case SecretEncryptionAESCBC:
+	case SecretEncryptionKMS:
+		fe.Add("spec.secretEncryption.type", "%q is not supported on this platform yet; use %q (a per-cluster AES key kept by hostplane)",
+			e.Type, SecretEncryptionAESCBC)
+	case "":
+		fe.Add("spec.secretEncryption.type", "is required; use %q", SecretEncryptionAESCBC)
+	default:
+		fe.Add("spec.secretEncryption.type", "%q is not a Secret encryption type; use %q", e.Type, SecretEncryptionAESCBC)
 	}
 }
 
