@@ -260,7 +260,15 @@ func (d *Daemon) target(log *slog.Logger, name string, c *api.Cluster, inf *api.
 	for _, p := range append(problems, more...) {
 		log.Warn("invalid cluster setting; using the default", "problem", p)
 	}
-	return target{cluster: name, life: life, leaves: leaves, server: kubeconfigServer(inf)}, nil
+	t := target{cluster: name, life: life, leaves: leaves, server: kubeconfigServer(inf)}
+	switch typ := c.Spec.SecretEncryptionType(); typ {
+	case api.SecretEncryptionAESCBC:
+		t.encryption = typ
+	default:
+		// clusterd refuses any other type; keep whatever key the record holds.
+		log.Warn("unsupported secret encryption type; keeping the current keys", "type", typ)
+	}
+	return t, nil
 }
 
 func (d *Daemon) bundler() *bundler {

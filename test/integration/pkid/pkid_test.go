@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -256,6 +257,13 @@ func TestPKI_WhenInfraIsReady_IssuesChainedCertsWithSealedKeysAndKubeconfigs(t *
 		t.Error("service-account public key does not match its private key")
 	}
 
+	// The guest's Secret encryption key: 32 random bytes, sealed.
+	if e := p.SecretEncryption; e == nil || e.Type != api.SecretEncryptionAESCBC || len(e.Keys) != 1 {
+		t.Errorf("secret encryption keys = %+v, want one aescbc key", e)
+	} else if key, err := seal.Open(e.Keys[0].Sealed); err != nil || len(key) != 32 {
+		t.Errorf("secret encryption key %s opens to %d bytes (%v), want 32", e.Keys[0].Name, len(key), err)
+	}
+
 	// Kubeconfigs: sealed, pointing at the endpoint with the root CA.
 	for _, name := range []string{api.KubeconfigAdmin, api.KubeconfigControllerMgr, api.KubeconfigScheduler} {
 		sealed := p.Kubeconfigs[name]
@@ -313,6 +321,10 @@ func TestPKI_GetShowsEveryCertificateWithoutKeyMaterial(t *testing.T) {
 	}
 	if st.Cluster != "demo" || !st.Ready || st.Serial != p.Serial || st.NextRotation.IsZero() {
 		t.Errorf("status = %+v", st)
+	}
+	if e := st.SecretEncryption; e == nil || e.Type != api.SecretEncryptionAESCBC || len(e.Keys) != 1 ||
+		e.Keys[0].Name != p.SecretEncryption.Keys[0].Name || !e.Keys[0].Active {
+		t.Errorf("status secretEncryption = %+v, want the active key %s", e, p.SecretEncryption.Keys[0].Name)
 	}
 	var names []string
 	for _, c := range st.Certificates {
@@ -402,6 +414,11 @@ func TestPKI_RotateRequest_RenewsEveryLeafButNoCA(t *testing.T) {
 		if !bytes.Equal(renewed.Certs[ca].CertPEM, first.Certs[ca].CertPEM) {
 			t.Errorf("CA %s changed", ca)
 		}
+	}
+	// Secrets already encrypted in the guest's etcd must stay readable: a certificate
+	// rotation keeps the encryption key.
+	if !reflect.DeepEqual(renewed.SecretEncryption, first.SecretEncryption) {
+		t.Errorf("secret encryption keys changed on a certificate rotation: %+v → %+v", first.SecretEncryption, renewed.SecretEncryption)
 	}
 	testenv.Eventually(t, wait, func() bool { return h.events.count("demo", pkid.VerbRotated) == 1 }, "one pki.rotated")
 }

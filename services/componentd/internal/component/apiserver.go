@@ -27,6 +27,7 @@ func kubeAPIServer() *Component {
 			CertFile(api.CertFrontProxyClient), KeyFile(api.CertFrontProxyClient),
 			FileSAPublic, FileSAPrivate,
 		},
+		MayUse: []string{FileEncryptionConfig},
 		single: 1, ha: 2,
 		// After SIGTERM kube-apiserver fails /readyz and (HighlyAvailable) keeps serving for
 		// ShutdownDelay while infrad's load balancer drains it, then stops listening and may
@@ -98,6 +99,10 @@ func apiServerArgs(in *Inputs, n int) ([]string, error) {
 		"--profiling=false",
 		// Without it kube-apiserver defaults to /var/run/kubernetes, which it may not own.
 		"--cert-dir=" + filepath.Join(in.Dir, APIServerCertDir(n)),
+	}
+	if _, ok := in.Files[FileEncryptionConfig]; ok {
+		// Secrets encrypted at rest in etcd (spec.secretEncryption).
+		args = append(args, "--encryption-provider-config="+in.path(FileEncryptionConfig))
 	}
 	if in.Policy == api.HighlyAvailable {
 		// Keep serving after SIGTERM while /readyz fails, so the load balancer in front

@@ -6,6 +6,7 @@ import (
 	"path"
 
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/services/componentd/internal/encryption"
 )
 
 // Directories inside a cluster's directory.
@@ -23,6 +24,10 @@ const (
 	// control-plane client certificate, then kubelet-signer, which signs the kubelets'
 	// client certificates (kube-controller-manager's --cluster-signing-*).
 	FileClientCA = PKIDir + "/client-ca.crt"
+	// FileEncryptionConfig is kube-apiserver's --encryption-provider-config: the
+	// EncryptionConfiguration with the cluster's Secret encryption keys (package encryption).
+	// It is written only when the PKI holds keys.
+	FileEncryptionConfig = PKIDir + "/encryption-config.yaml"
 )
 
 // CertFile and KeyFile are where the certificate and key called name (one of the api.Cert*
@@ -112,6 +117,13 @@ func Files(p *api.ClusterPKI, o Opener) (map[string][]byte, error) {
 			return nil, fmt.Errorf("open kubeconfig %q: %w", name, err)
 		}
 		files[KubeconfigFile(name)] = kc
+	}
+	enc, err := encryption.Config(p.SecretEncryption, o)
+	if err != nil {
+		return nil, err
+	}
+	if enc != nil {
+		files[FileEncryptionConfig] = enc
 	}
 	return files, nil
 }
