@@ -43,7 +43,13 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	for _, v := range release.Versions() {
+	return newHarnessFor(t, release.Versions()...)
+}
+
+// newHarnessFor is newHarness for a test that needs only the binaries of versions.
+func newHarnessFor(t *testing.T, versions ...string) *harness {
+	t.Helper()
+	for _, v := range versions {
 		rel, err := release.Lookup(v)
 		if err != nil {
 			t.Fatal(err)
