@@ -64,7 +64,34 @@ type EncryptionKeys struct {
 	// Type is the provider: SecretEncryptionAESCBC.
 	Type string          `json:"type"`
 	Keys []EncryptionKey `json:"keys"`
+	// Rotation is the key rotation in progress, nil when none is.
+	Rotation *EncryptionKeyRotation `json:"rotation,omitempty"`
 }
+
+// EncryptionKeyRotation is a Secret encryption key rotation, done the way Kubernetes
+// documents it: a new key is added second (every kube-apiserver can decrypt with it), made
+// first (new writes use it), every Secret is rewritten through the guest API (so it is
+// encrypted with it), and the old key is dropped. Each step waits until kube-apiserver runs
+// the configuration of the step before.
+type EncryptionKeyRotation struct {
+	// Phase is the step reached (the Rotation* phases).
+	Phase       string    `json:"phase"`
+	RequestedAt time.Time `json:"requestedAt"`
+	// Key is the name of the new key.
+	Key string `json:"key,omitempty"`
+	// Rewritten counts the Secrets rewritten with the new key.
+	Rewritten int `json:"rewritten,omitempty"`
+	// Message says what the rotation waits for.
+	Message string `json:"message,omitempty"`
+}
+
+// Phases of an EncryptionKeyRotation, in order.
+const (
+	RotationRequested = "Requested" // POST .../pki/rotate asked for it
+	RotationKeyAdded  = "KeyAdded"  // the new key is listed second
+	RotationKeyActive = "KeyActive" // the new key is first: new writes use it
+	RotationRewritten = "Rewritten" // every Secret was rewritten with the new key
+)
 
 // EncryptionKey is one data-encryption key: 32 random bytes, sealed like every private key.
 type EncryptionKey struct {
@@ -116,6 +143,8 @@ type SecretEncryptionStatus struct {
 	Type string `json:"type"`
 	// Keys in EncryptionConfiguration order: the first (Active) encrypts new writes.
 	Keys []EncryptionKeyInfo `json:"keys"`
+	// Rotation is the key rotation in progress, nil when none is.
+	Rotation *EncryptionKeyRotation `json:"rotation,omitempty"`
 }
 
 // EncryptionKeyInfo describes one encryption key.

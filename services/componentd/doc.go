@@ -38,7 +38,9 @@
 // internal/encryption (secrets: aescbc with the keys, then identity), written with mode 0600
 // into the cluster's directory (process runtime) or into the Secret
 // kuberuntime.SecretEncryptionConfig mounted into the kube-apiserver pods (kubernetes
-// runtime). Its content is an input of kube-apiserver's config hash only.
+// runtime). Its content is an input of kube-apiserver's config hash only. Every component
+// record's Status.PKISerial says which PKI serial its replicas run once a rollout is
+// complete; pkid's key rotation waits for it between steps.
 //
 // # Deletion
 //

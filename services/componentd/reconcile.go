@@ -189,6 +189,7 @@ func (p processRuntime) converge(ctx context.Context, log *slog.Logger, cl *clus
 		Networking: cl.cluster.Spec.Networking,
 		Dir:        d.ClusterDir(name),
 		Files:      files,
+		PKISerial:  cl.pki.Serial,
 	}
 	if in.AdminCert, in.AdminKey, err = component.AdminCredentials(cl.pki, d.seal); err != nil {
 		log.Warn("kube-apiserver probe runs anonymously", "err", err)
@@ -249,7 +250,7 @@ func (d *Daemon) converge(ctx context.Context, log *slog.Logger, sup *process.Su
 		if err != nil {
 			return reconcile.Result{}, fmt.Errorf("%s: %w", comp.Name, err)
 		}
-		sum, err := d.recordProcesses(ctx, clog, c.Name, want, old, reps, gate)
+		sum, err := d.recordProcesses(ctx, clog, c.Name, want, old, reps, gate, in.PKISerial)
 		if err != nil {
 			return reconcile.Result{}, fmt.Errorf("%s: %w", comp.Name, err)
 		}

@@ -398,7 +398,7 @@ func status(p *api.ClusterPKI) api.PKIStatus {
 	}
 	sort.Slice(s.Certificates, func(i, j int) bool { return s.Certificates[i].Name < s.Certificates[j].Name })
 	if e := p.SecretEncryption; e != nil {
-		s.SecretEncryption = &api.SecretEncryptionStatus{Type: e.Type, Keys: make([]api.EncryptionKeyInfo, len(e.Keys))}
+		s.SecretEncryption = &api.SecretEncryptionStatus{Type: e.Type, Keys: make([]api.EncryptionKeyInfo, len(e.Keys)), Rotation: e.Rotation}
 		for i, k := range e.Keys {
 			s.SecretEncryption.Keys[i] = api.EncryptionKeyInfo{Name: k.Name, CreatedAt: k.CreatedAt, Active: i == 0}
 		}

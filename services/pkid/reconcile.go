@@ -207,7 +207,8 @@ func (d *Daemon) reconcileLive(ctx context.Context, log *slog.Logger, name strin
 			}
 		}
 	}
-	changed := !pl.empty() || p.Message != "" || p.ClusterGeneration != cluster.Generation
+	stepped, stepErr := d.stepKeyRotation(ctx, log, name, p, b)
+	changed := !pl.empty() || stepped || p.Message != "" || p.ClusterGeneration != cluster.Generation
 	p.Message = ""
 	p.ClusterGeneration = cluster.Generation
 	if changed {
@@ -231,6 +232,13 @@ func (d *Daemon) reconcileLive(ctx context.Context, log *slog.Logger, name strin
 		log.Info("pki rotated", "serial", p.Serial, "reasons", pl.String(), "next_rotation", p.NextRotation)
 	}
 	d.metrics.observe(name, p)
+	if stepErr != nil {
+		return reconcile.Result{}, stepErr // the progress so far is stored; retried with backoff
+	}
+	if e := p.SecretEncryption; e != nil && e.Rotation != nil {
+		// Component events wake the rotation too; this covers a lost one.
+		return reconcile.Result{RequeueAfter: keyRotationPoll}, nil
+	}
 	return requeue(p), nil
 }
 

@@ -37,6 +37,7 @@ var goTypes = map[string]reflect.Type{
 	"api.SecretEncryptionSpec":        reflect.TypeFor[api.SecretEncryptionSpec](),
 	"api.SecretEncryptionStatus":      reflect.TypeFor[api.SecretEncryptionStatus](),
 	"api.EncryptionKeyInfo":           reflect.TypeFor[api.EncryptionKeyInfo](),
+	"api.EncryptionKeyRotation":       reflect.TypeFor[api.EncryptionKeyRotation](),
 	"api.VersionStatus":               reflect.TypeFor[api.VersionStatus](),
 	"api.UpdateHistory":               reflect.TypeFor[api.UpdateHistory](),
 	"api.Endpoint":                    reflect.TypeFor[api.Endpoint](),

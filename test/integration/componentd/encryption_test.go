@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -175,4 +177,77 @@ func (h *harness) etcdGet(cluster, key string) []byte {
 		h.T.Fatalf("etcd has %d values under %s", len(resp.Kvs), key)
 	}
 	return resp.Kvs[0].Value
+}
+
+// TestComponentd_SecretEncryptionKeyRotation_ReencryptsEverySecretWithTheNewKey rotates a
+// guest's Secret encryption key with POST /v1/clusters/{cluster}/pki/rotate and reads etcd.
+func TestComponentd_SecretEncryptionKeyRotation_ReencryptsEverySecretWithTheNewKey(t *testing.T) {
+	h := newHarnessFor(t, "1.34.4")
+	h.StartInfrad()
+	pkidURL := h.StartPKID()
+	h.startComponentd()
+
+	c := stack.Cluster("rekey", "1.34.4", api.SingleReplica)
+	c.Spec.Default()
+	h.CreateCluster(c)
+	h.waitSettled("rekey", "1.34.4")
+	first, _, err := h.pki.Get(h.Ctx, "rekey")
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldKey := first.SecretEncryption.Keys[0].Name
+
+	cs := h.AdminClientset("rekey")
+	names := []string{"alpha", "beta", "gamma"}
+	for _, n := range names {
+		testenv.Eventually(t, wait, func() bool {
+			_, err := cs.CoreV1().Secrets("default").Create(h.Ctx, &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Name: n}, StringData: map[string]string{"password": "pw-" + n},
+			}, metav1.CreateOptions{})
+			return err == nil
+		}, "creating Secret %s", n)
+		if raw := h.etcdGet("rekey", "/registry/secrets/default/"+n); !bytes.HasPrefix(raw, []byte("k8s:enc:aescbc:v1:"+oldKey+":")) {
+			t.Fatalf("Secret %s is not encrypted with %s before the rotation: %q", n, oldKey, raw[:min(len(raw), 40)])
+		}
+	}
+
+	code, _, body := post(t, pkidURL+"/v1/clusters/rekey/pki/rotate")
+	var st api.PKIStatus
+	if err := json.Unmarshal(body, &st); code != http.StatusAccepted || err != nil {
+		t.Fatalf("POST rotate: %d %s", code, body)
+	}
+	if st.SecretEncryption == nil || st.SecretEncryption.Rotation == nil || st.SecretEncryption.Rotation.Phase != api.RotationRequested {
+		t.Fatalf("the answer does not show the key rotation requested: %s", body)
+	}
+
+	var done *api.ClusterPKI
+	phases := map[string]bool{}
+	deadline := time.Now().Add(upTimeout)
+	for {
+		p, _, err := h.pki.Get(h.Ctx, "rekey")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := p.SecretEncryption.Rotation; r != nil {
+			phases[r.Phase] = true
+		} else if len(p.SecretEncryption.Keys) == 1 && p.SecretEncryption.Keys[0].Name != oldKey {
+			done = p
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("key rotation not done within %v: %+v", upTimeout, p.SecretEncryption)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	newKey := done.SecretEncryption.Keys[0].Name
+	t.Logf("rotated %s → %s through phases %v", oldKey, newKey, phases)
+	h.waitSettled("rekey", "1.34.4")
+
+	for _, n := range names {
+		raw := h.etcdGet("rekey", "/registry/secrets/default/"+n)
+		if !bytes.HasPrefix(raw, []byte("k8s:enc:aescbc:v1:"+newKey+":")) {
+			t.Errorf("Secret %s after the rotation: %q…, want it encrypted with %s", n, raw[:min(len(raw), 40)], newKey)
+		}
+		h.readSecret(cs, "default", n, "pw-"+n)
+	}
 }

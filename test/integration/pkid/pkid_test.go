@@ -415,10 +415,19 @@ func TestPKI_RotateRequest_RenewsEveryLeafButNoCA(t *testing.T) {
 			t.Errorf("CA %s changed", ca)
 		}
 	}
-	// Secrets already encrypted in the guest's etcd must stay readable: a certificate
-	// rotation keeps the encryption key.
-	if !reflect.DeepEqual(renewed.SecretEncryption, first.SecretEncryption) {
-		t.Errorf("secret encryption keys changed on a certificate rotation: %+v → %+v", first.SecretEncryption, renewed.SecretEncryption)
+	// The request also starts a Secret encryption key rotation: the new key is listed
+	// second, so the key that encrypted everything so far stays active (and every key stays
+	// readable) until kube-apiserver runs with the new one (no componentd here: it waits).
+	e := renewed.SecretEncryption
+	if e == nil || len(e.Keys) != 2 || !reflect.DeepEqual(e.Keys[0], first.SecretEncryption.Keys[0]) ||
+		e.Rotation == nil || e.Rotation.Phase != api.RotationKeyAdded || e.Rotation.Key != e.Keys[1].Name {
+		t.Errorf("secret encryption after a rotate request: %+v, want the old key first, a new one second and the rotation at KeyAdded", e)
+	}
+	code, body, _ = httpDo(t, http.MethodGet, d.url+"/v1/clusters/demo/pki")
+	var st api.PKIStatus
+	if err := json.Unmarshal(body, &st); code != http.StatusOK || err != nil || st.SecretEncryption == nil ||
+		st.SecretEncryption.Rotation == nil || !strings.Contains(st.SecretEncryption.Rotation.Message, "waiting for kube-apiserver") {
+		t.Errorf("GET pki during the key rotation: %d %s", code, body)
 	}
 	testenv.Eventually(t, wait, func() bool { return h.events.count("demo", pkid.VerbRotated) == 1 }, "one pki.rotated")
 }

@@ -33,6 +33,10 @@ type Inputs struct {
 	Dir string
 	// Files is the content of every file written from the PKI (see Files).
 	Files map[string][]byte
+	// PKISerial is the serial of the PKI record Files come from. It is recorded in the
+	// components' status (api.ControlPlaneComponentStatus.PKISerial), not hashed: the
+	// content of the files is.
+	PKISerial string
 	// AdminCert and AdminKey authenticate kube-apiserver's readiness probe; without them
 	// the probe is anonymous.
 	AdminCert, AdminKey []byte
