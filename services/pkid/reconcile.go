@@ -194,6 +194,11 @@ func (d *Daemon) reconcileLive(ctx context.Context, log *slog.Logger, name strin
 			return reconcile.Result{}, err
 		}
 		fresh.ObjectMeta = p.ObjectMeta
+		if e := p.SecretEncryption; e != nil && len(e.Keys) > 0 {
+			// The guest's etcd holds Secrets encrypted with these keys: a new key would
+			// make them unreadable.
+			fresh.SecretEncryption = e
+		}
 		p, pl = fresh, plan{kubeconfigs: "incomplete"}
 	case err != nil:
 		return reconcile.Result{}, err

@@ -663,3 +663,30 @@ func metricValue(t *testing.T, g prometheus.Gatherer, name string, labels map[st
 	v, _ := testenv.Metric(t, g, name, labels)
 	return v
 }
+
+func TestPKI_IncompleteRecord_IsReissuedButKeepsTheSecretEncryptionKey(t *testing.T) {
+	h := newHarness(t)
+	h.startPKID(pkid.Config{})
+	h.createCluster("demo", nil)
+	h.putInfra(sampleInfra("demo"))
+	first := h.issued("demo")
+
+	// A damaged record (no service-account key) is issued anew, but the guest's etcd holds
+	// Secrets encrypted with its key: that key must survive.
+	if _, _, err := h.pki.Mutate(h.Ctx, "demo", false, func(p *api.ClusterPKI) error {
+		p.ServiceAccount = api.KeyBundle{}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h.putInfra(sampleInfra("demo")) // an event wakes pkid
+	p := h.waitPKI("demo", "reissued", func(p *api.ClusterPKI) bool {
+		return len(p.ServiceAccount.PublicPEM) > 0 && p.Serial != first.Serial
+	})
+	if bytes.Equal(p.Certs[api.CertRootCA].CertPEM, first.Certs[api.CertRootCA].CertPEM) {
+		t.Error("the incomplete record was not issued anew")
+	}
+	if !reflect.DeepEqual(p.SecretEncryption, first.SecretEncryption) {
+		t.Errorf("secret encryption keys after the reissue: %+v, want %+v", p.SecretEncryption, first.SecretEncryption)
+	}
+}
