@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -181,13 +182,21 @@ func (h *harness) etcdGet(cluster, key string) []byte {
 
 // TestComponentd_SecretEncryptionKeyRotation_ReencryptsEverySecretWithTheNewKey rotates a
 // guest's Secret encryption key with POST /v1/clusters/{cluster}/pki/rotate and reads etcd.
+// While it runs, the Secrets are read through the API: with two kube-apiserver replicas no
+// read may meet a value its replica cannot decrypt.
 func TestComponentd_SecretEncryptionKeyRotation_ReencryptsEverySecretWithTheNewKey(t *testing.T) {
+	for _, policy := range []string{api.SingleReplica, api.HighlyAvailable} {
+		t.Run(policy, func(t *testing.T) { rotateSecretEncryptionKey(t, policy) })
+	}
+}
+
+func rotateSecretEncryptionKey(t *testing.T, policy string) {
 	h := newHarnessFor(t, "1.34.4")
 	h.StartInfrad()
 	pkidURL := h.StartPKID()
 	h.startComponentd()
 
-	c := stack.Cluster("rekey", "1.34.4", api.SingleReplica)
+	c := stack.Cluster("rekey", "1.34.4", policy)
 	c.Spec.Default()
 	h.CreateCluster(c)
 	h.waitSettled("rekey", "1.34.4")
@@ -222,8 +231,9 @@ func TestComponentd_SecretEncryptionKeyRotation_ReencryptsEverySecretWithTheNewK
 
 	var done *api.ClusterPKI
 	phases := map[string]bool{}
+	reads, failed := 0, 0
 	deadline := time.Now().Add(upTimeout)
-	for {
+	for done == nil {
 		p, _, err := h.pki.Get(h.Ctx, "rekey")
 		if err != nil {
 			t.Fatal(err)
@@ -232,15 +242,26 @@ func TestComponentd_SecretEncryptionKeyRotation_ReencryptsEverySecretWithTheNewK
 			phases[r.Phase] = true
 		} else if len(p.SecretEncryption.Keys) == 1 && p.SecretEncryption.Keys[0].Name != oldKey {
 			done = p
-			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("key rotation not done within %v: %+v", upTimeout, p.SecretEncryption)
 		}
+		// A replica being replaced may refuse a connection; one that cannot decrypt a
+		// value answers "unable to transform key": that must never happen.
+		for _, n := range names {
+			_, err := cs.CoreV1().Secrets("default").Get(h.Ctx, n, metav1.GetOptions{})
+			reads++
+			if err != nil {
+				failed++
+				if strings.Contains(err.Error(), "transform") || strings.Contains(err.Error(), "decrypt") {
+					t.Errorf("reading Secret %s during the rotation: %v", n, err)
+				}
+			}
+		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	newKey := done.SecretEncryption.Keys[0].Name
-	t.Logf("rotated %s → %s through phases %v", oldKey, newKey, phases)
+	t.Logf("rotated %s → %s through phases %v; %d of %d reads during it failed (none for a key)", oldKey, newKey, phases, failed, reads)
 	h.waitSettled("rekey", "1.34.4")
 
 	for _, n := range names {
