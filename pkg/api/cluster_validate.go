@@ -25,9 +25,10 @@ type ReleaseCatalogue struct {
 	CheckUpgrade func(from, to string) error
 }
 
-// Default fills the fields a user may leave out: platform local, SingleReplica, the
-// default service and pod networks and, when spec.configuration.apiServer.audit is given,
-// the audit fields it leaves out (see DefaultAudit).
+// Default fills the fields a user may leave out: platform local, SingleReplica, the default
+// service and pod networks, Secret encryption with aescbc and, when
+// spec.configuration.apiServer.audit is given, the audit fields it leaves out (see
+// DefaultAudit).
 func (s *ClusterSpec) Default() {
 	if s.Platform.Type == "" {
 		s.Platform.Type = PlatformLocal
@@ -48,6 +49,15 @@ func (s *ClusterSpec) Default() {
 		cfg.APIServer = &apiServer
 		s.Configuration = &cfg
 	}
+	// A copy: the spec may share it with another (a patch's base).
+	enc := SecretEncryptionSpec{}
+	if s.SecretEncryption != nil {
+		enc = *s.SecretEncryption
+	}
+	if enc.Type == "" {
+		enc.Type = SecretEncryptionAESCBC
+	}
+	s.SecretEncryption = &enc
 }
 
 // ValidateClusterName reports whether name can name a cluster: an RFC 1123 label of at most
@@ -130,6 +140,7 @@ func validateClusterSpec(fe *FieldErrors, s *ClusterSpec, releases ReleaseCatalo
 			s.ControllerAvailabilityPolicy, SingleReplica, HighlyAvailable)
 	}
 	validateNetworking(fe, s.Networking)
+	validateSecretEncryption(fe, s.SecretEncryption)
 	if s.PKI != nil {
 		ca := validateLifetime(fe, "spec.pki.caLifetime", s.PKI.CALifetime)
 		leaf := validateLifetime(fe, "spec.pki.leafLifetime", s.PKI.LeafLifetime)
@@ -158,6 +169,22 @@ func validateAudit(fe *FieldErrors, path string, a *Audit) {
 		if r.v < 0 || r.v > r.max {
 			fe.Add(path+"."+r.field, "%d must be from 1 to %d %s (0 or absent: the default)", r.v, r.max, r.unit)
 		}
+	}
+}
+
+func validateSecretEncryption(fe *FieldErrors, e *SecretEncryptionSpec) {
+	if e == nil {
+		return // the default: aescbc
+	}
+	switch e.Type {
+	case SecretEncryptionAESCBC:
+	case SecretEncryptionKMS:
+		fe.Add("spec.secretEncryption.type", "%q is not supported on this platform yet; use %q (a per-cluster AES key kept by hostplane)",
+			e.Type, SecretEncryptionAESCBC)
+	case "":
+		fe.Add("spec.secretEncryption.type", "is required; use %q", SecretEncryptionAESCBC)
+	default:
+		fe.Add("spec.secretEncryption.type", "%q is not a Secret encryption type; use %q", e.Type, SecretEncryptionAESCBC)
 	}
 }
 

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -38,21 +39,39 @@ func fields(t *testing.T, err error) []string {
 	return out
 }
 
-func TestClusterSpecDefault_FillsPlatformPolicyAndNetworks(t *testing.T) {
+func TestClusterSpecDefault_FillsPlatformPolicyNetworksAndSecretEncryption(t *testing.T) {
 	var s api.ClusterSpec
 	s.Default()
 	want := api.ClusterSpec{
 		Platform:                     api.Platform{Type: api.PlatformLocal},
 		ControllerAvailabilityPolicy: api.SingleReplica,
 		Networking:                   api.Networking{ServiceCIDR: api.DefaultServiceCIDR, PodCIDR: api.DefaultPodCIDR},
+		SecretEncryption:             &api.SecretEncryptionSpec{Type: api.SecretEncryptionAESCBC},
 	}
-	if s != want {
+	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("Default() = %+v, want %+v", s, want)
 	}
 	s.Platform.Type = api.PlatformNone
 	s.Default()
 	if s.Platform.Type != api.PlatformNone {
 		t.Fatalf("Default overwrote a set platform: %q", s.Platform.Type)
+	}
+}
+
+func TestClusterSpec_SecretEncryptionType_IsAESCBCUnlessSaidOtherwise(t *testing.T) {
+	for _, tt := range []struct {
+		spec *api.SecretEncryptionSpec
+		want string
+	}{
+		{nil, api.SecretEncryptionAESCBC}, // a cluster stored before the field existed
+		{&api.SecretEncryptionSpec{}, api.SecretEncryptionAESCBC},
+		{&api.SecretEncryptionSpec{Type: api.SecretEncryptionAESCBC}, api.SecretEncryptionAESCBC},
+		{&api.SecretEncryptionSpec{Type: api.SecretEncryptionKMS}, api.SecretEncryptionKMS},
+	} {
+		s := api.ClusterSpec{SecretEncryption: tt.spec}
+		if got := s.SecretEncryptionType(); got != tt.want {
+			t.Errorf("SecretEncryptionType() of %+v = %q, want %q", tt.spec, got, tt.want)
+		}
 	}
 }
 
@@ -97,6 +116,18 @@ func TestValidateCluster_NamesEachBadField(t *testing.T) {
 			want: []string{"spec.pki.leafLifetime"}, detail: "positive"},
 		{name: "leaf outliving its CA", mutate: func(c *api.Cluster) { c.Spec.PKI = &api.PKISpec{CALifetime: "1h", LeafLifetime: "2h"} },
 			want: []string{"spec.pki.leafLifetime"}, detail: "shorter"},
+		{name: "aescbc Secret encryption", mutate: func(c *api.Cluster) {
+			c.Spec.SecretEncryption = &api.SecretEncryptionSpec{Type: api.SecretEncryptionAESCBC}
+		}},
+		{name: "no Secret encryption given means the default", mutate: func(c *api.Cluster) { c.Spec.SecretEncryption = nil }},
+		{name: "kms Secret encryption is not supported yet", mutate: func(c *api.Cluster) {
+			c.Spec.SecretEncryption = &api.SecretEncryptionSpec{Type: api.SecretEncryptionKMS}
+		}, want: []string{"spec.secretEncryption.type"}, detail: "not supported on this platform yet"},
+		{name: "unknown Secret encryption type", mutate: func(c *api.Cluster) {
+			c.Spec.SecretEncryption = &api.SecretEncryptionSpec{Type: "identity"}
+		}, want: []string{"spec.secretEncryption.type"}, detail: `"identity" is not a Secret encryption type`},
+		{name: "Secret encryption without a type", mutate: func(c *api.Cluster) { c.Spec.SecretEncryption = &api.SecretEncryptionSpec{} },
+			want: []string{"spec.secretEncryption.type"}, detail: "required"},
 		{name: "valid lifetimes in minutes", mutate: func(c *api.Cluster) { c.Spec.PKI = &api.PKISpec{CALifetime: "60m", LeafLifetime: "10m"} }},
 		{name: "audit profile Default", mutate: func(c *api.Cluster) { withAudit(c, api.Audit{Profile: api.AuditDefault}) }},
 		{name: "audit profile WriteRequestBodies", mutate: func(c *api.Cluster) { withAudit(c, api.Audit{Profile: api.AuditWriteRequestBodies}) }},
@@ -118,9 +149,9 @@ func TestValidateCluster_NamesEachBadField(t *testing.T) {
 			c.Name = "-"
 			c.Spec = api.ClusterSpec{Release: api.Release{Version: "x"}, Platform: api.Platform{Type: "gcp"},
 				ControllerAvailabilityPolicy: "x", Networking: api.Networking{ServiceCIDR: "x", PodCIDR: "y"},
-				PKI: &api.PKISpec{CALifetime: "x", LeafLifetime: "y"}}
+				PKI: &api.PKISpec{CALifetime: "x", LeafLifetime: "y"}, SecretEncryption: &api.SecretEncryptionSpec{Type: "x"}}
 		}, want: []string{"name", "spec.release.version", "spec.platform.type", "spec.controllerAvailabilityPolicy",
-			"spec.networking.serviceCIDR", "spec.networking.podCIDR", "spec.pki.caLifetime", "spec.pki.leafLifetime"}},
+			"spec.networking.serviceCIDR", "spec.networking.podCIDR", "spec.secretEncryption.type", "spec.pki.caLifetime", "spec.pki.leafLifetime"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -185,6 +216,9 @@ func TestValidateClusterUpdate_RefusesImmutableFieldsAndBadUpgrades(t *testing.T
 		{name: "bad audit profile", from: "1.34.4", mutate: func(s *api.ClusterSpec) {
 			s.Configuration = &api.ClusterConfiguration{APIServer: &api.APIServerConfiguration{Audit: &api.Audit{Profile: "All"}}}
 		}, want: []string{"spec.configuration.apiServer.audit.profile"}, detail: "not an audit profile"},
+		{name: "switching Secret encryption to kms is refused", from: "1.34.4", mutate: func(s *api.ClusterSpec) {
+			s.SecretEncryption = &api.SecretEncryptionSpec{Type: api.SecretEncryptionKMS}
+		}, want: []string{"spec.secretEncryption.type"}, detail: "not supported"},
 		{name: "downgrade", from: "1.34.4", mutate: func(s *api.ClusterSpec) { s.Release.Version = "1.33.13" },
 			want: []string{"spec.release.version"}, detail: "downgrade"},
 		{name: "unknown target release", from: "1.34.4", mutate: func(s *api.ClusterSpec) { s.Release.Version = "1.35.0" },

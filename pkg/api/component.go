@@ -32,6 +32,9 @@ type ControlPlaneComponentStatus struct {
 	Version            string          `json:"version,omitempty"`
 	ReadyReplicas      int             `json:"readyReplicas"`
 	Replicas           []ReplicaStatus `json:"replicas,omitempty"`
+	// PKISerial is the serial of the PKI record (ClusterPKI.Serial) the configuration every
+	// replica runs was computed from; it is set when a rollout completes.
+	PKISerial string `json:"pkiSerial,omitempty"`
 }
 
 // ReplicaStatus is one running replica.

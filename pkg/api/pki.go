@@ -23,6 +23,9 @@ type ClusterPKI struct {
 	Certs map[string]CertBundle `json:"certs"`
 	// ServiceAccount is the service-account signing key pair.
 	ServiceAccount KeyBundle `json:"serviceAccount"`
+	// SecretEncryption holds the keys the guest's kube-apiserver encrypts Secrets in etcd
+	// with (spec.secretEncryption); nil until pkid generated them.
+	SecretEncryption *EncryptionKeys `json:"secretEncryption,omitempty"`
 	// Kubeconfigs by name (admin, controller-manager, scheduler), sealed.
 	Kubeconfigs map[string][]byte `json:"kubeconfigs"`
 	// KubeconfigServer is the URL (https://host:port of the infra endpoint) the kubeconfigs
@@ -53,6 +56,50 @@ type CertBundle struct {
 type KeyBundle struct {
 	PublicPEM  []byte `json:"publicPEM"`
 	SealedPriv []byte `json:"sealedPrivate"`
+}
+
+// EncryptionKeys are the keys of one encryption provider, in the order kube-apiserver's
+// EncryptionConfiguration lists them: the first encrypts new writes, every key decrypts.
+type EncryptionKeys struct {
+	// Type is the provider: SecretEncryptionAESCBC.
+	Type string          `json:"type"`
+	Keys []EncryptionKey `json:"keys"`
+	// Rotation is the key rotation in progress, nil when none is.
+	Rotation *EncryptionKeyRotation `json:"rotation,omitempty"`
+}
+
+// EncryptionKeyRotation is a Secret encryption key rotation, done the way Kubernetes
+// documents it: a new key is added second (every kube-apiserver can decrypt with it), made
+// first (new writes use it), every Secret is rewritten through the guest API (so it is
+// encrypted with it), and the old key is dropped. Each step waits until kube-apiserver runs
+// the configuration of the step before.
+type EncryptionKeyRotation struct {
+	// Phase is the step reached (the Rotation* phases).
+	Phase       string    `json:"phase"`
+	RequestedAt time.Time `json:"requestedAt"`
+	// Key is the name of the new key.
+	Key string `json:"key,omitempty"`
+	// Rewritten counts the Secrets rewritten with the new key.
+	Rewritten int `json:"rewritten,omitempty"`
+	// Message says what the rotation waits for.
+	Message string `json:"message,omitempty"`
+}
+
+// Phases of an EncryptionKeyRotation, in order.
+const (
+	RotationRequested = "Requested" // POST .../pki/rotate asked for it
+	RotationKeyAdded  = "KeyAdded"  // the new key is listed second
+	RotationKeyActive = "KeyActive" // the new key is first: new writes use it
+	RotationRewritten = "Rewritten" // every Secret was rewritten with the new key
+)
+
+// EncryptionKey is one data-encryption key: 32 random bytes, sealed like every private key.
+type EncryptionKey struct {
+	// Name is the key's name in the EncryptionConfiguration; kube-apiserver stores it in
+	// every value it encrypts ("k8s:enc:aescbc:v1:<name>:"), so it is unique and never reused.
+	Name      string    `json:"name"`
+	Sealed    []byte    `json:"sealedSecret"`
+	CreatedAt time.Time `json:"createdAt"`
 }
 
 // Certificate names in ClusterPKI.Certs.
@@ -87,6 +134,24 @@ type PKIStatus struct {
 	RotationRequestedAt *time.Time `json:"rotationRequestedAt,omitempty"`
 	// Message says what pkid waits for, if anything.
 	Message string `json:"message,omitempty"`
+	// SecretEncryption names the keys the guest's Secrets are encrypted with (never the keys).
+	SecretEncryption *SecretEncryptionStatus `json:"secretEncryption,omitempty"`
+}
+
+// SecretEncryptionStatus describes ClusterPKI.SecretEncryption without key material.
+type SecretEncryptionStatus struct {
+	Type string `json:"type"`
+	// Keys in EncryptionConfiguration order: the first (Active) encrypts new writes.
+	Keys []EncryptionKeyInfo `json:"keys"`
+	// Rotation is the key rotation in progress, nil when none is.
+	Rotation *EncryptionKeyRotation `json:"rotation,omitempty"`
+}
+
+// EncryptionKeyInfo describes one encryption key.
+type EncryptionKeyInfo struct {
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"createdAt"`
+	Active    bool      `json:"active"`
 }
 
 // CertInfo describes one certificate.

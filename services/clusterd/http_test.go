@@ -2,6 +2,7 @@ package clusterd
 
 import (
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -23,12 +24,14 @@ func TestCreateCluster_StoresDefaultedSpecAndAnswers202(t *testing.T) {
 		Platform:                     api.Platform{Type: api.PlatformLocal},
 		ControllerAvailabilityPolicy: api.SingleReplica,
 		Networking:                   api.Networking{ServiceCIDR: api.DefaultServiceCIDR, PodCIDR: api.DefaultPodCIDR},
+		// Secrets are encrypted at rest unless the user says otherwise.
+		SecretEncryption: &api.SecretEncryptionSpec{Type: api.SecretEncryptionAESCBC},
 	}
-	if c.Name != "demo" || c.Generation != 1 || c.CreationTimestamp.IsZero() || c.Spec != want {
+	if c.Name != "demo" || c.Generation != 1 || c.CreationTimestamp.IsZero() || !reflect.DeepEqual(c.Spec, want) {
 		t.Fatalf("created %+v", c)
 	}
 	got := e.get("demo")
-	if got == nil || got.Spec != want {
+	if got == nil || !reflect.DeepEqual(got.Spec, want) {
 		t.Fatalf("GET returned %+v", got)
 	}
 }
@@ -62,6 +65,12 @@ func TestCreateCluster_WhenBodyIsBad_Answers400NamingTheField(t *testing.T) {
 			`"pki":{"caLifetime":"forever","leafLifetime":"1d"}}}`,
 			fields: []string{"spec.release.version", "spec.platform.type", "spec.controllerAvailabilityPolicy",
 				"spec.networking.serviceCIDR", "spec.pki.caLifetime", "spec.pki.leafLifetime"}},
+		{name: "kms Secret encryption", body: `{"name":"demo","spec":{"release":{"version":"1.34.4"},"secretEncryption":{"type":"kms"}}}`,
+			fields: []string{"spec.secretEncryption.type"}},
+		{name: "Secret encryption off", body: `{"name":"demo","spec":{"release":{"version":"1.34.4"},"secretEncryption":{"type":"identity"}}}`,
+			fields: []string{"spec.secretEncryption.type"}},
+		{name: "Secret encryption with a key of the user's", body: `{"name":"demo","spec":{"release":{"version":"1.34.4"},` +
+			`"secretEncryption":{"type":"aescbc","aescbc":{"activeKey":{"name":"mine"}}}}}`, fields: []string{"spec.secretEncryption.aescbc"}},
 		{name: "overlapping networks", body: `{"name":"demo","spec":{"release":{"version":"1.34.4"},` +
 			`"networking":{"serviceCIDR":"10.96.0.0/16","podCIDR":"10.0.0.0/8"}}}`, fields: []string{"spec.networking.podCIDR"}},
 		{name: "bad audit settings", body: `{"name":"demo","spec":{"release":{"version":"1.34.4"},` +
@@ -207,6 +216,7 @@ func TestPatchCluster_RefusesBadChanges(t *testing.T) {
 		{name: "unknown field", patch: `{"release":{"versoin":"1.34.4"}}`, status: 400, field: "spec.release.versoin"},
 		{name: "mistyped field", patch: `{"release":{"version":134}}`, status: 400, field: "spec.release.version"},
 		{name: "status", patch: `{"status":{"observedGeneration":9}}`, status: 400, field: "status"},
+		{name: "kms Secret encryption", patch: `{"secretEncryption":{"type":"kms"}}`, status: 400, field: "spec.secretEncryption.type", detail: "not supported on this platform yet"},
 		{name: "bad lifetime", patch: `{"pki":{"caLifetime":"soon"}}`, status: 400, field: "spec.pki.caLifetime"},
 		{name: "bad audit profile", patch: `{"configuration":{"apiServer":{"audit":{"profile":"default"}}}}`, status: 400,
 			field: "spec.configuration.apiServer.audit.profile", detail: "Default, WriteRequestBodies, AllRequestBodies, None"},

@@ -31,6 +31,17 @@
 // logs in the management cluster, not served by componentd. Stopping componentd leaves the
 // workloads as they are.
 //
+// # Secret encryption
+//
+// When the cluster's PKI holds Secret encryption keys (pkid adds them; spec.secretEncryption),
+// kube-apiserver gets --encryption-provider-config: an EncryptionConfiguration rendered by
+// internal/encryption (secrets: aescbc with the keys, then identity), written with mode 0600
+// into the cluster's directory (process runtime) or into the Secret
+// kuberuntime.SecretEncryptionConfig mounted into the kube-apiserver pods (kubernetes
+// runtime). Its content is an input of kube-apiserver's config hash only. Every component
+// record's Status.PKISerial says which PKI serial its replicas run once a rollout is
+// complete; pkid's key rotation waits for it between steps.
+//
 // # Deletion
 //
 // A cluster that is deleting (or whose key is gone) has its workloads removed, then its

@@ -64,7 +64,7 @@ func (k *kubeRuntime) converge(ctx context.Context, log *slog.Logger, cl *cluste
 	settled := true
 	for _, comp := range component.All() {
 		hash := hashes[comp.Name]
-		o := observation{comp: comp, version: rel.Version, replicas: kuberuntime.Replicas(comp.Name, cl.policy()), hash: hash, gate: open}
+		o := observation{comp: comp, version: rel.Version, replicas: kuberuntime.Replicas(comp.Name, cl.policy()), hash: hash, gate: open, pkiSerial: cl.pki.Serial}
 		if s, ok := status[comp.Name]; ok {
 			o.sum = rollout.Summary{
 				Ready:     int(s.ReadyReplicas),

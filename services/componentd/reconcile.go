@@ -190,6 +190,7 @@ func (p processRuntime) converge(ctx context.Context, log *slog.Logger, cl *clus
 		Dir:        d.ClusterDir(name),
 		Files:      files,
 		Audit:      cl.cluster.Spec.EffectiveAudit(),
+		PKISerial:  cl.pki.Serial,
 	}
 	if files[component.FileAuditPolicy], err = component.AuditPolicyFile(in.Audit); err != nil {
 		return reconcile.Result{}, fmt.Errorf("cluster %s: %w", name, err)
@@ -253,7 +254,7 @@ func (d *Daemon) converge(ctx context.Context, log *slog.Logger, sup *process.Su
 		if err != nil {
 			return reconcile.Result{}, fmt.Errorf("%s: %w", comp.Name, err)
 		}
-		sum, err := d.recordProcesses(ctx, clog, c.Name, want, old, reps, gate)
+		sum, err := d.recordProcesses(ctx, clog, c.Name, want, old, reps, gate, in.PKISerial)
 		if err != nil {
 			return reconcile.Result{}, fmt.Errorf("%s: %w", comp.Name, err)
 		}

@@ -56,14 +56,16 @@ type observation struct {
 	notReady string
 	// degraded, when not empty, makes the component Degraded with degradedReason.
 	degraded, degradedReason string
+	// pkiSerial is the serial of the PKI record hash was computed from.
+	pkiSerial string
 }
 
 // recordProcesses records a process-runtime component from its replicas.
 func (d *Daemon) recordProcesses(ctx context.Context, log *slog.Logger, cluster string, want component.Desired,
-	old *store.Entry[api.ControlPlaneComponent], reps []replica, gate rollout.Gate) (rollout.Summary, error) {
+	old *store.Entry[api.ControlPlaneComponent], reps []replica, gate rollout.Gate, pkiSerial string) (rollout.Summary, error) {
 	comp := want.Component
 	o := observation{
-		comp: comp, version: want.Version, replicas: want.Replicas, hash: want.Hash,
+		comp: comp, version: want.Version, replicas: want.Replicas, hash: want.Hash, pkiSerial: pkiSerial,
 		sum:           rollout.Summarise(want.Hash, replicasOf(reps), comp.Quorum(want.Replicas)),
 		gate:          gate,
 		replicaStatus: make([]api.ReplicaStatus, len(reps)),
@@ -127,6 +129,7 @@ func (d *Daemon) record(ctx context.Context, log *slog.Logger, cluster string,
 	st.ReadyReplicas = sum.Ready
 	if sum.Complete {
 		st.Version = o.version
+		st.PKISerial = o.pkiSerial
 	}
 	st.Replicas = o.replicaStatus
 

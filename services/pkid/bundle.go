@@ -27,6 +27,7 @@ const (
 	reasonDue       = "due"       // RenewFraction of its lifetime has passed
 	reasonServer    = "server"    // kubeconfigs point at an old endpoint
 	reasonRenewed   = "renewed"   // kubeconfigs embed a renewed client certificate
+	reasonType      = "type"      // the encryption keys are of another provider type
 )
 
 // lifetimeSlack tolerates NotAfter's second precision when comparing a leaf's expiry with
@@ -45,6 +46,9 @@ type target struct {
 	life    lifetimes
 	leaves  []leafSpec
 	server  string // kubeconfig server URL
+	// encryption is the Secret encryption provider whose key pkid keeps
+	// (api.SecretEncryptionAESCBC), "" for none.
+	encryption string
 }
 
 // fresh issues a complete bundle: CAs, service-account key, leaves and kubeconfigs.
@@ -75,7 +79,11 @@ func (b *bundler) fresh(t target) (*api.ClusterPKI, error) {
 	for _, l := range t.leaves {
 		renew[l.Name] = reasonMissing
 	}
-	if err := b.apply(p, cas, t, plan{leaves: renew, kubeconfigs: reasonMissing}); err != nil {
+	pl := plan{leaves: renew, kubeconfigs: reasonMissing}
+	if t.encryption != "" {
+		pl.encryption = reasonMissing
+	}
+	if err := b.apply(p, cas, t, pl); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -109,9 +117,12 @@ func (b *bundler) openCAs(p *api.ClusterPKI) (map[string]*certs.KeyPair, error) 
 type plan struct {
 	leaves      map[string]string // leaf name → reason
 	kubeconfigs string            // reason to re-render the kubeconfigs, "" for none
+	encryption  string            // reason to generate a Secret encryption key, "" for none
 }
 
-func (pl plan) empty() bool { return len(pl.leaves) == 0 && pl.kubeconfigs == "" }
+func (pl plan) empty() bool {
+	return len(pl.leaves) == 0 && pl.kubeconfigs == "" && pl.encryption == ""
+}
 
 // String lists the reasons, for logs: "apiserver=sans etcd-server=sans kubeconfigs=server".
 func (pl plan) String() string {
@@ -121,6 +132,9 @@ func (pl plan) String() string {
 	}
 	if pl.kubeconfigs != "" {
 		parts = append(parts, "kubeconfigs="+pl.kubeconfigs)
+	}
+	if pl.encryption != "" {
+		parts = append(parts, "secret-encryption-key="+pl.encryption)
 	}
 	return strings.Join(parts, " ")
 }
@@ -141,7 +155,22 @@ func (b *bundler) plan(p *api.ClusterPKI, cas map[string]*certs.KeyPair, t targe
 	case slices.ContainsFunc(kubeconfigSpecs, func(k kubeconfigSpec) bool { return pl.leaves[k.Cert] != "" }):
 		pl.kubeconfigs = reasonRenewed
 	}
+	pl.encryption = encryptionReason(p.SecretEncryption, t.encryption)
 	return pl
+}
+
+// encryptionReason says why a Secret encryption key of type want must be generated, or "" if
+// keys holds one (or want is "": pkid keeps no key for that cluster).
+func encryptionReason(keys *api.EncryptionKeys, want string) string {
+	switch {
+	case want == "":
+		return ""
+	case keys == nil || len(keys.Keys) == 0:
+		return reasonMissing
+	case keys.Type != want:
+		return reasonType
+	}
+	return ""
 }
 
 // leafReason says why leaf l must be (re)issued, or "" if it is fine.
@@ -255,6 +284,13 @@ func (b *bundler) apply(p *api.ClusterPKI, cas map[string]*certs.KeyPair, t targ
 		}
 		p.KubeconfigServer = t.server
 	}
+	if pl.encryption != "" {
+		k, err := b.newEncryptionKey()
+		if err != nil {
+			return err
+		}
+		p.SecretEncryption = &api.EncryptionKeys{Type: t.encryption, Keys: []api.EncryptionKey{k}}
+	}
 	serial, err := newSerial()
 	if err != nil {
 		return err
@@ -312,6 +348,28 @@ func (b *bundler) keyBundle(k *certs.SigningKey) (api.KeyBundle, error) {
 	return api.KeyBundle{PublicPEM: pub, SealedPriv: b.seal.Seal(priv)}, nil
 }
 
+// encryptionKeySize is the size of an aescbc key: 32 bytes, AES-256 (what Kubernetes
+// recommends for the aescbc provider).
+const encryptionKeySize = 32
+
+// newEncryptionKey generates a random AES-256 key for kube-apiserver's aescbc provider,
+// sealed, with a new name.
+func (b *bundler) newEncryptionKey() (api.EncryptionKey, error) {
+	key := make([]byte, encryptionKeySize)
+	if _, err := rand.Read(key); err != nil {
+		return api.EncryptionKey{}, fmt.Errorf("secret encryption key: %w", err)
+	}
+	var id [6]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return api.EncryptionKey{}, fmt.Errorf("secret encryption key name: %w", err)
+	}
+	return api.EncryptionKey{
+		Name:      "key-" + hex.EncodeToString(id[:]),
+		Sealed:    b.seal.Seal(key),
+		CreatedAt: time.Now().UTC().Truncate(time.Second),
+	}, nil
+}
+
 // keyPair opens a stored certificate and its sealed key.
 func (b *bundler) keyPair(cb api.CertBundle) (*certs.KeyPair, error) {
 	keyPEM, err := b.seal.Open(cb.SealedKey)
@@ -339,6 +397,12 @@ func status(p *api.ClusterPKI) api.PKIStatus {
 		})
 	}
 	sort.Slice(s.Certificates, func(i, j int) bool { return s.Certificates[i].Name < s.Certificates[j].Name })
+	if e := p.SecretEncryption; e != nil {
+		s.SecretEncryption = &api.SecretEncryptionStatus{Type: e.Type, Keys: make([]api.EncryptionKeyInfo, len(e.Keys)), Rotation: e.Rotation}
+		for i, k := range e.Keys {
+			s.SecretEncryption.Keys[i] = api.EncryptionKeyInfo{Name: k.Name, CreatedAt: k.CreatedAt, Active: i == 0}
+		}
+	}
 	return s
 }
 

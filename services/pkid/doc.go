@@ -13,7 +13,17 @@
 // certificates of every component (api.Cert* names) and the admin, controller-manager and
 // scheduler kubeconfigs pointing at https://<infra endpoint>. Private keys (CA keys included)
 // and kubeconfigs are sealed with certs.SealKey (Config.SealKeyFile, default
-// <data dir>/pki.key). The first issuance publishes pki.ready. The etcd and kube-apiserver
+// <data dir>/pki.key). With them comes the guest's Secret encryption key
+// (ClusterPKI.SecretEncryption): 32 random bytes for kube-apiserver's aescbc provider, sealed
+// the same way, generated once for every cluster whose spec.secretEncryption is aescbc (the
+// default, also when the field is absent) and kept across certificate renewals; a record
+// without one gets one (a new Serial). The first issuance publishes pki.ready.
+//
+// POST /v1/clusters/{cluster}/pki/rotate also starts a rotation of that key
+// (encryption.go, stepKeyRotation): a new key listed second, then first, then every guest
+// Secret rewritten through the guest API, then the old key dropped; each step waits until
+// componentd reports kube-apiserver running the previous step's PKI serial
+// (ControlPlaneComponentStatus.PKISerial). The etcd and kube-apiserver
 // serving certificates also name the hosts of componentd's kubernetes runtime
 // ("*.etcd-discovery.hostplane-<cluster>.svc", "kube-apiserver.hostplane-<cluster>.svc"; see
 // api.EtcdDiscoveryHost and api.KubeAPIServerHost), so one PKI serves both runtimes.

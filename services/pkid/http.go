@@ -39,7 +39,9 @@ func (d *Daemon) getPKI(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// rotatePKI records a rotation request; the reconciler renews every leaf and clears it.
+// rotatePKI records a rotation request; the reconciler renews every leaf and clears it. It
+// also starts a rotation of the Secret encryption key unless one is in progress
+// (stepKeyRotation).
 // It answers 202 with the status showing the pending request.
 func (d *Daemon) rotatePKI(w http.ResponseWriter, r *http.Request) error {
 	name, err := d.clusterParam(r)
@@ -58,10 +60,18 @@ func (d *Daemon) rotatePKI(w http.ResponseWriter, r *http.Request) error {
 	}
 	now := time.Now().UTC()
 	p, _, err := d.pki.Mutate(ctx, name, false, func(p *api.ClusterPKI) error {
-		if p.RotationRequestedAt != nil {
+		e := p.SecretEncryption
+		startKey := e != nil && len(e.Keys) > 0 && e.Rotation == nil
+		if p.RotationRequestedAt != nil && !startKey {
 			return store.ErrNoChange // one pending request covers this one
 		}
-		p.RotationRequestedAt = &now
+		if p.RotationRequestedAt == nil {
+			p.RotationRequestedAt = &now
+		}
+		if startKey {
+			e.Rotation = &api.EncryptionKeyRotation{Phase: api.RotationRequested, RequestedAt: now,
+				Message: "a new Secret encryption key is to be added"}
+		}
 		return nil
 	})
 	if err != nil {

@@ -109,6 +109,8 @@ type Daemon struct {
 	controlplane *store.Store[api.ControlPlaneComponent]
 	outbox       *outbox.Outbox
 	controller   *reconcile.Controller
+	// guests are the guest clusters' admin clients (Secret rewrites of a key rotation).
+	guests *guest.Clients
 	// approver approves guest kubelet CSRs; nil without a management cluster.
 	approver *approver
 }
@@ -147,6 +149,7 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	}
 	d.pki, d.clusters, d.infra, d.controlplane = st.PKI, st.Clusters, st.Infra, st.Components
 	d.outbox = rt.Outbox
+	d.guests = guest.NewClients(d.pki, seal)
 
 	c, err := rt.Controller(reconcile.Config{
 		Name: Name,
@@ -170,7 +173,7 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	if err != nil {
 		return nil, err
 	}
-	d.approver = newApprover(rt.Log, guest.NewClients(d.pki, seal), mgmt, d.metrics)
+	d.approver = newApprover(rt.Log, d.guests, mgmt, d.metrics)
 	return append(runnables, d.approver), nil
 }
 

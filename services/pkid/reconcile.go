@@ -194,6 +194,11 @@ func (d *Daemon) reconcileLive(ctx context.Context, log *slog.Logger, name strin
 			return reconcile.Result{}, err
 		}
 		fresh.ObjectMeta = p.ObjectMeta
+		if e := p.SecretEncryption; e != nil && len(e.Keys) > 0 {
+			// The guest's etcd holds Secrets encrypted with these keys: a new key would
+			// make them unreadable.
+			fresh.SecretEncryption = e
+		}
 		p, pl = fresh, plan{kubeconfigs: "incomplete"}
 	case err != nil:
 		return reconcile.Result{}, err
@@ -207,7 +212,8 @@ func (d *Daemon) reconcileLive(ctx context.Context, log *slog.Logger, name strin
 			}
 		}
 	}
-	changed := !pl.empty() || p.Message != "" || p.ClusterGeneration != cluster.Generation
+	stepped, stepErr := d.stepKeyRotation(ctx, log, name, p, b)
+	changed := !pl.empty() || stepped || p.Message != "" || p.ClusterGeneration != cluster.Generation
 	p.Message = ""
 	p.ClusterGeneration = cluster.Generation
 	if changed {
@@ -231,6 +237,13 @@ func (d *Daemon) reconcileLive(ctx context.Context, log *slog.Logger, name strin
 		log.Info("pki rotated", "serial", p.Serial, "reasons", pl.String(), "next_rotation", p.NextRotation)
 	}
 	d.metrics.observe(name, p)
+	if stepErr != nil {
+		return reconcile.Result{}, stepErr // the progress so far is stored; retried with backoff
+	}
+	if e := p.SecretEncryption; e != nil && e.Rotation != nil {
+		// Component events wake the rotation too; this covers a lost one.
+		return reconcile.Result{RequeueAfter: keyRotationPoll}, nil
+	}
 	return requeue(p), nil
 }
 
@@ -260,7 +273,15 @@ func (d *Daemon) target(log *slog.Logger, name string, c *api.Cluster, inf *api.
 	for _, p := range append(problems, more...) {
 		log.Warn("invalid cluster setting; using the default", "problem", p)
 	}
-	return target{cluster: name, life: life, leaves: leaves, server: kubeconfigServer(inf)}, nil
+	t := target{cluster: name, life: life, leaves: leaves, server: kubeconfigServer(inf)}
+	switch typ := c.Spec.SecretEncryptionType(); typ {
+	case api.SecretEncryptionAESCBC:
+		t.encryption = typ
+	default:
+		// clusterd refuses any other type; keep whatever key the record holds.
+		log.Warn("unsupported secret encryption type; keeping the current keys", "type", typ)
+	}
+	return t, nil
 }
 
 func (d *Daemon) bundler() *bundler {

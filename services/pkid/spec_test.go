@@ -1,9 +1,12 @@
 package pkid
 
 import (
+	"bytes"
 	"net"
 	"path/filepath"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -198,5 +201,73 @@ func TestPlan_ReissuesOnlyWhatChanged(t *testing.T) {
 	}
 	if pl := b.plan(p, cas, tgt(inf, defaultLife), now); !pl.empty() {
 		t.Errorf("after apply the bundle still needs work: %s", pl)
+	}
+}
+
+func TestBundle_SecretEncryptionKey_IsGeneratedOnceSealedAndKeptAcrossLeafRotations(t *testing.T) {
+	seal, err := certs.LoadOrCreateSealKey(filepath.Join(t.TempDir(), "k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &bundler{seal: seal, fraction: DefaultRenewFraction}
+	inf := &api.Infra{Endpoint: api.Endpoint{Host: "10.1.1.1", Port: 6443}}
+	leaves, _, err := leafSpecs(&api.Cluster{}, inf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgt := target{cluster: "demo", life: defaultLife, leaves: leaves, server: kubeconfigServer(inf), encryption: api.SecretEncryptionAESCBC}
+	p, err := b.fresh(tgt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := p.SecretEncryption
+	if e == nil || e.Type != api.SecretEncryptionAESCBC || len(e.Keys) != 1 || !strings.HasPrefix(e.Keys[0].Name, "key-") || e.Keys[0].CreatedAt.IsZero() {
+		t.Fatalf("fresh bundle's secret encryption = %+v, want one aescbc key", e)
+	}
+	key, err := seal.Open(e.Keys[0].Sealed)
+	if err != nil || len(key) != 32 {
+		t.Fatalf("the sealed key opens to %d bytes (%v), want 32", len(key), err)
+	}
+	if bytes.Contains(e.Keys[0].Sealed, key) {
+		t.Fatal("the key is stored in plaintext")
+	}
+	cas, err := b.openCAs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if pl := b.plan(p, cas, tgt, now); !pl.empty() {
+		t.Fatalf("a fresh bundle needs work: %s", pl)
+	}
+
+	// A leaf rotation keeps the key: data encrypted with it must stay readable.
+	requested := now
+	p.RotationRequestedAt = &requested
+	if err := b.apply(p, cas, tgt, b.plan(p, cas, tgt, now)); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(p.SecretEncryption, e) {
+		t.Fatalf("a leaf rotation changed the encryption keys: %+v, want %+v", p.SecretEncryption, e)
+	}
+
+	// A record from before Secret encryption gets a key, and a new serial so kube-apiserver
+	// is restarted with it.
+	p.SecretEncryption = nil
+	serial := p.Serial
+	pl := b.plan(p, cas, tgt, now)
+	if pl.String() != "secret-encryption-key=missing" {
+		t.Fatalf("plan of a record without a key: %q", pl)
+	}
+	if err := b.apply(p, cas, tgt, pl); err != nil {
+		t.Fatal(err)
+	}
+	if p.SecretEncryption == nil || len(p.SecretEncryption.Keys) != 1 || p.SecretEncryption.Keys[0].Name == e.Keys[0].Name || p.Serial == serial {
+		t.Fatalf("after apply: keys %+v serial %q (was %q); want a new key and serial", p.SecretEncryption, p.Serial, serial)
+	}
+
+	st := status(p)
+	if st.SecretEncryption == nil || len(st.SecretEncryption.Keys) != 1 || !st.SecretEncryption.Keys[0].Active ||
+		st.SecretEncryption.Keys[0].Name != p.SecretEncryption.Keys[0].Name {
+		t.Fatalf("status shows %+v", st.SecretEncryption)
 	}
 }

@@ -100,7 +100,20 @@ func newTestPKI(t testing.TB, cluster string, etcdHosts ...string) *testPKI {
 	for name := range tp.reqs {
 		tp.issue(t, name)
 	}
+	tp.rekey(t, "key-first")
 	return tp
+}
+
+// rekey makes a new Secret encryption key called name the only one, as pkid does for a
+// record without one.
+func (tp *testPKI) rekey(t testing.TB, name string) {
+	t.Helper()
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	tp.pki.SecretEncryption = &api.EncryptionKeys{Type: api.SecretEncryptionAESCBC,
+		Keys: []api.EncryptionKey{{Name: name, Sealed: tp.seal.Seal(key), CreatedAt: time.Now()}}}
 }
 
 func (tp *testPKI) store(t testing.TB, name string, kp *certs.KeyPair) {

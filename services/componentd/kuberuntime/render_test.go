@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/certs"
@@ -238,4 +239,57 @@ func roundTrip[T any](t testing.TB, v any) *T {
 		t.Fatal(err)
 	}
 	return out
+}
+
+func TestRender_KubeAPIServerEncryptsSecretsWithTheClustersKeyAndANewKeyRollsOnlyIt(t *testing.T) {
+	in, tp := testInputs(t, "enc", api.SingleReplica, "1.34.4")
+	o := mustRender(t, in)
+	var cfg []byte
+	for _, s := range o.Secrets {
+		if *s.Name == SecretEncryptionConfig {
+			cfg = s.Data[KeyEncryptionConfig]
+			if s.Labels[LabelComponent] != api.ComponentKubeAPIServer {
+				t.Errorf("encryption config Secret labels %v", s.Labels)
+			}
+		}
+	}
+	if !bytes.Contains(cfg, []byte("kind: EncryptionConfiguration")) || !bytes.Contains(cfg, []byte("name: key-first")) {
+		t.Fatalf("Secret %s holds:\n%s", SecretEncryptionConfig, cfg)
+	}
+	flag := "--encryption-provider-config=" + secretFile(SecretEncryptionConfig, KeyEncryptionConfig)
+	for _, d := range o.Deployments {
+		pod := d.Spec.Template.Spec
+		isAPIServer := *d.Name == api.ComponentKubeAPIServer
+		if got := slices.Contains(pod.Containers[0].Args, flag); got != isAPIServer {
+			t.Errorf("%s passes %s = %v, want %v", *d.Name, flag, got, isAPIServer)
+		}
+		mounted := slices.ContainsFunc(pod.Volumes, func(v corev1ac.VolumeApplyConfiguration) bool {
+			return v.Secret != nil && *v.Secret.SecretName == SecretEncryptionConfig
+		})
+		if mounted != isAPIServer {
+			t.Errorf("%s mounts the encryption config = %v, want %v", *d.Name, mounted, isAPIServer)
+		}
+	}
+
+	tp.rekey(t, "key-second")
+	rekeyed := mustRender(t, in)
+	for _, c := range Components() {
+		changed := o.ConfigHashes[c] != rekeyed.ConfigHashes[c]
+		if want := c == api.ComponentKubeAPIServer; changed != want {
+			t.Errorf("%s: hash changed = %v after a new encryption key, want %v", c, changed, want)
+		}
+	}
+
+	tp.pki.SecretEncryption = nil // a record pkid has not given a key yet
+	plain := mustRender(t, in)
+	for _, s := range plain.Secrets {
+		if *s.Name == SecretEncryptionConfig {
+			t.Errorf("Secret %s rendered without keys", SecretEncryptionConfig)
+		}
+	}
+	for _, d := range plain.Deployments {
+		if slices.ContainsFunc(d.Spec.Template.Spec.Containers[0].Args, func(a string) bool { return strings.HasPrefix(a, "--encryption-provider-config") }) {
+			t.Errorf("%s passes --encryption-provider-config without keys", *d.Name)
+		}
+	}
 }

@@ -51,7 +51,7 @@ func TestRuntime(t *testing.T) {
 
 		wantSecrets := []string{SecretRootCA, SecretEtcdServer, SecretEtcdPeer, SecretEtcdClient, SecretAPIServer,
 			SecretAPIServerKubeletClient, SecretFrontProxyClient, SecretKubeletSigner, SecretServiceAccount,
-			SecretControllerManagerKubeconfig, SecretSchedulerKubeconfig, SecretAdminKubeconfig, SecretAuditPolicy}
+			SecretControllerManagerKubeconfig, SecretSchedulerKubeconfig, SecretAdminKubeconfig, SecretAuditPolicy, SecretEncryptionConfig}
 		secrets, err := cs.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)

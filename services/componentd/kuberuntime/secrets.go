@@ -13,6 +13,7 @@ import (
 
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/certs"
+	"github.com/hostplane/hostplane/services/componentd/internal/encryption"
 )
 
 // Secrets of a control-plane namespace.
@@ -29,6 +30,10 @@ const (
 	SecretControllerManagerKubeconfig = "kube-controller-manager-kubeconfig"
 	SecretSchedulerKubeconfig         = "kube-scheduler-kubeconfig"
 	SecretAdminKubeconfig             = "admin-kubeconfig"
+	// SecretEncryptionConfig is kube-apiserver's EncryptionConfiguration with the cluster's
+	// Secret encryption keys (--encryption-provider-config); rendered only when the PKI
+	// holds keys.
+	SecretEncryptionConfig = "kube-apiserver-encryption-config"
 )
 
 // Keys inside the Secrets. kubernetes.io/tls Secrets hold corev1.TLSCertKey ("tls.crt"),
@@ -42,6 +47,7 @@ const (
 	KeyKubeconfig        = "kubeconfig"
 	KeyServiceAccountKey = "service-account.key" // PKCS #8 private key
 	KeyServiceAccountPub = "service-account.pub" // PKIX public key
+	KeyEncryptionConfig  = "encryption-config.yaml"
 )
 
 // inClusterAPIServerName is the name the kubeconfigs verify kube-apiserver's certificate
@@ -177,7 +183,17 @@ func (in *Inputs) secrets() ([]secret, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(out, policy), nil
+	out = append(out, policy)
+
+	enc, err := encryption.Config(in.PKI.SecretEncryption, in.Seal)
+	if err != nil {
+		return nil, err
+	}
+	if enc != nil {
+		out = append(out, secret{name: SecretEncryptionConfig, component: api.ComponentKubeAPIServer, typ: corev1.SecretTypeOpaque,
+			data: map[string][]byte{KeyEncryptionConfig: enc}})
+	}
+	return out, nil
 }
 
 // clientCABundle is root-ca's certificate followed by kubelet-signer's (KeyClientCA).

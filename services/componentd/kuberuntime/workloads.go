@@ -115,7 +115,7 @@ func (in *Inputs) kubeAPIServer() workload {
 	for i, h := range hosts {
 		servers[i] = etcdURL(h, EtcdClientPort)
 	}
-	return workload{
+	w := workload{
 		component: api.ComponentKubeAPIServer,
 		image:     in.Release.Images[api.ComponentKubeAPIServer],
 		command:   "kube-apiserver",
@@ -163,6 +163,13 @@ func (in *Inputs) kubeAPIServer() workload {
 		requests:    quantities("250m", "384Mi"),
 		gracePeriod: 60,
 	}
+	if e := in.PKI.SecretEncryption; e != nil && len(e.Keys) > 0 {
+		// Secrets encrypted at rest in etcd (spec.secretEncryption); the Secret is rendered
+		// from the same keys (secrets.go).
+		w.args = append(w.args, "--encryption-provider-config="+secretFile(SecretEncryptionConfig, KeyEncryptionConfig))
+		w.secrets = append(w.secrets, SecretEncryptionConfig)
+	}
+	return w
 }
 
 // kubeControllerManager mirrors the process runtime's flags (the kubelet signer, the

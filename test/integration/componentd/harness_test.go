@@ -46,7 +46,7 @@ func newHarness(t *testing.T) *harness {
 	return newHarnessFor(t, release.Versions()...)
 }
 
-// newHarnessFor is newHarness for a test that runs only the releases versions.
+// newHarnessFor is newHarness for a test that needs only the binaries of versions.
 func newHarnessFor(t *testing.T, versions ...string) *harness {
 	t.Helper()
 	for _, v := range versions {
@@ -201,7 +201,22 @@ func (h *harness) serverVersion(cs *kubernetes.Clientset) string {
 // get GETs url and returns the status, content type and body.
 func get(t *testing.T, url string) (int, string, []byte) {
 	t.Helper()
-	resp, err := http.Get(url)
+	return do(t, http.MethodGet, url)
+}
+
+// post POSTs to url with no body and returns the status, content type and body.
+func post(t *testing.T, url string) (int, string, []byte) {
+	t.Helper()
+	return do(t, http.MethodPost, url)
+}
+
+func do(t *testing.T, method, url string) (int, string, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

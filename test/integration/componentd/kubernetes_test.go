@@ -138,7 +138,8 @@ func TestComponentd_KubernetesRuntime_AppliesWorkloadsReportsThemUnavailableRoll
 	for _, s := range secrets.Items {
 		names[s.Name] = true
 	}
-	for _, want := range []string{kuberuntime.SecretEtcdServer, kuberuntime.SecretEtcdPeer, kuberuntime.SecretAPIServer, kuberuntime.SecretAdminKubeconfig} {
+	for _, want := range []string{kuberuntime.SecretEtcdServer, kuberuntime.SecretEtcdPeer, kuberuntime.SecretAPIServer, kuberuntime.SecretAdminKubeconfig,
+		kuberuntime.SecretEncryptionConfig} {
 		if !names[want] {
 			t.Errorf("no Secret %s with the owner labels (have %v)", want, names)
 		}

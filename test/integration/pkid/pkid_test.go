@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -256,6 +257,13 @@ func TestPKI_WhenInfraIsReady_IssuesChainedCertsWithSealedKeysAndKubeconfigs(t *
 		t.Error("service-account public key does not match its private key")
 	}
 
+	// The guest's Secret encryption key: 32 random bytes, sealed.
+	if e := p.SecretEncryption; e == nil || e.Type != api.SecretEncryptionAESCBC || len(e.Keys) != 1 {
+		t.Errorf("secret encryption keys = %+v, want one aescbc key", e)
+	} else if key, err := seal.Open(e.Keys[0].Sealed); err != nil || len(key) != 32 {
+		t.Errorf("secret encryption key %s opens to %d bytes (%v), want 32", e.Keys[0].Name, len(key), err)
+	}
+
 	// Kubeconfigs: sealed, pointing at the endpoint with the root CA.
 	for _, name := range []string{api.KubeconfigAdmin, api.KubeconfigControllerMgr, api.KubeconfigScheduler} {
 		sealed := p.Kubeconfigs[name]
@@ -313,6 +321,10 @@ func TestPKI_GetShowsEveryCertificateWithoutKeyMaterial(t *testing.T) {
 	}
 	if st.Cluster != "demo" || !st.Ready || st.Serial != p.Serial || st.NextRotation.IsZero() {
 		t.Errorf("status = %+v", st)
+	}
+	if e := st.SecretEncryption; e == nil || e.Type != api.SecretEncryptionAESCBC || len(e.Keys) != 1 ||
+		e.Keys[0].Name != p.SecretEncryption.Keys[0].Name || !e.Keys[0].Active {
+		t.Errorf("status secretEncryption = %+v, want the active key %s", e, p.SecretEncryption.Keys[0].Name)
 	}
 	var names []string
 	for _, c := range st.Certificates {
@@ -402,6 +414,20 @@ func TestPKI_RotateRequest_RenewsEveryLeafButNoCA(t *testing.T) {
 		if !bytes.Equal(renewed.Certs[ca].CertPEM, first.Certs[ca].CertPEM) {
 			t.Errorf("CA %s changed", ca)
 		}
+	}
+	// The request also starts a Secret encryption key rotation: the new key is listed
+	// second, so the key that encrypted everything so far stays active (and every key stays
+	// readable) until kube-apiserver runs with the new one (no componentd here: it waits).
+	e := renewed.SecretEncryption
+	if e == nil || len(e.Keys) != 2 || !reflect.DeepEqual(e.Keys[0], first.SecretEncryption.Keys[0]) ||
+		e.Rotation == nil || e.Rotation.Phase != api.RotationKeyAdded || e.Rotation.Key != e.Keys[1].Name {
+		t.Errorf("secret encryption after a rotate request: %+v, want the old key first, a new one second and the rotation at KeyAdded", e)
+	}
+	code, body, _ = httpDo(t, http.MethodGet, d.url+"/v1/clusters/demo/pki")
+	var st api.PKIStatus
+	if err := json.Unmarshal(body, &st); code != http.StatusOK || err != nil || st.SecretEncryption == nil ||
+		st.SecretEncryption.Rotation == nil || !strings.Contains(st.SecretEncryption.Rotation.Message, "waiting for kube-apiserver") {
+		t.Errorf("GET pki during the key rotation: %d %s", code, body)
 	}
 	testenv.Eventually(t, wait, func() bool { return h.events.count("demo", pkid.VerbRotated) == 1 }, "one pki.rotated")
 }
@@ -636,4 +662,31 @@ func metricValue(t *testing.T, g prometheus.Gatherer, name string, labels map[st
 	t.Helper()
 	v, _ := testenv.Metric(t, g, name, labels)
 	return v
+}
+
+func TestPKI_IncompleteRecord_IsReissuedButKeepsTheSecretEncryptionKey(t *testing.T) {
+	h := newHarness(t)
+	h.startPKID(pkid.Config{})
+	h.createCluster("demo", nil)
+	h.putInfra(sampleInfra("demo"))
+	first := h.issued("demo")
+
+	// A damaged record (no service-account key) is issued anew, but the guest's etcd holds
+	// Secrets encrypted with its key: that key must survive.
+	if _, _, err := h.pki.Mutate(h.Ctx, "demo", false, func(p *api.ClusterPKI) error {
+		p.ServiceAccount = api.KeyBundle{}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h.putInfra(sampleInfra("demo")) // an event wakes pkid
+	p := h.waitPKI("demo", "reissued", func(p *api.ClusterPKI) bool {
+		return len(p.ServiceAccount.PublicPEM) > 0 && p.Serial != first.Serial
+	})
+	if bytes.Equal(p.Certs[api.CertRootCA].CertPEM, first.Certs[api.CertRootCA].CertPEM) {
+		t.Error("the incomplete record was not issued anew")
+	}
+	if !reflect.DeepEqual(p.SecretEncryption, first.SecretEncryption) {
+		t.Errorf("secret encryption keys after the reissue: %+v, want %+v", p.SecretEncryption, first.SecretEncryption)
+	}
 }

@@ -29,6 +29,7 @@ func kubeAPIServer() *Component {
 			FileSAPublic, FileSAPrivate,
 			FileAuditPolicy,
 		},
+		MayUse: []string{FileEncryptionConfig},
 		single: 1, ha: 2,
 		// After SIGTERM kube-apiserver fails /readyz and (HighlyAvailable) keeps serving for
 		// ShutdownDelay while infrad's load balancer drains it, then stops listening and may
@@ -102,6 +103,10 @@ func apiServerArgs(in *Inputs, n int) ([]string, error) {
 		"--cert-dir=" + filepath.Join(in.Dir, APIServerCertDir(n)),
 	}
 	args = append(args, auditArgs(in, n)...)
+	if _, ok := in.Files[FileEncryptionConfig]; ok {
+		// Secrets encrypted at rest in etcd (spec.secretEncryption).
+		args = append(args, "--encryption-provider-config="+in.path(FileEncryptionConfig))
+	}
 	if in.Policy == api.HighlyAvailable {
 		// Keep serving after SIGTERM while /readyz fails, so the load balancer in front
 		// (probing /readyz every 500ms) stops sending new connections before this replica

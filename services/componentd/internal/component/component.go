@@ -36,6 +36,10 @@ type Inputs struct {
 	Files map[string][]byte
 	// Audit is the cluster's audit configuration (api.ClusterSpec.EffectiveAudit).
 	Audit api.Audit
+	// PKISerial is the serial of the PKI record Files come from. It is recorded in the
+	// components' status (api.ControlPlaneComponentStatus.PKISerial), not hashed: the
+	// content of the files is.
+	PKISerial string
 	// AdminCert and AdminKey authenticate kube-apiserver's readiness probe; without them
 	// the probe is anonymous.
 	AdminCert, AdminKey []byte
@@ -70,6 +74,9 @@ type Component struct {
 	// Uses lists the files (relative paths, see Files) the component reads; their content
 	// is an input of its config hash.
 	Uses []string
+	// MayUse lists files the component reads when they exist (see Files); the content of
+	// those that exist is an input of its config hash.
+	MayUse []string
 	// LoadBalanced components serve clients through infrad's load balancer when they run
 	// several replicas: a replica is drained from it before it is stopped.
 	LoadBalanced bool
@@ -138,6 +145,12 @@ func (c *Component) Desired(in *Inputs) (Desired, error) {
 		}
 		sum := sha256.Sum256(content)
 		hi.Files[f] = hex.EncodeToString(sum[:])
+	}
+	for _, f := range c.MayUse {
+		if content, ok := in.Files[f]; ok {
+			sum := sha256.Sum256(content)
+			hi.Files[f] = hex.EncodeToString(sum[:])
+		}
 	}
 	for i := range n {
 		args, err := c.args(in, i)

@@ -297,3 +297,28 @@ func TestDesired_EachKubeAPIServerReplicaWritesItsOwnAuditLog(t *testing.T) {
 		}
 	}
 }
+
+func TestDesired_EncryptionConfigGoesToKubeAPIServerOnlyAndANewKeyRollsIt(t *testing.T) {
+	plain := inputs(t, "1.34.4", api.SingleReplica)
+	encrypted := inputs(t, "1.34.4", api.SingleReplica)
+	encrypted.Files[FileEncryptionConfig] = []byte("kind: EncryptionConfiguration # key-a")
+	rekeyed := inputs(t, "1.34.4", api.SingleReplica)
+	rekeyed.Files[FileEncryptionConfig] = []byte("kind: EncryptionConfiguration # key-b")
+	flag := "--encryption-provider-config=/data/componentd/clusters/demo/" + FileEncryptionConfig
+	for _, c := range All() {
+		p, e, r := desired(t, c, plain), desired(t, c, encrypted), desired(t, c, rekeyed)
+		isAPIServer := c.Name == api.ComponentKubeAPIServer
+		if got := slices.Contains(e.Specs[0].Args, flag); got != isAPIServer {
+			t.Errorf("%s: passes %s = %v, want %v (args %v)", c.Name, flag, got, isAPIServer, e.Specs[0].Args)
+		}
+		if slices.ContainsFunc(p.Specs[0].Args, func(a string) bool { return strings.HasPrefix(a, "--encryption-provider-config") }) {
+			t.Errorf("%s: passes --encryption-provider-config without a configuration to point at", c.Name)
+		}
+		if changed := p.Hash != e.Hash; changed != isAPIServer {
+			t.Errorf("%s: hash changed = %v when encryption was turned on, want %v", c.Name, changed, isAPIServer)
+		}
+		if changed := e.Hash != r.Hash; changed != isAPIServer {
+			t.Errorf("%s: hash changed = %v with a new encryption key, want %v", c.Name, changed, isAPIServer)
+		}
+	}
+}

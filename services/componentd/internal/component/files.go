@@ -7,6 +7,7 @@ import (
 
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/services/componentd/internal/audit"
+	"github.com/hostplane/hostplane/services/componentd/internal/encryption"
 )
 
 // Directories inside a cluster's directory.
@@ -28,6 +29,10 @@ const (
 	FileClientCA = PKIDir + "/client-ca.crt"
 	// FileAuditPolicy is kube-apiserver's --audit-policy-file (AuditPolicyFile).
 	FileAuditPolicy = "audit-policy.yaml"
+	// FileEncryptionConfig is kube-apiserver's --encryption-provider-config: the
+	// EncryptionConfiguration with the cluster's Secret encryption keys (package encryption).
+	// It is written only when the PKI holds keys.
+	FileEncryptionConfig = PKIDir + "/encryption-config.yaml"
 )
 
 // CertFile and KeyFile are where the certificate and key called name (one of the api.Cert*
@@ -124,6 +129,13 @@ func Files(p *api.ClusterPKI, o Opener) (map[string][]byte, error) {
 			return nil, fmt.Errorf("open kubeconfig %q: %w", name, err)
 		}
 		files[KubeconfigFile(name)] = kc
+	}
+	enc, err := encryption.Config(p.SecretEncryption, o)
+	if err != nil {
+		return nil, err
+	}
+	if enc != nil {
+		files[FileEncryptionConfig] = enc
 	}
 	return files, nil
 }
