@@ -46,7 +46,11 @@ for t in "${targets[@]}"; do
     flakes=$((flakes + 1))
     continue
   fi
-  echo "[fuzz] $dir $name failed; a crashing input is under $dir/testdata/fuzz/$name/" >&2
+  if [ "$(crashers "$dir" "$name")" = "$before" ]; then
+    echo "[fuzz] $dir $name failed without writing an input (a build error or a failing seed; see above)" >&2
+  else
+    echo "[fuzz] $dir $name failed; a crashing input is under $dir/testdata/fuzz/$name/" >&2
+  fi
   exit 1
 done
 echo "[fuzz] ${#targets[@]} targets, ${fuzztime} each, passed in $((SECONDS - start))s ($flakes stopped by golang/go#75804)" >&2
