@@ -4,11 +4,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/hostplane/hostplane/pkg/natsauth"
 	"github.com/hostplane/hostplane/pkg/testenv"
@@ -84,4 +87,70 @@ func TestCLI_Credentials_MintedIdentityWorksOnARunningDevStackUntilRevoked(t *te
 			t.Errorf("hostplane %s: stderr does not say %q:\n%s", strings.Join(tc.args, " "), tc.want, r)
 		}
 	}
+}
+
+// TestCLI_Credentials_K8sSecrets_GiveEachPodOnlyItsOwnSeed: the Secrets deploy/k8s mounts
+// carry the server's auth.conf and one seed each for bootstrap and every daemon, exactly the
+// files `credentials init` made; the admin's and other systems' seeds never leave the directory.
+func TestCLI_Credentials_K8sSecrets_GiveEachPodOnlyItsOwnSeed(t *testing.T) {
+	hp := newCLI(t, "", "")
+	dir := filepath.Join(t.TempDir(), "creds")
+	hp.must(0, "credentials", "init", "--dir", dir)
+	hp.must(0, "credentials", "create", "event-consumer", "audit", "--dir", dir)
+	out := hp.must(0, "credentials", "k8s-secrets", "--dir", dir, "--namespace", "hp").stdout
+
+	got := map[string]map[string][]byte{}
+	for _, doc := range strings.Split(out, "---\n") {
+		if strings.TrimSpace(doc) == "" {
+			continue
+		}
+		var s corev1.Secret
+		if err := yaml.UnmarshalStrict([]byte(doc), &s); err != nil {
+			t.Fatalf("not a Secret: %v\n%s", err, doc)
+		}
+		if s.Kind != "Secret" || s.Namespace != "hp" {
+			t.Errorf("%s: kind %q namespace %q", s.Name, s.Kind, s.Namespace)
+		}
+		got[s.Name] = s.Data
+	}
+	want := map[string]string{"nats-auth": filepath.Join(dir, natsauth.ServerConfigFile)}
+	for _, name := range append([]string{natsauth.Bootstrap}, daemonNames()...) {
+		want["nats-creds-"+name] = filepath.Join(dir, name+natsauth.SeedExt)
+	}
+	if len(got) != len(want) {
+		t.Errorf("Secrets %v, want exactly %v", keys(got), keys(want))
+	}
+	for name, file := range want {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := "nkey"
+		if name == "nats-auth" {
+			key = natsauth.ServerConfigFile
+		}
+		if data, ok := got[name]; !ok || len(data) != 1 || string(data[key]) != string(b) {
+			t.Errorf("Secret %s does not hold exactly %s under %s", name, file, key)
+		}
+	}
+	if !strings.Contains(string(got["nats-auth"][natsauth.ServerConfigFile]), "# audit") {
+		t.Error("nats-auth's auth.conf lacks the minted identity audit")
+	}
+}
+
+func daemonNames() []string {
+	var out []string
+	for _, d := range natsauth.Daemons {
+		out = append(out, d.Name)
+	}
+	return out
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }

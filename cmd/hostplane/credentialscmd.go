@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -12,6 +14,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/hostplane/hostplane/cmd/hostplane/dev"
 	"github.com/hostplane/hostplane/pkg/bus"
@@ -147,8 +152,82 @@ up to --wait for the server. It is idempotent; docker compose runs it before the
 	bootstrap.Flags().IntVar(&replicas, "replicas", 1, "copies of each stream and bucket: 1 on one server, 3 on a 3-server cluster")
 	bootstrap.Flags().DurationVar(&wait, "wait", 2*time.Minute, "how long to wait for the server")
 
-	cmd.AddCommand(create, revoke, list, initCmd, bootstrap)
+	var namespace string
+	k8sSecrets := &cobra.Command{
+		Use:   "k8s-secrets",
+		Short: "Print the Kubernetes Secrets deploy/k8s needs: nats-auth (auth.conf) and nats-creds-<identity> for bootstrap and each daemon",
+		Long: `Prints, as YAML for kubectl apply -f -, the Secrets deploy/k8s mounts: nats-auth (the
+server's auth.conf, in every NATS member) and nats-creds-<identity> (key nkey: that identity's
+seed) for the bootstrap Job and each daemon, so a pod holds only its own seed. The admin seed
+and other systems' seeds stay in --dir. Run init (or create/revoke) first:
+
+  hostplane credentials init --dir nats-creds
+  hostplane credentials k8s-secrets --dir nats-creds | kubectl apply -f -`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := natsauth.Generate(dir)
+			if err != nil {
+				return err
+			}
+			docs, err := k8sCredentialSecrets(c, namespace)
+			if err != nil {
+				return err
+			}
+			_, err = cmd.OutOrStdout().Write(docs)
+			return err
+		},
+	}
+	k8sSecrets.Flags().StringVar(&namespace, "namespace", "hostplane-system", "namespace of the Secrets")
+
+	cmd.AddCommand(create, revoke, list, initCmd, bootstrap, k8sSecrets)
 	return cmd
+}
+
+// The Secrets of deploy/k8s: nats-auth (auth.conf) and nats-creds-<identity> (the seed under
+// key nkey).
+const (
+	k8sSecretPrefix = "nats-creds-"
+	k8sSeedKey      = "nkey"
+	k8sAuthSecret   = "nats-auth"
+)
+
+// k8sCredentialSecrets renders the Secrets of deploy/k8s from c: nats-auth and one
+// nats-creds-<identity> for bootstrap and every daemon.
+func k8sCredentialSecrets(c *natsauth.Credentials, namespace string) ([]byte, error) {
+	auth, err := os.ReadFile(filepath.Join(c.Dir, natsauth.ServerConfigFile))
+	if err != nil {
+		return nil, err
+	}
+	secret := func(name string, data map[string][]byte) corev1.Secret {
+		return corev1.Secret{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{"app.kubernetes.io/part-of": "hostplane"}},
+			Type:       corev1.SecretTypeOpaque,
+			Data:       data,
+		}
+	}
+	out := []corev1.Secret{secret(k8sAuthSecret, map[string][]byte{natsauth.ServerConfigFile: auth})}
+	names := []string{natsauth.Bootstrap}
+	for _, d := range natsauth.Daemons {
+		names = append(names, d.Name)
+	}
+	for _, name := range names {
+		seed, err := os.ReadFile(c.SeedFile(name))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, secret(k8sSecretPrefix+name, map[string][]byte{k8sSeedKey: seed}))
+	}
+	var buf bytes.Buffer
+	for _, s := range out {
+		b, err := yaml.Marshal(s)
+		if err != nil {
+			return nil, err
+		}
+		buf.WriteString("---\n")
+		buf.Write(b)
+	}
+	return buf.Bytes(), nil
 }
 
 // printMinted says where the seed is and how to use it with the nats CLI.

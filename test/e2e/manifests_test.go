@@ -15,8 +15,10 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/nats-io/nats-server/v2/server"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -39,6 +41,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/crd"
 	"github.com/hostplane/hostplane/pkg/crd/capi"
 	"github.com/hostplane/hostplane/pkg/kube"
+	"github.com/hostplane/hostplane/pkg/natsauth"
 	"github.com/hostplane/hostplane/pkg/testenv"
 	"github.com/hostplane/hostplane/services/clusterd/crds"
 	"github.com/hostplane/hostplane/services/infrad"
@@ -517,6 +520,57 @@ func checkDaemon(t *testing.T, idx objectIndex, daemon string, port int64) {
 	if !ingressAllowed(t, idx, nats, pod.Labels, 4222) {
 		t.Error("no NetworkPolicy lets the daemon reach NATS on 4222")
 	}
+	// NATS: the daemon proves its own identity, and holds no other identity's seed.
+	if f := envValue(c, "HOSTPLANE_NATS_NKEY_FILE"); !mountsSecretKey(pod.Spec, c, f, "nats-creds-"+daemon, "nkey") {
+		t.Errorf("HOSTPLANE_NATS_NKEY_FILE=%q is not the key nkey of the Secret nats-creds-%s mounted in the container", f, daemon)
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.Secret != nil && strings.HasPrefix(v.Secret.SecretName, "nats-") && v.Secret.SecretName != "nats-creds-"+daemon {
+			t.Errorf("mounts the Secret %s: a daemon holds only its own NATS seed", v.Secret.SecretName)
+		}
+	}
+}
+
+// mountsSecretKey reports whether file is, in container c of pod, the key of the Secret
+// secret.
+func mountsSecretKey(pod corev1.PodSpec, c corev1.Container, file, secret, key string) bool {
+	v, rel := mountedVolume(pod, c, file)
+	if v == nil || v.Secret == nil || v.Secret.SecretName != secret {
+		return false
+	}
+	return (len(v.Secret.Items) == 0 && rel == key) || hasItem(v.Secret.Items, key, rel)
+}
+
+// mountsProjectedSecretKey reports whether file is, in container c of pod, the key of the
+// Secret secret in a projected volume.
+func mountsProjectedSecretKey(pod corev1.PodSpec, c corev1.Container, file, secret, key string) bool {
+	v, rel := mountedVolume(pod, c, file)
+	if v == nil || v.Projected == nil {
+		return false
+	}
+	return slices.ContainsFunc(v.Projected.Sources, func(src corev1.VolumeProjection) bool {
+		return src.Secret != nil && src.Secret.Name == secret && hasItem(src.Secret.Items, key, rel)
+	})
+}
+
+// mountedVolume is the volume file lies in, in container c of pod, and file's path in it.
+func mountedVolume(pod corev1.PodSpec, c corev1.Container, file string) (*corev1.Volume, string) {
+	for _, m := range c.VolumeMounts {
+		rel, ok := strings.CutPrefix(file, strings.TrimSuffix(m.MountPath, "/")+"/")
+		if !ok {
+			continue
+		}
+		for i := range pod.Volumes {
+			if pod.Volumes[i].Name == m.Name {
+				return &pod.Volumes[i], rel
+			}
+		}
+	}
+	return nil, ""
+}
+
+func hasItem(items []corev1.KeyToPath, key, path string) bool {
+	return slices.ContainsFunc(items, func(it corev1.KeyToPath) bool { return it.Key == key && it.Path == path })
 }
 
 // envValue is the literal value of the container's variable name ("" when unset or taken
@@ -639,6 +693,56 @@ func checkNATS(t *testing.T, idx objectIndex) {
 	gateway := typed[appsv1.Deployment](t, idx.get(t, "Deployment", "gateway")).Spec.Template.Labels
 	if ingressAllowed(t, idx, sts.Spec.Template.Labels, gateway, 4222) {
 		t.Error("the gateway may reach NATS: only the daemons should")
+	}
+	checkNATSAuth(t, idx, sts, conf)
+}
+
+// checkNATSAuth: every NATS member loads the auth.conf of the Secret nats-auth beside its
+// nats.conf, and the two together are a configuration nats-server accepts with every
+// identity of pkg/natsauth; the bootstrap Job lays out the streams and buckets as bootstrap,
+// with as many replicas as the daemons expect, from a pod that may reach NATS.
+func checkNATSAuth(t *testing.T, idx objectIndex, sts *appsv1.StatefulSet, conf string) {
+	if !strings.Contains(conf, "include auth.conf") {
+		t.Fatal("nats.conf does not include auth.conf: NATS would accept anyone")
+	}
+	c := sts.Spec.Template.Spec.Containers[0]
+	if !mountsProjectedSecretKey(sts.Spec.Template.Spec, c, "/etc/nats/auth.conf", "nats-auth", "auth.conf") {
+		t.Error("the NATS members do not mount the Secret nats-auth's auth.conf beside nats.conf (/etc/nats)")
+	}
+	dir := t.TempDir()
+	creds, err := natsauth.Generate(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "nats.conf"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("POD_NAME", "nats-0")
+	opts, err := server.ProcessConfigFile(filepath.Join(dir, "nats.conf"))
+	if err != nil {
+		t.Fatalf("nats-server rejects nats.conf with a generated auth.conf: %v", err)
+	}
+	if len(opts.Nkeys) != len(creds.ServerNkeys()) {
+		t.Errorf("nats.conf with auth.conf accepts %d identities, want %d", len(opts.Nkeys), len(creds.ServerNkeys()))
+	}
+
+	job := typed[batchv1.Job](t, idx.get(t, "Job", "nats-bootstrap"))
+	pod := job.Spec.Template
+	jc := pod.Spec.Containers[0]
+	args := strings.Join(jc.Args, " ")
+	replicas := typed[corev1.ConfigMap](t, idx.generated(t, "ConfigMap", "hostplane-config")).Data["HOSTPLANE_NATS_REPLICAS"]
+	if !strings.HasPrefix(args, "credentials bootstrap ") || !strings.Contains(args, "--replicas "+replicas) {
+		t.Errorf("the bootstrap Job runs %q, want credentials bootstrap --replicas %s (HOSTPLANE_NATS_REPLICAS)", args, replicas)
+	}
+	credsDir := ""
+	if i := slices.Index(jc.Args, "--dir"); i >= 0 && i+1 < len(jc.Args) {
+		credsDir = jc.Args[i+1]
+	}
+	if !mountsSecretKey(pod.Spec, jc, credsDir+"/"+natsauth.Bootstrap+natsauth.SeedExt, "nats-creds-bootstrap", "nkey") {
+		t.Errorf("the bootstrap Job does not find the Secret nats-creds-bootstrap's seed at %s/bootstrap.nk", credsDir)
+	}
+	if !ingressAllowed(t, idx, sts.Spec.Template.Labels, pod.Labels, 4222) {
+		t.Error("no NetworkPolicy lets the bootstrap Job reach NATS on 4222")
 	}
 }
 
