@@ -12,14 +12,12 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/hostplane/hostplane/cmd/hostplane/dev"
-	"github.com/hostplane/hostplane/pkg/bus"
 	"github.com/hostplane/hostplane/pkg/daemon"
 	"github.com/hostplane/hostplane/pkg/natsauth"
 	"github.com/hostplane/hostplane/pkg/observe"
@@ -127,21 +125,8 @@ up to --wait for the server. It is idempotent; docker compose runs it before the
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), wait)
 			defer cancel()
-			opts, err := natsauth.ClientOptions(natsauth.Bootstrap, filepath.Join(dir, natsauth.Bootstrap+natsauth.SeedExt))
-			if err != nil {
-				return err
-			}
 			log := observe.NewLogger(cmd.ErrOrStderr(), slog.LevelInfo)
-			nc, err := bus.Connect(ctx, natsURL, "hostplane-bootstrap", log, opts...)
-			if err != nil {
-				return err
-			}
-			defer nc.Close()
-			js, err := jetstream.New(nc)
-			if err != nil {
-				return err
-			}
-			if err := bus.EnsureLayout(ctx, js, replicas); err != nil {
+			if err := natsauth.LayOut(ctx, natsURL, filepath.Join(dir, natsauth.Bootstrap+natsauth.SeedExt), replicas, log); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "streams and buckets ready on %s (%d replica(s))\n", natsURL, replicas)

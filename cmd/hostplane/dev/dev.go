@@ -20,7 +20,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
@@ -98,16 +97,7 @@ func (s *Stack) startNATS(ctx context.Context, dataDir string) error {
 		return err
 	}
 	s.log.Info("nats jetstream started", "url", s.NATS.URL(), "store", store, "credentials", credsDir)
-	nc, err := s.ConnectNATS(ctx, natsauth.Bootstrap)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	return bus.EnsureLayout(ctx, js, 1)
+	return natsauth.LayOut(ctx, s.NATS.URL(), s.NATSCreds.SeedFile(natsauth.Bootstrap), 1, s.log)
 }
 
 // credsReloadInterval is how often hostplane dev looks for identities minted or revoked with
