@@ -5,7 +5,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 MODULES   := pkg services/clusterd services/nodepoold services/componentd services/ignitiond \
-             services/pkid services/infrad services/localcloud cmd/hostplane test/integration test/e2e bench
+             services/pkid services/infrad services/localcloud cmd/hostplane cmd/hostplane-karpenter test/integration test/e2e bench
 PKGS      := $(addprefix ./,$(addsuffix /...,$(MODULES)))
 DAEMONS   := clusterd nodepoold componentd ignitiond pkid infrad
 BIN       := bin
@@ -27,9 +27,10 @@ k8s-bins: ## build etcd and the Kubernetes release binaries into ~/.cache/hostpl
 	@tools/k8s-bins/build.sh
 
 .PHONY: build
-build: ## build the hostplane CLI and the six daemons into bin/
+build: ## build the hostplane CLI, the six daemons and the autoscaler (hostplane-karpenter) into bin/
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/hostplane ./cmd/hostplane
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/hostplane-karpenter ./cmd/hostplane-karpenter
 	@for d in $(DAEMONS); do echo "$(GO) build -o $(BIN)/$$d ./services/$$d/cmd/$$d"; \
 	  CGO_ENABLED=0 $(GO) build -o $(BIN)/$$d ./services/$$d/cmd/$$d || exit 1; done
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/localcloud ./services/localcloud/cmd/localcloud
@@ -40,9 +41,10 @@ build: ## build the hostplane CLI and the six daemons into bin/
 # them Building, and a cluster that asks for one waits until it is built.
 run: ## run everything in one process: hostplane dev on http://127.0.0.1:8080 (Ctrl-C stops it)
 	@tools/k8s-bins/build.sh --newest
-	@mkdir -p .hostplane; tools/k8s-bins/build.sh > .hostplane/k8s-bins.log 2>&1 & \
+	@mkdir -p .hostplane $(BIN); tools/k8s-bins/build.sh > .hostplane/k8s-bins.log 2>&1 & \
 	  echo "building the other releases in the background: hostplane get releases; log in .hostplane/k8s-bins.log"; \
-	  $(GO) run ./cmd/hostplane dev $(RUN_FLAGS)
+	  $(GO) build -o $(BIN)/hostplane ./cmd/hostplane && CGO_ENABLED=0 $(GO) build -o $(BIN)/hostplane-karpenter ./cmd/hostplane-karpenter && \
+	  $(BIN)/hostplane dev $(RUN_FLAGS)
 
 .PHONY: test
 test: k8s-bins ## build what the tests need and run every test (the compose smoke test too)

@@ -32,6 +32,54 @@ type ClusterSpec struct {
 	// SecretEncryption says how the guest cluster's kube-apiserver encrypts Secrets in its
 	// etcd. Absent means the default, aescbc (see SecretEncryptionType).
 	SecretEncryption *SecretEncryptionSpec `json:"secretEncryption,omitempty"`
+	// Autoscaling tunes how the cluster's autoscaled NodePools grow and shrink (HyperShift's
+	// spec.autoscaling). Absent means the defaults (see ClusterAutoscaling).
+	Autoscaling *ClusterAutoscaling `json:"autoscaling,omitempty"`
+}
+
+// Scaling modes of spec.autoscaling.scaling (HyperShift's names).
+const (
+	// ScaleUpAndScaleDown grows autoscaled pools for pods that cannot be scheduled and
+	// shrinks them when nodes are unneeded. The default.
+	ScaleUpAndScaleDown = "ScaleUpAndScaleDown"
+	// ScaleUpOnly grows autoscaled pools and never shrinks them.
+	ScaleUpOnly = "ScaleUpOnly"
+)
+
+// DefaultUnneededDurationSeconds is how long a node is empty or under-used before an
+// autoscaled pool gives it up, when spec.autoscaling.scaleDown does not say (the upstream
+// cluster-autoscaler's --scale-down-unneeded-time).
+const DefaultUnneededDurationSeconds = 600
+
+// ClusterAutoscaling is spec.autoscaling: the cluster-wide options of NodePool autoscaling.
+type ClusterAutoscaling struct {
+	// Scaling is ScaleUpAndScaleDown (default) or ScaleUpOnly.
+	Scaling string `json:"scaling,omitempty"`
+	// ScaleDown tunes scale-down; ignored with ScaleUpOnly.
+	ScaleDown *ScaleDownConfig `json:"scaleDown,omitempty"`
+}
+
+// ScaleDownConfig is spec.autoscaling.scaleDown.
+type ScaleDownConfig struct {
+	// UnneededDurationSeconds is how long a node added by the autoscaler is empty or
+	// under-used (its pods fit elsewhere) before it is drained and removed (default 600).
+	UnneededDurationSeconds *int32 `json:"unneededDurationSeconds,omitempty"`
+}
+
+// EffectiveAutoscaling returns spec.autoscaling with its defaults filled in.
+func (s *ClusterSpec) EffectiveAutoscaling() ClusterAutoscaling {
+	out := ClusterAutoscaling{Scaling: ScaleUpAndScaleDown}
+	unneeded := int32(DefaultUnneededDurationSeconds)
+	if a := s.Autoscaling; a != nil {
+		if a.Scaling != "" {
+			out.Scaling = a.Scaling
+		}
+		if a.ScaleDown != nil && a.ScaleDown.UnneededDurationSeconds != nil {
+			unneeded = *a.ScaleDown.UnneededDurationSeconds
+		}
+	}
+	out.ScaleDown = &ScaleDownConfig{UnneededDurationSeconds: &unneeded}
+	return out
 }
 
 // Release names a Kubernetes version in the release catalogue.

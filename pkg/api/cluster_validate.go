@@ -141,6 +141,7 @@ func validateClusterSpec(fe *FieldErrors, s *ClusterSpec, releases ReleaseCatalo
 	}
 	validateNetworking(fe, s.Networking)
 	validateSecretEncryption(fe, s.SecretEncryption)
+	validateAutoscaling(fe, s.Autoscaling)
 	if s.PKI != nil {
 		ca := validateLifetime(fe, "spec.pki.caLifetime", s.PKI.CALifetime)
 		leaf := validateLifetime(fe, "spec.pki.leafLifetime", s.PKI.LeafLifetime)
@@ -185,6 +186,25 @@ func validateSecretEncryption(fe *FieldErrors, e *SecretEncryptionSpec) {
 		fe.Add("spec.secretEncryption.type", "is required; use %q", SecretEncryptionAESCBC)
 	default:
 		fe.Add("spec.secretEncryption.type", "%q is not a Secret encryption type; use %q", e.Type, SecretEncryptionAESCBC)
+	}
+}
+
+// maxUnneededDurationSeconds bounds spec.autoscaling.scaleDown.unneededDurationSeconds: a day.
+const maxUnneededDurationSeconds = 86400
+
+func validateAutoscaling(fe *FieldErrors, a *ClusterAutoscaling) {
+	if a == nil {
+		return
+	}
+	switch a.Scaling {
+	case "", ScaleUpAndScaleDown, ScaleUpOnly:
+	default:
+		fe.Add("spec.autoscaling.scaling", "%q is not a scaling mode; use %q or %q", a.Scaling, ScaleUpAndScaleDown, ScaleUpOnly)
+	}
+	if a.ScaleDown != nil && a.ScaleDown.UnneededDurationSeconds != nil {
+		if v := *a.ScaleDown.UnneededDurationSeconds; v < 0 || v > maxUnneededDurationSeconds {
+			fe.Add("spec.autoscaling.scaleDown.unneededDurationSeconds", "%d must be between 0 and %d (a day)", v, maxUnneededDurationSeconds)
+		}
 	}
 }
 

@@ -15,6 +15,10 @@ const (
 	ComponentKubeAPIServer     = "kube-apiserver"
 	ComponentControllerManager = "kube-controller-manager"
 	ComponentScheduler         = "kube-scheduler"
+	// ComponentKarpenter is the autoscaler: Karpenter's core with Hostplane's cloud provider
+	// (cmd/hostplane-karpenter). It runs one replica while the cluster has an autoscaled
+	// NodePool and none otherwise.
+	ComponentKarpenter = "karpenter"
 )
 
 // ControlPlaneComponentSpec is what componentd wants running.

@@ -16,6 +16,9 @@ type Infra struct {
 	// Ports for kube-controller-manager and kube-scheduler secure serving, one per replica.
 	ControllerManagerPorts []int `json:"controllerManagerPorts"`
 	SchedulerPorts         []int `json:"schedulerPorts"`
+	// AutoscalerPorts are the autoscaler's (component karpenter) metrics and health-probe
+	// ports, in that order.
+	AutoscalerPorts []int `json:"autoscalerPorts,omitempty"`
 	// Ignition is where ignitiond serves the cluster's HTTPS Ignition endpoint
 	// (status.ignitionEndpoint), with pkid's "ignition-server" certificate.
 	Ignition Endpoint `json:"ignition"`

@@ -117,10 +117,12 @@ const (
 	CertAdmin               = "admin"
 	CertControllerManager   = "controller-manager"
 	CertScheduler           = "scheduler"
+	CertKarpenter           = "karpenter" // the autoscaler's guest identity
 	CertIgnitionServer      = "ignition-server" // ignitiond's HTTPS serving cert for the cluster, signed by root-ca
 	KubeconfigAdmin         = "admin"
 	KubeconfigControllerMgr = "controller-manager"
 	KubeconfigScheduler     = "scheduler"
+	KubeconfigKarpenter     = "karpenter"
 )
 
 // PKIStatus is the answer of GET /v1/clusters/{c}/pki: no key material.

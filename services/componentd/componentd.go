@@ -48,6 +48,10 @@ type Config struct {
 	// looked at again (default 750ms); SteadyInterval is how often a converged cluster is
 	// (default 10s), so a crashed process shows in its status.
 	ProgressInterval, SteadyInterval time.Duration
+	// KarpenterBinary is the hostplane-karpenter executable the autoscaler component runs
+	// (HOSTPLANE_KARPENTER_BINARY); default: hostplane-karpenter beside this program's own
+	// executable, else on PATH.
+	KarpenterBinary string
 }
 
 func (c *Config) defaults() error {
@@ -74,6 +78,9 @@ func (c *Config) defaults() error {
 	default:
 		return fmt.Errorf("%w %q (want %q or %q)", ErrUnsupportedRuntime, c.Runtime, RuntimeProcess, RuntimeKubernetes)
 	}
+	if c.KarpenterBinary == "" {
+		c.KarpenterBinary = findKarpenter()
+	}
 	if c.ProgressInterval <= 0 {
 		c.ProgressInterval = 750 * time.Millisecond
 	}
@@ -88,6 +95,8 @@ func RegisterFlags(fs *flag.FlagSet) func(daemon.Base) (daemon.Runner, error) {
 	var cfg Config
 	fs.StringVar(&cfg.SealKeyFile, "pki-key-file", daemon.Env("HOSTPLANE_PKI_KEY_FILE", ""),
 		"key that opens the sealed PKI (HOSTPLANE_PKI_KEY_FILE; default <data dir>/pki.key)")
+	fs.StringVar(&cfg.KarpenterBinary, "karpenter-binary", daemon.Env("HOSTPLANE_KARPENTER_BINARY", ""),
+		"hostplane-karpenter executable for the autoscaler (HOSTPLANE_KARPENTER_BINARY; default: beside this executable, else on PATH)")
 	fs.StringVar(&cfg.Runtime, "runtime", daemon.Env("HOSTPLANE_COMPONENTD_RUNTIME", RuntimeProcess),
 		"control-plane runtime: process or kubernetes (HOSTPLANE_COMPONENTD_RUNTIME)")
 	return func(base daemon.Base) (daemon.Runner, error) {
@@ -213,6 +222,8 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 			events.ClusterFilter(events.ResourceCluster),
 			events.ClusterFilter(events.ResourcePKI),
 			events.ClusterFilter(events.ResourceInfra),
+			// A pool that starts or stops autoscaling starts or stops the autoscaler.
+			events.ClusterFilter(events.ResourceNodePool),
 		},
 		ListKeys: d.listClusters,
 	}, reconcile.Func(d.reconcile))

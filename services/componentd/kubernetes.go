@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -63,6 +64,9 @@ func (k *kubeRuntime) converge(ctx context.Context, log *slog.Logger, cl *cluste
 	open := rollout.Gate{Available: true, Settled: true}
 	settled := true
 	for _, comp := range component.All() {
+		if !slices.Contains(kuberuntime.Components(), comp.Name) {
+			continue // the autoscaler runs with the process runtime only, so far
+		}
 		hash := hashes[comp.Name]
 		o := observation{comp: comp, version: rel.Version, replicas: kuberuntime.Replicas(comp.Name, cl.policy()), hash: hash, gate: open, pkiSerial: cl.pki.Serial}
 		if s, ok := status[comp.Name]; ok {

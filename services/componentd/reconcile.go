@@ -192,6 +192,9 @@ func (p processRuntime) converge(ctx context.Context, log *slog.Logger, cl *clus
 		Audit:      cl.cluster.Spec.EffectiveAudit(),
 		PKISerial:  cl.pki.Serial,
 	}
+	if in.Autoscaler, err = d.autoscaler(ctx, cl.cluster); err != nil {
+		return reconcile.Result{}, fmt.Errorf("cluster %s: %w", name, err)
+	}
 	if files[component.FileAuditPolicy], err = component.AuditPolicyFile(in.Audit); err != nil {
 		return reconcile.Result{}, fmt.Errorf("cluster %s: %w", name, err)
 	}
@@ -240,6 +243,16 @@ func (d *Daemon) converge(ctx context.Context, log *slog.Logger, sup *process.Su
 			settled, waitingForBuild = false, true
 			continue
 		}
+		if errors.Is(err, component.ErrCannotRun) {
+			// The autoscaler without its executable or the management kubeconfig: the
+			// control plane runs on, and the component's status says what is missing.
+			sum, err2 := d.recordCannotRun(ctx, clog, c.Name, comp, in, byName[comp.Name], ReasonCannotRun, err.Error())
+			if err2 != nil {
+				return reconcile.Result{}, fmt.Errorf("%s: %w", comp.Name, err2)
+			}
+			observed[comp.Name] = sum
+			continue
+		}
 		if err != nil {
 			return reconcile.Result{}, fmt.Errorf("%s: %w", comp.Name, err)
 		}
@@ -254,6 +267,9 @@ func (d *Daemon) converge(ctx context.Context, log *slog.Logger, sup *process.Su
 		if err != nil {
 			return reconcile.Result{}, fmt.Errorf("%s: %w", comp.Name, err)
 		}
+		if err := d.stopExtra(ctx, clog, sup, c.Name, want); err != nil {
+			return reconcile.Result{}, fmt.Errorf("%s: %w", comp.Name, err)
+		}
 		sum, err := d.recordProcesses(ctx, clog, c.Name, want, old, reps, gate, in.PKISerial)
 		if err != nil {
 			return reconcile.Result{}, fmt.Errorf("%s: %w", comp.Name, err)
@@ -265,6 +281,22 @@ func (d *Daemon) converge(ctx context.Context, log *slog.Logger, sup *process.Su
 		return reconcile.Result{RequeueAfter: releaseBuildPoll}, nil
 	}
 	return d.requeue(settled), nil
+}
+
+// stopExtra stops the replicas of a component beyond those it wants (the autoscaler once the
+// cluster has no autoscaled pool left).
+func (d *Daemon) stopExtra(ctx context.Context, log *slog.Logger, sup *process.Supervisor, cluster string, want component.Desired) error {
+	for n := want.Replicas; n < component.MaxReplicas(); n++ {
+		name := component.ProcessName(cluster, want.Component.Name, n)
+		if !d.hasProcess(sup, name) {
+			continue
+		}
+		log.Info("stopping replica: no longer wanted", "replica", name, "replicas", want.Replicas)
+		if err := sup.Terminate(ctx, name); err != nil {
+			return fmt.Errorf("stop %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // replica is what the reconcile knows of one replica.

@@ -15,6 +15,10 @@ import (
 // binaries of the release its cluster asks for are not built on this host.
 const ReasonReleaseNotBuilt = "ReleaseNotBuilt"
 
+// ReasonCannotRun is a component's Available reason while this host cannot run it as
+// configured (component.ErrCannotRun): the message says what is missing.
+const ReasonCannotRun = "CannotRun"
+
 // releaseBuildPoll is how often a cluster waiting for its release's binaries looks again.
 const releaseBuildPoll = 5 * time.Second
 

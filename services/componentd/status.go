@@ -177,12 +177,19 @@ func (d *Daemon) record(ctx context.Context, log *slog.Logger, cluster string,
 // that reason. The returned summary gates the components that depend on it.
 func (d *Daemon) recordReleaseNotBuilt(ctx context.Context, log *slog.Logger, cluster string, comp *component.Component,
 	in *component.Inputs, old *store.Entry[api.ControlPlaneComponent]) (rollout.Summary, error) {
-	version := in.Version
-	rel, err := release.Lookup(version)
+	rel, err := release.Lookup(in.Version)
 	if err != nil {
 		return rollout.Summary{}, err
 	}
 	_, msg := binariesState(rel)
+	return d.recordCannotRun(ctx, log, cluster, comp, in, old, ReasonReleaseNotBuilt, msg)
+}
+
+// recordCannotRun records that a component cannot start here (reason, msg): whatever of it
+// runs keeps running, and its conditions say why nothing more happens.
+func (d *Daemon) recordCannotRun(ctx context.Context, log *slog.Logger, cluster string, comp *component.Component,
+	in *component.Inputs, old *store.Entry[api.ControlPlaneComponent], reason, msg string) (rollout.Summary, error) {
+	version := in.Version
 	var next api.ControlPlaneComponent
 	if old != nil {
 		if err := deepCopy(old.Value, &next); err != nil {
@@ -194,7 +201,7 @@ func (d *Daemon) recordReleaseNotBuilt(ctx context.Context, log *slog.Logger, cl
 	}
 	now := time.Now().UTC()
 	set := func(t string, msg string) {
-		next.Status.Conditions.Set(api.Condition{Type: t, Status: api.ConditionFalse, Reason: ReasonReleaseNotBuilt,
+		next.Status.Conditions.Set(api.Condition{Type: t, Status: api.ConditionFalse, Reason: reason,
 			Message: msg, ObservedGeneration: next.Generation}, now)
 	}
 	available := next.Status.Conditions.IsTrue(api.ConditionAvailable)
@@ -204,7 +211,7 @@ func (d *Daemon) recordReleaseNotBuilt(ctx context.Context, log *slog.Logger, cl
 	set(api.ConditionRolloutComplete, msg)
 	d.observeMetrics(cluster, comp.Name, old, &next, now)
 	return rollout.Summary{Available: available, Ready: next.Status.ReadyReplicas},
-		d.save(ctx, log, cluster, old, &next, "release", version, "reason", ReasonReleaseNotBuilt)
+		d.save(ctx, log, cluster, old, &next, "release", version, "reason", reason)
 }
 
 // save stores next when it differs from old and publishes an event when its Available,

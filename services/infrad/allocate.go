@@ -11,6 +11,8 @@ import (
 // topology is how many of each part one control plane has.
 type topology struct {
 	etcd, apiServers, controllerManagers, schedulers int
+	// autoscaler is the autoscaler's ports: metrics and health probe.
+	autoscaler int
 	// loadBalanced puts infrad's TCP load balancer on the endpoint, in front of the apiservers.
 	loadBalanced bool
 }
@@ -18,16 +20,17 @@ type topology struct {
 // topologyFor maps a controllerAvailabilityPolicy to the parts it needs ("" is SingleReplica).
 func topologyFor(policy string) topology {
 	if policy == api.HighlyAvailable {
-		return topology{etcd: 3, apiServers: 2, controllerManagers: 2, schedulers: 2, loadBalanced: true}
+		return topology{etcd: 3, apiServers: 2, controllerManagers: 2, schedulers: 2, autoscaler: 2, loadBalanced: true}
 	}
-	return topology{etcd: 1, apiServers: 1, controllerManagers: 1, schedulers: 1}
+	return topology{etcd: 1, apiServers: 1, controllerManagers: 1, schedulers: 1, autoscaler: 2}
 }
 
 // satisfiedBy reports whether inf already holds exactly the ports t needs, so nothing is
 // allocated again: a record, once written, keeps its ports.
 func (t topology) satisfiedBy(inf *api.Infra) bool {
 	if len(inf.Etcd) != t.etcd || len(inf.APIServers) != t.apiServers ||
-		len(inf.ControllerManagerPorts) != t.controllerManagers || len(inf.SchedulerPorts) != t.schedulers {
+		len(inf.ControllerManagerPorts) != t.controllerManagers || len(inf.SchedulerPorts) != t.schedulers ||
+		len(inf.AutoscalerPorts) != t.autoscaler {
 		return false
 	}
 	if inf.Endpoint.Port == 0 || inf.Ignition.Port == 0 {
@@ -59,6 +62,7 @@ func portsOf(inf *api.Infra) []int {
 	}
 	ports = append(ports, inf.ControllerManagerPorts...)
 	ports = append(ports, inf.SchedulerPorts...)
+	ports = append(ports, inf.AutoscalerPorts...)
 	return ports
 }
 
@@ -126,6 +130,9 @@ func allocate(inf *api.Infra, host string, t topology, a *portAllocator) error {
 		return err
 	}
 	if inf.SchedulerPorts, err = fill(inf.SchedulerPorts, t.schedulers, a); err != nil {
+		return err
+	}
+	if inf.AutoscalerPorts, err = fill(inf.AutoscalerPorts, t.autoscaler, a); err != nil {
 		return err
 	}
 	if inf.Ignition.Port == 0 {

@@ -25,6 +25,9 @@ type scope struct {
 	hash    string
 	now     time.Time
 	log     *slog.Logger
+	// retry: a write met a newer version of its object (the autoscaler scaled the pool); the
+	// pool is looked at again soon.
+	retry bool
 
 	// ignition is ignitiond's token record of the pool (nil: none yet); userDataReady says
 	// its userdata serves the pool's current hash.
@@ -184,7 +187,19 @@ func (d *Daemon) converge(ctx context.Context, s *scope) {
 		} else {
 			obj = o.machineDeployment(*s.template, s.desired)
 		}
-		if err := apply(ctx, c, obj); err != nil {
+		if s.np.Spec.AutoScaling != nil {
+			// The autoscaler writes the replicas too: apply only over the object as it was
+			// read, so that a stale view never undoes a scale it just made.
+			if st.md != nil && obj.GetKind() == gvkMachineDeployment.Kind {
+				obj.SetResourceVersion(st.md.ResourceVersion)
+			} else if st.ms != nil && obj.GetKind() == gvkMachineSet.Kind {
+				obj.SetResourceVersion(st.ms.ResourceVersion)
+			}
+		}
+		switch err := apply(ctx, c, obj); {
+		case apierrors.IsConflict(err):
+			s.retry = true // read again and write over the autoscaler's latest size
+		case err != nil:
 			s.fail("write the "+obj.GetKind(), err)
 			return
 		}
@@ -229,7 +244,7 @@ func (s *scope) progressing() bool {
 	if s.management != "" {
 		return s.mgmtPending()
 	}
-	if !s.userDataReady || s.template == nil || s.inPlace.active > 0 || s.inPlace.pending > 0 {
+	if s.retry || !s.userDataReady || s.template == nil || s.inPlace.active > 0 || s.inPlace.pending > 0 {
 		return true
 	}
 	if s.state == nil {

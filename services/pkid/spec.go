@@ -79,6 +79,7 @@ var kubeconfigSpecs = []kubeconfigSpec{
 	{Name: api.KubeconfigAdmin, Cert: api.CertAdmin, User: "admin"},
 	{Name: api.KubeconfigControllerMgr, Cert: api.CertControllerManager, User: "system:kube-controller-manager"},
 	{Name: api.KubeconfigScheduler, Cert: api.CertScheduler, User: "system:kube-scheduler"},
+	{Name: api.KubeconfigKarpenter, Cert: api.CertKarpenter, User: "system:hostplane:karpenter"},
 }
 
 // Kubernetes identities of the client certificates.
@@ -137,6 +138,9 @@ func leafSpecs(c *api.Cluster, inf *api.Infra) ([]leafSpec, []string, error) {
 		client(api.CertAdmin, api.CertRootCA, "kubernetes-admin", groupMasters),
 		client(api.CertControllerManager, api.CertRootCA, "system:kube-controller-manager"),
 		client(api.CertScheduler, api.CertRootCA, "system:kube-scheduler"),
+		// The autoscaler installs its CRDs, and reads and writes nodes, pods (evictions),
+		// NodePools and NodeClaims: cluster-admin, under a name of its own in the audit log.
+		client(api.CertKarpenter, api.CertRootCA, "system:hostplane:karpenter", groupMasters),
 		{Name: api.CertIgnitionServer, CA: api.CertRootCA, Req: ignition.request("hostplane-ignition-server", certs.UsageServer)},
 	}, problems, nil
 }

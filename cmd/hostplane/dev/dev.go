@@ -8,6 +8,7 @@ package dev
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,6 +55,10 @@ type Config struct {
 	// componentd.RuntimeKubernetes, which runs the control planes as workloads in the
 	// management kube-apiserver (and so needs it).
 	Runtime string
+	// KarpenterBinary is the hostplane-karpenter executable componentd runs as a cluster's
+	// autoscaler; empty: HOSTPLANE_KARPENTER_BINARY when set, else hostplane-karpenter beside
+	// this executable or on PATH.
+	KarpenterBinary string
 
 	// AdminToken is the front door's admin token. Empty: HOSTPLANE_ADMIN_TOKEN when set, else
 	// the token in <DataDir>/admin-token, which the first start creates (mode 0600) with a
@@ -256,7 +261,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	}
 
 	registries := prometheus.Gatherers{}
-	cd := componentd.Config{Runtime: cfg.Runtime}
+	cd := componentd.Config{Runtime: cfg.Runtime, KarpenterBinary: cmp.Or(cfg.KarpenterBinary, os.Getenv("HOSTPLANE_KARPENTER_BINARY"))}
 	mgmtKubeconfig := ""
 	if s.Management != nil {
 		mgmtKubeconfig = s.Management.KubeconfigPath

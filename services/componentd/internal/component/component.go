@@ -43,6 +43,8 @@ type Inputs struct {
 	// AdminCert and AdminKey authenticate kube-apiserver's readiness probe; without them
 	// the probe is anonymous.
 	AdminCert, AdminKey []byte
+	// Autoscaler configures the karpenter component.
+	Autoscaler Autoscaler
 }
 
 // path returns the absolute path of a file relative to the cluster's directory.
@@ -86,6 +88,12 @@ type Component struct {
 	StopTimeout time.Duration
 	args        func(in *Inputs, n int) ([]string, error)
 	probe       func(in *Inputs, n int) (process.Probe, error)
+	// Optional parts: enabled (nil: always) says whether the component runs at all, binary
+	// (nil: the release's binary of its name) where its executable is, env (nil: none) the
+	// environment of a replica, which is hashed like its arguments.
+	enabled func(in *Inputs) bool
+	binary  func(in *Inputs) (string, error)
+	env     func(in *Inputs, n int) ([]string, error)
 }
 
 // Replicas returns how many replicas the component runs under policy.
@@ -120,6 +128,8 @@ type hashInputs struct {
 	// Args of every replica: the ports of the infra allocation, the networking CIDRs, the
 	// replica layout and the file paths all appear there.
 	Args [][]string `json:"args"`
+	// Env of every replica, for components configured through their environment.
+	Env [][]string `json:"env,omitempty"`
 }
 
 // Desired computes the component's config hash and every replica's process.Spec. It fails
@@ -129,11 +139,26 @@ func (c *Component) Desired(in *Inputs) (Desired, error) {
 	if err != nil {
 		return Desired{}, err
 	}
-	bin, err := rel.Binary(c.Name)
+	n := c.Replicas(in.Policy)
+	if c.enabled != nil && !c.enabled(in) {
+		// Nothing runs: nothing else is needed either.
+		hi := hashInputs{Component: c.Name, Files: map[string]string{}}
+		b, err := json.Marshal(hi)
+		if err != nil {
+			return Desired{}, err
+		}
+		sum := sha256.Sum256(b)
+		return Desired{Component: c, Version: rel.Version, Hash: hex.EncodeToString(sum[:8])}, nil
+	}
+	var bin string
+	if c.binary != nil {
+		bin, err = c.binary(in)
+	} else {
+		bin, err = rel.Binary(c.Name)
+	}
 	if err != nil {
 		return Desired{}, err
 	}
-	n := c.Replicas(in.Policy)
 	hi := hashInputs{Component: c.Name, Replicas: n, Files: make(map[string]string, len(c.Uses))}
 	if c.ReleaseBound {
 		hi.Version = rel.Version
@@ -158,6 +183,13 @@ func (c *Component) Desired(in *Inputs) (Desired, error) {
 			return Desired{}, err
 		}
 		hi.Args = append(hi.Args, args)
+		if c.env != nil {
+			env, err := c.env(in, i)
+			if err != nil {
+				return Desired{}, err
+			}
+			hi.Env = append(hi.Env, env)
+		}
 	}
 	b, err := json.Marshal(hi) // maps marshal with sorted keys: deterministic
 	if err != nil {
@@ -170,11 +202,15 @@ func (c *Component) Desired(in *Inputs) (Desired, error) {
 		if err != nil {
 			return Desired{}, err
 		}
+		env := []string{HashEnv + "=" + d.Hash}
+		if hi.Env != nil {
+			env = append(env, hi.Env[i]...)
+		}
 		d.Specs = append(d.Specs, process.Spec{
 			Name:           ProcessName(in.Cluster, c.Name, i),
 			Path:           bin,
 			Args:           slices.Clone(hi.Args[i]),
-			Env:            []string{HashEnv + "=" + d.Hash},
+			Env:            env,
 			Dir:            in.Dir,
 			LogFile:        in.path(LogFile(c.Name, i)),
 			Probe:          probe,
@@ -205,10 +241,11 @@ func (c *Component) Quorum(replicas int) int {
 	return min(1, replicas)
 }
 
-var all = []*Component{etcd(), kubeAPIServer(), kubeControllerManager(), kubeScheduler()}
+var all = []*Component{etcd(), kubeAPIServer(), kubeControllerManager(), kubeScheduler(), karpenter()}
 
 // All returns every component in dependency order: etcd, kube-apiserver,
-// kube-controller-manager, kube-scheduler. A component comes after all its dependencies.
+// kube-controller-manager, kube-scheduler, karpenter. A component comes after all its
+// dependencies.
 func All() []*Component { return slices.Clone(all) }
 
 // Names returns the names of All().

@@ -10,4 +10,7 @@ var (
 	ErrIncompletePKI = errors.New("incomplete PKI")
 	// ErrIncompleteInfra reports an infra record with fewer ports than the replicas need.
 	ErrIncompleteInfra = errors.New("incomplete infra allocation")
+	// ErrCannotRun reports a component this host cannot run as configured: the autoscaler
+	// without its executable or without the management cluster's kubeconfig.
+	ErrCannotRun = errors.New("cannot run here")
 )

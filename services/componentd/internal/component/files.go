@@ -78,6 +78,10 @@ var written = []struct {
 
 var writtenKubeconfigs = []string{api.KubeconfigControllerMgr, api.KubeconfigScheduler}
 
+// optionalKubeconfigs are written when the PKI holds them: a PKI issued before the
+// autoscaler existed has no karpenter kubeconfig until pkid adds it.
+var optionalKubeconfigs = []string{api.KubeconfigKarpenter}
+
 // Opener opens what pkid sealed (certs.SealKey).
 type Opener interface {
 	Open(sealed []byte) ([]byte, error)
@@ -123,6 +127,17 @@ func Files(p *api.ClusterPKI, o Opener) (map[string][]byte, error) {
 		sealed, ok := p.Kubeconfigs[name]
 		if !ok || len(sealed) == 0 {
 			return nil, fmt.Errorf("%w: no kubeconfig %q", ErrIncompletePKI, name)
+		}
+		kc, err := o.Open(sealed)
+		if err != nil {
+			return nil, fmt.Errorf("open kubeconfig %q: %w", name, err)
+		}
+		files[KubeconfigFile(name)] = kc
+	}
+	for _, name := range optionalKubeconfigs {
+		sealed, ok := p.Kubeconfigs[name]
+		if !ok || len(sealed) == 0 {
+			continue
 		}
 		kc, err := o.Open(sealed)
 		if err != nil {

@@ -1,0 +1,54 @@
+package componentd
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/services/componentd/internal/component"
+)
+
+// karpenterName is the autoscaler's executable (cmd/hostplane-karpenter).
+const karpenterName = "hostplane-karpenter"
+
+// findKarpenter looks for hostplane-karpenter beside this program's executable, then on
+// PATH; "" when neither has it (the autoscaler then reports that it cannot run).
+func findKarpenter() string {
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), karpenterName)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p
+		}
+	}
+	if p, err := exec.LookPath(karpenterName); err == nil {
+		return p
+	}
+	return ""
+}
+
+// autoscaler is the karpenter component's configuration for cluster c: it runs while one of
+// the cluster's NodePools autoscales and the cluster is not being deleted.
+func (d *Daemon) autoscaler(ctx context.Context, c *api.Cluster) (component.Autoscaler, error) {
+	a := component.Autoscaler{
+		Binary:               d.cfg.KarpenterBinary,
+		ManagementKubeconfig: d.cfg.ManagementKubeconfig,
+		Namespace:            api.ControlPlaneNamespace(c.Name),
+		Options:              c.Spec.EffectiveAutoscaling(),
+	}
+	if c.DeletionTimestamp != nil {
+		return a, nil
+	}
+	pools, err := d.nodePools.List(ctx, api.ClusterPartsFilter(c.Name))
+	if err != nil {
+		return a, err
+	}
+	for _, p := range pools {
+		if p.Value.Spec.AutoScaling != nil && p.Value.DeletionTimestamp == nil {
+			a.Enabled = true
+			break
+		}
+	}
+	return a, nil
+}

@@ -1,0 +1,183 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/testenv"
+)
+
+// Time bounds of the autoscaling flows: a scale-up is Karpenter's batch window plus a machine
+// boot and join; a scale-down is the unneeded time plus Karpenter's validation and a drain.
+const (
+	scaleUp   = 4 * time.Minute
+	scaleDown = 5 * time.Minute
+)
+
+var (
+	karpenterOnce sync.Once
+	karpenterPath string
+	karpenterErr  error
+)
+
+// karpenterBinary is the hostplane-karpenter executable the stacks' componentd runs as the
+// autoscaler: HOSTPLANE_KARPENTER_BINARY when set (make test builds it), else built once per
+// test process from this workspace.
+func karpenterBinary(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("HOSTPLANE_KARPENTER_BINARY"); p != "" {
+		return p
+	}
+	karpenterOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "hostplane-karpenter")
+		if err != nil {
+			karpenterErr = err
+			return
+		}
+		karpenterPath = filepath.Join(dir, "hostplane-karpenter")
+		cmd := exec.Command("go", "build", "-o", karpenterPath, "github.com/hostplane/hostplane/cmd/hostplane-karpenter")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			karpenterErr = fmt.Errorf("go build hostplane-karpenter: %v\n%s", err, out)
+		}
+	})
+	if karpenterErr != nil {
+		t.Fatal(karpenterErr)
+	}
+	return karpenterPath
+}
+
+// podsNeeding creates a Deployment of n pods that each request cpu and, with selector, land
+// only on nodes with those labels.
+func podsNeeding(t *testing.T, kc *kubernetes.Clientset, name string, n int32, cpu string, selector map[string]string) {
+	t.Helper()
+	labels := map[string]string{"app": name}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &n,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					NodeSelector: selector,
+					Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10",
+						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}},
+				},
+			},
+		},
+	}
+	if _, err := kc.AppsV1().Deployments("default").Create(ctx(t), d, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create deployment %s: %v", name, err)
+	}
+}
+
+// runningPods counts the Running pods of a Deployment created by podsNeeding.
+func runningPods(t *testing.T, kc *kubernetes.Clientset, name string) (running, all int) {
+	t.Helper()
+	pods, err := kc.CoreV1().Pods("default").List(ctx(t), metav1.ListOptions{LabelSelector: "app=" + name})
+	if err != nil {
+		t.Fatalf("list pods: %v", err)
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			all++
+			if p.Status.Phase == corev1.PodRunning {
+				running++
+			}
+		}
+	}
+	return running, all
+}
+
+func scaleDeployment(t *testing.T, kc *kubernetes.Clientset, name string, n int32) {
+	t.Helper()
+	s, err := kc.AppsV1().Deployments("default").GetScale(ctx(t), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Spec.Replicas = n
+	if _, err := kc.AppsV1().Deployments("default").UpdateScale(ctx(t), name, s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An autoscaled pool (min 1, max 4) grows when pods do not fit its nodes, through Karpenter's
+// core and the pool's MachineDeployment, until every pod Runs; once the pods are gone it
+// returns to min after the cluster's unneeded time. A pool at min 0 grows to one node for a
+// pod that only it can hold.
+func TestNodePool_Autoscaling_GrowsForPendingPodsAndShrinksToMin(t *testing.T) {
+	_, c := stack(t)
+	const cl = "autoscale"
+	if code, body := c.do("POST", "/v1/clusters", `{"name":"`+cl+`","spec":{"release":{"version":"`+newRelease+`"},
+		"autoscaling":{"scaleDown":{"unneededDurationSeconds":10}}}}`, nil); code != http.StatusAccepted {
+		t.Fatalf("create cluster: %d %s", code, body)
+	}
+	c.waitCondition(cl, api.ConditionAvailable, api.ConditionTrue, available)
+	kc := c.kubeClient(cl)
+
+	// local.small nodes have 2 CPUs: one 1500m pod each.
+	if code, body := c.do("POST", "/v1/clusters/"+cl+"/nodepools", `{"name":"workers","spec":{
+		"release":{"version":"`+newRelease+`"},"autoScaling":{"min":1,"max":4},
+		"platform":{"type":"local","local":{"instanceType":"local.small"}},
+		"management":{"upgradeType":"Replace"},"nodeDrainTimeout":"30s"}}`, nil); code != http.StatusAccepted {
+		t.Fatalf("create nodepool: %d %s", code, body)
+	}
+	c.waitPoolReady(cl, "workers", 1, poolReady)
+
+	// 1. Three pods that each need a node of their own: the pool grows to three, all Run.
+	podsNeeding(t, kc, "load", 3, "1500m", map[string]string{api.LabelNodePool: "workers"})
+	testenv.Eventually(t, scaleUp, func() bool {
+		running, all := runningPods(t, kc, "load")
+		return all == 3 && running == 3
+	}, "the pool never grew for the pending pods: pool %s\nmachines %s", lazyJSON{c.poolOrZero(cl, "workers")}, lazyJSON{c.poolMachines(cl, "workers")})
+	np := c.waitPoolReady(cl, "workers", 3, poolReady)
+	if got := len(readyNodes(t, kc, "workers")); got != 3 {
+		t.Errorf("ready nodes of workers = %d, want 3", got)
+	}
+	if np.Status.Replicas > 4 {
+		t.Errorf("pool has %d machines, above its max 4", np.Status.Replicas)
+	}
+
+	// 2. No pods: the nodes Karpenter added go after the unneeded time; min stays.
+	scaleDeployment(t, kc, "load", 0)
+	c.waitPoolReady(cl, "workers", 1, scaleDown)
+	testenv.Eventually(t, time.Minute, func() bool { return len(readyNodes(t, kc, "workers")) == 1 },
+		"the pool's removed nodes stayed in the guest")
+
+	// 3. A pool at min 0 grows to one node for a pod that only it holds.
+	if code, body := c.do("POST", "/v1/clusters/"+cl+"/nodepools", `{"name":"big","spec":{
+		"release":{"version":"`+newRelease+`"},"autoScaling":{"min":0,"max":2},
+		"platform":{"type":"local","local":{"instanceType":"local.large"}},
+		"nodeLabels":{"tier":"big"}}}`, nil); code != http.StatusAccepted {
+		t.Fatalf("create nodepool big: %d %s", code, body)
+	}
+	c.waitPoolReady(cl, "big", 0, poolReady)
+	podsNeeding(t, kc, "bigpod", 1, "6", map[string]string{"tier": "big"})
+	testenv.Eventually(t, scaleUp, func() bool {
+		running, all := runningPods(t, kc, "bigpod")
+		return all == 1 && running == 1
+	}, "the pool at min 0 never grew for its pod: pool %s", lazyJSON{c.poolOrZero(cl, "big")})
+	c.waitPoolReady(cl, "big", 1, poolReady)
+}
+
+// poolOrZero is the pool as the API shows it, for failure messages.
+func (c *client) poolOrZero(cluster, name string) api.NodePool {
+	np, _ := c.nodePool(cluster, name)
+	return np
+}
+
+
