@@ -252,3 +252,42 @@ func TestValidateClusterUpdate_RefusesImmutableFieldsAndBadUpgrades(t *testing.T
 		})
 	}
 }
+
+func TestClusterSpec_Autoscaling_BadValuesNameTheField(t *testing.T) {
+	i32 := func(v int32) *int32 { return &v }
+	for _, tc := range []struct {
+		name string
+		a    *api.ClusterAutoscaling
+		want []string
+	}{
+		{"absent", nil, nil},
+		{"scale up only", &api.ClusterAutoscaling{Scaling: api.ScaleUpOnly}, nil},
+		{"zero unneeded time", &api.ClusterAutoscaling{ScaleDown: &api.ScaleDownConfig{UnneededDurationSeconds: i32(0)}}, nil},
+		{"unknown scaling", &api.ClusterAutoscaling{Scaling: "Sometimes"}, []string{"spec.autoscaling.scaling"}},
+		{"negative unneeded time", &api.ClusterAutoscaling{ScaleDown: &api.ScaleDownConfig{UnneededDurationSeconds: i32(-1)}},
+			[]string{"spec.autoscaling.scaleDown.unneededDurationSeconds"}},
+		{"over a day", &api.ClusterAutoscaling{ScaleDown: &api.ScaleDownConfig{UnneededDurationSeconds: i32(86401)}},
+			[]string{"spec.autoscaling.scaleDown.unneededDurationSeconds"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := validCluster()
+			c.Spec.Autoscaling = tc.a
+			if got := fields(t, api.ValidateCluster(c, catalogue)); !slices.Equal(got, tc.want) {
+				t.Errorf("fields %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestClusterSpec_EffectiveAutoscaling_FillsTheDefaults(t *testing.T) {
+	var s api.ClusterSpec
+	a := s.EffectiveAutoscaling()
+	if a.Scaling != api.ScaleUpAndScaleDown || a.ScaleDown == nil || *a.ScaleDown.UnneededDurationSeconds != api.DefaultUnneededDurationSeconds {
+		t.Errorf("defaults = %+v", a)
+	}
+	ten := int32(10)
+	s.Autoscaling = &api.ClusterAutoscaling{Scaling: api.ScaleUpOnly, ScaleDown: &api.ScaleDownConfig{UnneededDurationSeconds: &ten}}
+	if a := s.EffectiveAutoscaling(); a.Scaling != api.ScaleUpOnly || *a.ScaleDown.UnneededDurationSeconds != 10 {
+		t.Errorf("effective = %+v, want ScaleUpOnly and 10s", a)
+	}
+}

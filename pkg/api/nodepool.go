@@ -146,7 +146,34 @@ type NodePoolStatus struct {
 	// and userdata, so machines roll.
 	ConfigHash string     `json:"configHash,omitempty"`
 	Conditions Conditions `json:"conditions,omitempty"`
+	// Autoscaling is the autoscaler's view of an autoscaled pool (nil for a fixed size).
+	Autoscaling *NodePoolAutoscalingStatus `json:"autoscaling,omitempty"`
 }
+
+// NodePoolAutoscalingStatus is what the autoscaler made of a pool: the size it asked Cluster
+// API for and its last change of it.
+type NodePoolAutoscalingStatus struct {
+	// TargetReplicas is the machine count the pool is scaled to (its MachineDeployment's
+	// replicas); status.replicas catches up as machines come and go.
+	TargetReplicas int32 `json:"targetReplicas"`
+	// LastScale is the autoscaler's last change of the size (nil: none yet).
+	LastScale *ScaleEvent `json:"lastScale,omitempty"`
+}
+
+// ScaleEvent is one change of an autoscaled pool's size, as the autoscaler records it on the
+// pool's MachineDeployment (annotation AnnotationLastScale, JSON).
+type ScaleEvent struct {
+	Time time.Time `json:"time"`
+	From int32     `json:"from"`
+	To   int32     `json:"to"`
+	// Reason says why: the NodeClaim a scale-up launched a machine for, the NodeClaim whose
+	// node a scale-down removed, or a repair back to min plus the live NodeClaims.
+	Reason string `json:"reason"`
+}
+
+// AnnotationLastScale on an autoscaled pool's MachineDeployment (or MachineSet) is the
+// autoscaler's last ScaleEvent, JSON.
+const AnnotationLastScale = "hostplane.dev/last-scale"
 
 // NodePool condition types (besides Ready).
 const (

@@ -117,7 +117,7 @@ const (
 	CertAdmin               = "admin"
 	CertControllerManager   = "controller-manager"
 	CertScheduler           = "scheduler"
-	CertKarpenter           = "karpenter" // the autoscaler's guest identity
+	CertKarpenter           = "karpenter"       // the autoscaler's guest identity
 	CertIgnitionServer      = "ignition-server" // ignitiond's HTTPS serving cert for the cluster, signed by root-ca
 	KubeconfigAdmin         = "admin"
 	KubeconfigControllerMgr = "controller-manager"

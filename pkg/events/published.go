@@ -31,6 +31,7 @@ const (
 	VerbNodePoolDeleting = "deleting" // nodepoold: DELETE (or the cluster's deletion) began
 	VerbNodePoolDeleted  = "deleted"  // nodepoold: every machine is gone and the key removed
 	VerbNodePoolStatus   = "status"   // nodepoold: counts, version or conditions changed
+	VerbNodePoolScaled   = "scaled"   // nodepoold: the autoscaler changed an autoscaled pool's size
 
 	VerbIgnitionReady   = "ready"   // ignitiond: a pool's token and userdata for its current config hash are ready
 	VerbIgnitionRotated = "rotated" // ignitiond: a pool's token was rotated (half-life); the userdata changed
@@ -112,6 +113,8 @@ var Published = []PublishedEvent{
 		When: "Every machine and management object of the pool is gone and nodepoold removed its key; GET answers 404 from now on."},
 	{Resource: ResourceNodePool, Verb: VerbNodePoolStatus, Publishers: []string{"nodepoold"}, Key: "<cluster>/<nodepool>",
 		When: "The pool's machine counts, version, observed generation or conditions (Ready, AllNodesHealthy, UpdatingConfig, ...) changed."},
+	{Resource: ResourceNodePool, Verb: VerbNodePoolScaled, Publishers: []string{"nodepoold"}, Key: "<cluster>/<nodepool>",
+		When: "The autoscaler changed an autoscaled pool's size: status.autoscaling.lastScale has the sizes before and after, when, and why (the NodeClaim it launched or removed a machine for)."},
 
 	{Resource: ResourceIgnition, Verb: VerbIgnitionReady, Publishers: []string{"ignitiond"}, Key: "<cluster>/<nodepool>",
 		When: "ignitiond minted a pool's token for a new config hash (the pool's first, or a rollout's; the replaced token stays valid for the grace period) and wrote its userdata, ready for nodepoold to copy into the userdata Secret of that hash."},

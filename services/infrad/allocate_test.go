@@ -59,7 +59,9 @@ func TestAllocate_KeepsRecordedPortsAndAllocatesOnlyWhatIsMissing(t *testing.T) 
 				t.Errorf("endpoint changed from %+v to %+v", before.Endpoint, inf.Endpoint)
 			}
 			distinct := slices.Compact(slices.Sorted(slices.Values(portsOf(inf))))
-			want := 2*tt.wantEtcd + 3*tt.wantAPI + 1 // apiservers, kcm and scheduler have one port per replica; one Ignition port
+			// apiservers, kcm and scheduler have one port per replica; one Ignition port; the
+			// autoscaler's metrics and health ports.
+			want := 2*tt.wantEtcd + 3*tt.wantAPI + 1 + 2
 			if tt.wantLBPort {
 				want++
 			}

@@ -25,6 +25,7 @@ const (
 	VerbDeleting = events.VerbNodePoolDeleting
 	VerbDeleted  = events.VerbNodePoolDeleted
 	VerbStatus   = events.VerbNodePoolStatus
+	VerbScaled   = events.VerbNodePoolScaled
 )
 
 // Routes of the node pool API.

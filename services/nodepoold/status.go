@@ -2,6 +2,7 @@ package nodepoold
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -43,7 +44,7 @@ const maxListed = 5
 func (d *Daemon) writeStatus(ctx context.Context, s *scope) (bool, error) {
 	key := api.NodePoolKey(s.np.Cluster, s.np.Name)
 	var before api.NodePoolStatus
-	var sent outbox.Entry
+	var sent, scaled outbox.Entry
 	updated, _, err := d.pools.MutateBefore(ctx, key, false, func(np *api.NodePool) error {
 		if np.Generation != s.np.Generation || np.DeletionTimestamp != nil {
 			return store.ErrNoChange
@@ -57,7 +58,12 @@ func (d *Daemon) writeStatus(ctx context.Context, s *scope) (bool, error) {
 			return nil
 		}
 		var err error
-		sent, err = d.record(ctx, s.np.Cluster, s.np.Name, VerbStatus)
+		if sent, err = d.record(ctx, s.np.Cluster, s.np.Name, VerbStatus); err != nil {
+			return err
+		}
+		if lastScale(&before) != lastScale(&np.Status) {
+			scaled, err = d.record(ctx, s.np.Cluster, s.np.Name, VerbScaled)
+		}
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
@@ -73,13 +79,25 @@ func (d *Daemon) writeStatus(ctx context.Context, s *scope) (bool, error) {
 	}
 	d.logStatus(ctx, s, updated)
 	d.outbox.Send(ctx, sent)
+	if lastScale(&before) != lastScale(&updated.Status) {
+		d.outbox.Send(ctx, scaled)
+	}
 	return true, nil
+}
+
+// lastScale is the autoscaler's last scale of a pool (the zero event: none).
+func lastScale(st *api.NodePoolStatus) api.ScaleEvent {
+	if st.Autoscaling == nil || st.Autoscaling.LastScale == nil {
+		return api.ScaleEvent{}
+	}
+	return *st.Autoscaling.LastScale
 }
 
 // statusChanged reports a change a reader of nodepool.status cares about (not a timestamp).
 func statusChanged(a, b *api.NodePoolStatus) bool {
 	if a.Replicas != b.Replicas || a.ReadyReplicas != b.ReadyReplicas || a.UpdatedReplicas != b.UpdatedReplicas ||
-		a.Version != b.Version || a.ObservedGeneration != b.ObservedGeneration || len(a.Conditions) != len(b.Conditions) {
+		a.Version != b.Version || a.ObservedGeneration != b.ObservedGeneration || len(a.Conditions) != len(b.Conditions) ||
+		autoscalingOf(a) != autoscalingOf(b) {
 		return true
 	}
 	for _, c := range b.Conditions {
@@ -89,6 +107,23 @@ func statusChanged(a, b *api.NodePoolStatus) bool {
 		}
 	}
 	return false
+}
+
+// autoscalingOf flattens status.autoscaling for comparison.
+func autoscalingOf(st *api.NodePoolStatus) struct {
+	target int32
+	last   api.ScaleEvent
+	set    bool
+} {
+	out := struct {
+		target int32
+		last   api.ScaleEvent
+		set    bool
+	}{last: lastScale(st)}
+	if st.Autoscaling != nil {
+		out.target, out.set = st.Autoscaling.TargetReplicas, true
+	}
+	return out
 }
 
 // computeStatus is the one place a pool's status is derived from what a reconcile saw and did.
@@ -121,6 +156,7 @@ func (d *Daemon) computeStatus(st *api.NodePoolStatus, s *scope) {
 	} else {
 		set(api.NodePoolConditionValidMachineConfig, api.ConditionTrue, ReasonAsExpected, fmt.Sprintf("%d config documents, config %s", len(np.Spec.Config), short(s.hash)))
 	}
+	st.Autoscaling = s.autoscalingStatus()
 	if a := np.Spec.AutoScaling; a != nil {
 		set(api.NodePoolConditionAutoscalingEnabled, api.ConditionTrue, ReasonAsExpected, fmt.Sprintf("between %d and %d machines", a.Min, a.Max))
 	} else {
@@ -383,4 +419,34 @@ func listFirst(items []string, n int) string {
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
 	return s
+}
+
+// autoscalingStatus is the autoscaler's view of an autoscaled pool: the replicas of its
+// MachineDeployment (or MachineSet) and the last scale the autoscaler recorded there. Nil for
+// a fixed-size pool, or before the object was read.
+func (s *scope) autoscalingStatus() *api.NodePoolAutoscalingStatus {
+	if s.np.Spec.AutoScaling == nil || s.state == nil {
+		return nil
+	}
+	var (
+		replicas *int32
+		ann      map[string]string
+	)
+	switch {
+	case s.state.md != nil:
+		replicas, ann = s.state.md.Spec.Replicas, s.state.md.Annotations
+	case s.state.ms != nil:
+		replicas, ann = s.state.ms.Spec.Replicas, s.state.ms.Annotations
+	default:
+		return nil
+	}
+	out := &api.NodePoolAutoscalingStatus{}
+	if replicas != nil {
+		out.TargetReplicas = *replicas
+	}
+	var ev api.ScaleEvent
+	if raw := ann[api.AnnotationLastScale]; raw != "" && json.Unmarshal([]byte(raw), &ev) == nil {
+		out.LastScale = &ev
+	}
+	return out
 }

@@ -172,10 +172,10 @@ func TestPlan_ReissuesOnlyWhatChanged(t *testing.T) {
 	if pl := b.plan(p, cas, tgt(inf, defaultLife), now); !pl.empty() {
 		t.Errorf("a fresh bundle needs work: %s", pl)
 	}
-	if pl := b.plan(p, cas, tgt(inf, defaultLife), now.Add(250*24*time.Hour)); len(pl.leaves) != 10 || pl.kubeconfigs != reasonRenewed {
+	if pl := b.plan(p, cas, tgt(inf, defaultLife), now.Add(250*24*time.Hour)); len(pl.leaves) != 11 || pl.kubeconfigs != reasonRenewed {
 		t.Errorf("after 250 of 365 days: %s; want every leaf due and kubeconfigs renewed", pl)
 	}
-	if pl := b.plan(p, cas, tgt(inf, lifetimes{CA: DefaultCALifetime, Leaf: time.Hour}), now); len(pl.leaves) != 10 || pl.leaves[api.CertAdmin] != reasonLifetime {
+	if pl := b.plan(p, cas, tgt(inf, lifetimes{CA: DefaultCALifetime, Leaf: time.Hour}), now); len(pl.leaves) != 11 || pl.leaves[api.CertAdmin] != reasonLifetime {
 		t.Errorf("after shortening the leaf lifetime: %s; want every leaf reissued", pl)
 	}
 	moved := *inf
@@ -190,7 +190,7 @@ func TestPlan_ReissuesOnlyWhatChanged(t *testing.T) {
 	}
 	requested := time.Now()
 	p.RotationRequestedAt = &requested
-	if pl := b.plan(p, cas, tgt(inf, defaultLife), now); len(pl.leaves) != 10 || pl.leaves[api.CertEtcdPeer] != reasonRequested {
+	if pl := b.plan(p, cas, tgt(inf, defaultLife), now); len(pl.leaves) != 11 || pl.leaves[api.CertEtcdPeer] != reasonRequested {
 		t.Errorf("after a rotation request: %s", pl)
 	}
 	if err := b.apply(p, cas, tgt(inf, defaultLife), b.plan(p, cas, tgt(inf, defaultLife), now)); err != nil {

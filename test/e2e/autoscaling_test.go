@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -151,10 +152,17 @@ func TestNodePool_Autoscaling_GrowsForPendingPodsAndShrinksToMin(t *testing.T) {
 	if np.Status.Replicas > 4 {
 		t.Errorf("pool has %d machines, above its max 4", np.Status.Replicas)
 	}
+	if as := np.Status.Autoscaling; as == nil || as.TargetReplicas != 3 || as.LastScale == nil ||
+		as.LastScale.To < 2 || !strings.Contains(as.LastScale.Reason, "NodeClaim") {
+		t.Errorf("status.autoscaling = %s, want target 3 and a last scale-up for a NodeClaim", lazyJSON{np.Status.Autoscaling})
+	}
 
 	// 2. No pods: the nodes Karpenter added go after the unneeded time; min stays.
 	scaleDeployment(t, kc, "load", 0)
-	c.waitPoolReady(cl, "workers", 1, scaleDown)
+	np = c.waitPoolReady(cl, "workers", 1, scaleDown)
+	if as := np.Status.Autoscaling; as == nil || as.TargetReplicas != 1 || as.LastScale == nil || as.LastScale.To >= as.LastScale.From {
+		t.Errorf("status.autoscaling = %s, want target 1 after a scale-down", lazyJSON{np.Status.Autoscaling})
+	}
 	testenv.Eventually(t, time.Minute, func() bool { return len(readyNodes(t, kc, "workers")) == 1 },
 		"the pool's removed nodes stayed in the guest")
 
@@ -162,7 +170,7 @@ func TestNodePool_Autoscaling_GrowsForPendingPodsAndShrinksToMin(t *testing.T) {
 	if code, body := c.do("POST", "/v1/clusters/"+cl+"/nodepools", `{"name":"big","spec":{
 		"release":{"version":"`+newRelease+`"},"autoScaling":{"min":0,"max":2},
 		"platform":{"type":"local","local":{"instanceType":"local.large"}},
-		"nodeLabels":{"tier":"big"}}}`, nil); code != http.StatusAccepted {
+		"management":{"upgradeType":"Replace"},"nodeLabels":{"tier":"big"}}}`, nil); code != http.StatusAccepted {
 		t.Fatalf("create nodepool big: %d %s", code, body)
 	}
 	c.waitPoolReady(cl, "big", 0, poolReady)
@@ -179,5 +187,3 @@ func (c *client) poolOrZero(cluster, name string) api.NodePool {
 	np, _ := c.nodePool(cluster, name)
 	return np
 }
-
-

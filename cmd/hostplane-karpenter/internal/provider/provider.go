@@ -13,6 +13,7 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -31,6 +32,7 @@ import (
 	"sigs.k8s.io/karpenter/pkg/cloudprovider"
 
 	"github.com/hostplane/hostplane/cmd/hostplane-karpenter/internal/nodeclass"
+	"github.com/hostplane/hostplane/pkg/api"
 )
 
 // AnnotationNodeClaim on a Machine names the NodeClaim the Machine was launched for.
@@ -209,7 +211,7 @@ func (p *Provider) Create(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.No
 	if want > pl.max {
 		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("NodePool %s is at its maximum of %d machines", name, pl.max))
 	}
-	if err := p.scale(ctx, pl.md, want); err != nil {
+	if err := p.scale(ctx, pl.md, want, fmt.Sprintf("NodeClaim %s: pods that fit no node", nc.Name)); err != nil {
 		return nil, err
 	}
 	m, err := p.claimNew(ctx, pl, nc)
@@ -221,16 +223,29 @@ func (p *Provider) Create(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.No
 }
 
 // scale sets a MachineDeployment's replicas to at least want.
-func (p *Provider) scale(ctx context.Context, md *clusterv1.MachineDeployment, want int32) error {
+func (p *Provider) scale(ctx context.Context, md *clusterv1.MachineDeployment, want int32, reason string) error {
 	if md.Spec.Replicas != nil && *md.Spec.Replicas >= want {
 		return nil
 	}
-	return p.setReplicas(ctx, md, want)
+	return p.setReplicas(ctx, md, want, reason)
 }
 
-// setReplicas writes a MachineDeployment's replicas, refusing to if it changed since read.
-func (p *Provider) setReplicas(ctx context.Context, md *clusterv1.MachineDeployment, n int32) error {
+// setReplicas writes a MachineDeployment's replicas, refusing to if it changed since read,
+// and records the change and its reason (api.AnnotationLastScale) for the pool's status.
+func (p *Provider) setReplicas(ctx context.Context, md *clusterv1.MachineDeployment, n int32, reason string) error {
 	patch := client.MergeFromWithOptions(md.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	var from int32
+	if md.Spec.Replicas != nil {
+		from = *md.Spec.Replicas
+	}
+	ev, err := json.Marshal(api.ScaleEvent{Time: time.Now().UTC().Truncate(time.Second), From: from, To: n, Reason: reason})
+	if err != nil {
+		return err
+	}
+	if md.Annotations == nil {
+		md.Annotations = map[string]string{}
+	}
+	md.Annotations[api.AnnotationLastScale] = string(ev)
 	md.Spec.Replicas = &n
 	if err := p.cfg.Management.Patch(ctx, md, patch); err != nil {
 		return fmt.Errorf("scale MachineDeployment %s to %d: %w", md.Name, n, err)
@@ -416,18 +431,14 @@ func (p *Provider) Delete(ctx context.Context, nc *karpv1.NodeClaim) error {
 			return fmt.Errorf("mark Machine %s for deletion: %w", m.Name, err)
 		}
 	}
-	name := m.Labels[clusterv1.MachineDeploymentNameLabel]
-	if err := p.Shrink(ctx, name); err != nil {
-		return err
-	}
-	return nil
+	return p.shrink(ctx, m.Labels[clusterv1.MachineDeploymentNameLabel], fmt.Sprintf("NodeClaim %s: node %s removed", nc.Name, nc.Status.NodeName))
 }
 
-// Shrink lowers a pool's replicas to min plus its live NodeClaims when they are above it,
+// shrink lowers a pool's replicas to min plus its live NodeClaims when they are above it,
 // after marking the Machines that go: first those marked already (deleted NodeClaims), then
 // unclaimed ones that never joined (a scale-up whose Create failed). It never touches a pool
 // at or below that size: nodepoold keeps min.
-func (p *Provider) Shrink(ctx context.Context, poolName string) error {
+func (p *Provider) shrink(ctx context.Context, poolName, reason string) error {
 	pl, err := p.pool(ctx, poolName)
 	if err != nil || pl == nil {
 		return err
@@ -480,7 +491,7 @@ func (p *Provider) Shrink(ctx context.Context, poolName string) error {
 	if marked == 0 {
 		return nil
 	}
-	return p.setReplicas(ctx, pl.md, max(want, cur-int32(marked)))
+	return p.setReplicas(ctx, pl.md, max(want, cur-int32(marked)), reason)
 }
 
 // Reconcile is the provider's level-triggered repair: every autoscaled pool is shrunk back
@@ -493,7 +504,7 @@ func (p *Provider) Reconcile(ctx context.Context) error {
 	}
 	var errs []error
 	for _, pl := range pools {
-		errs = append(errs, p.Shrink(ctx, pl.name))
+		errs = append(errs, p.shrink(ctx, pl.name, "repair: back to min plus the live NodeClaims"))
 	}
 	return errors.Join(errs...)
 }

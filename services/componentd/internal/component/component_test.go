@@ -1,6 +1,7 @@
 package component
 
 import (
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,7 +27,7 @@ func inputs(t *testing.T, version, policy string) *Inputs {
 	if policy == api.HighlyAvailable {
 		n = 3
 	}
-	inf := api.Infra{Endpoint: api.Endpoint{Host: "127.0.0.1", Port: 6443}, Ready: true}
+	inf := api.Infra{Endpoint: api.Endpoint{Host: "127.0.0.1", Port: 6443}, Ready: true, AutoscalerPorts: []int{10300, 10301}}
 	for i := range n {
 		inf.Etcd = append(inf.Etcd, api.EtcdMember{Name: "etcd-" + string(rune('a'+i)), Host: "127.0.0.1", ClientPort: 2379 + 10*i, PeerPort: 2380 + 10*i})
 		if i < 2 && (policy == api.HighlyAvailable || i == 0) {
@@ -50,7 +51,9 @@ func inputs(t *testing.T, version, policy string) *Inputs {
 	}
 	// The probes' client certificates.
 	files[CertFile(api.CertAPIServerEtcdClient)], files[KeyFile(api.CertAPIServerEtcdClient)] = testLeaf.CertPEM(), testLeafKey
-	return &Inputs{Cluster: "demo", Version: version, Policy: policy, Infra: inf, Dir: "/data/componentd/clusters/demo", Files: files}
+	return &Inputs{Cluster: "demo", Version: version, Policy: policy, Infra: inf, Dir: "/data/componentd/clusters/demo", Files: files,
+		Autoscaler: Autoscaler{Enabled: true, Binary: "/usr/local/bin/hostplane-karpenter", ManagementKubeconfig: "/data/management.kubeconfig",
+			Namespace: "hostplane-demo", Options: (&api.ClusterSpec{}).EffectiveAutoscaling()}}
 }
 
 var testCA, testLeaf, testLeafKey = func() (*certs.KeyPair, *certs.KeyPair, []byte) {
@@ -88,7 +91,7 @@ func TestAll_IsInDependencyOrder(t *testing.T) {
 		}
 		seen[c.Name] = true
 	}
-	want := []string{api.ComponentEtcd, api.ComponentKubeAPIServer, api.ComponentControllerManager, api.ComponentScheduler}
+	want := []string{api.ComponentEtcd, api.ComponentKubeAPIServer, api.ComponentControllerManager, api.ComponentScheduler, api.ComponentKarpenter}
 	if !slices.Equal(Names(), want) {
 		t.Errorf("Names() = %v, want %v", Names(), want)
 	}
@@ -97,7 +100,7 @@ func TestAll_IsInDependencyOrder(t *testing.T) {
 func TestReplicas_PerAvailabilityPolicy(t *testing.T) {
 	want := map[string][2]int{
 		api.ComponentEtcd: {1, 3}, api.ComponentKubeAPIServer: {1, 2},
-		api.ComponentControllerManager: {1, 2}, api.ComponentScheduler: {1, 2},
+		api.ComponentControllerManager: {1, 2}, api.ComponentScheduler: {1, 2}, api.ComponentKarpenter: {1, 1},
 	}
 	for _, c := range All() {
 		got := [2]int{c.Replicas(api.SingleReplica), c.Replicas(api.HighlyAvailable)}
@@ -127,11 +130,11 @@ func TestDesired_IsDeterministic(t *testing.T) {
 	}
 }
 
-func TestDesired_ReleaseChangesEveryComponentButEtcd(t *testing.T) {
+func TestDesired_ReleaseChangesEveryReleaseBoundComponent(t *testing.T) {
 	for _, c := range All() {
 		old, upgraded := desired(t, c, inputs(t, "1.33.13", api.SingleReplica)), desired(t, c, inputs(t, "1.34.4", api.SingleReplica))
 		changed := old.Hash != upgraded.Hash
-		if changed != (c.Name != api.ComponentEtcd) {
+		if changed != c.ReleaseBound {
 			t.Errorf("%s: hash changed on upgrade = %v", c.Name, changed)
 		}
 		if !changed && old.Specs[0].Hash() != upgraded.Specs[0].Hash() {
@@ -319,6 +322,49 @@ func TestDesired_EncryptionConfigGoesToKubeAPIServerOnlyAndANewKeyRollsIt(t *tes
 		}
 		if changed := e.Hash != r.Hash; changed != isAPIServer {
 			t.Errorf("%s: hash changed = %v with a new encryption key, want %v", c.Name, changed, isAPIServer)
+		}
+	}
+}
+
+// The autoscaler runs only while the cluster has an autoscaled pool; it is configured through
+// its environment, which is hashed like arguments; and without its executable or the
+// management kubeconfig it says it cannot run instead of failing the control plane.
+func TestKarpenter_RunsOnlyWhenEnabled_ConfiguredByItsEnvironment(t *testing.T) {
+	k, err := Lookup(api.ComponentKarpenter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := inputs(t, "1.34.4", api.SingleReplica)
+	on := desired(t, k, in)
+	if on.Replicas != 1 || len(on.Specs) != 1 || on.Specs[0].Path != in.Autoscaler.Binary {
+		t.Fatalf("enabled: %d replicas, specs %v", on.Replicas, on.Specs)
+	}
+	for _, want := range []string{"HOSTPLANE_CLUSTER=demo", "HOSTPLANE_NAMESPACE=hostplane-demo", "HOSTPLANE_SCALE_DOWN=true",
+		"HOSTPLANE_UNNEEDED_TIME=10m0s", "METRICS_PORT=10300", "HEALTH_PROBE_PORT=10301", "DISABLE_LEADER_ELECTION=true",
+		"KUBECONFIG=" + in.path(KubeconfigFile(api.KubeconfigKarpenter))} {
+		if !slices.Contains(on.Specs[0].Env, want) {
+			t.Errorf("env %v lacks %s", on.Specs[0].Env, want)
+		}
+	}
+
+	in.Autoscaler.Options.Scaling = api.ScaleUpOnly
+	if up := desired(t, k, in); up.Hash == on.Hash || !slices.Contains(up.Specs[0].Env, "HOSTPLANE_SCALE_DOWN=false") {
+		t.Errorf("ScaleUpOnly: hash %s (was %s), env %v", up.Hash, on.Hash, up.Specs[0].Env)
+	}
+
+	in.Autoscaler.Enabled = false
+	if off := desired(t, k, in); off.Replicas != 0 || len(off.Specs) != 0 {
+		t.Errorf("disabled: %d replicas, %d specs, want none", off.Replicas, len(off.Specs))
+	}
+
+	for name, mutate := range map[string]func(*Inputs){
+		"no executable":            func(in *Inputs) { in.Autoscaler.Binary = "" },
+		"no management kubeconfig": func(in *Inputs) { in.Autoscaler.ManagementKubeconfig = "" },
+	} {
+		in := inputs(t, "1.34.4", api.SingleReplica)
+		mutate(in)
+		if _, err := k.Desired(in); !errors.Is(err, ErrCannotRun) {
+			t.Errorf("%s: err %v, want ErrCannotRun", name, err)
 		}
 	}
 }
