@@ -1,13 +1,8 @@
 package e2e
 
 import (
-	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,39 +22,6 @@ const (
 	scaleUp   = 4 * time.Minute
 	scaleDown = 5 * time.Minute
 )
-
-var (
-	karpenterOnce sync.Once
-	karpenterPath string
-	karpenterErr  error
-)
-
-// karpenterBinary is the hostplane-karpenter executable the stacks' componentd runs as the
-// autoscaler: HOSTPLANE_KARPENTER_BINARY when set (make test builds it), else built once per
-// test process from this workspace.
-func karpenterBinary(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("HOSTPLANE_KARPENTER_BINARY"); p != "" {
-		return p
-	}
-	karpenterOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "hostplane-karpenter")
-		if err != nil {
-			karpenterErr = err
-			return
-		}
-		karpenterPath = filepath.Join(dir, "hostplane-karpenter")
-		cmd := exec.Command("go", "build", "-o", karpenterPath, "github.com/hostplane/hostplane/cmd/hostplane-karpenter")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			karpenterErr = fmt.Errorf("go build hostplane-karpenter: %v\n%s", err, out)
-		}
-	})
-	if karpenterErr != nil {
-		t.Fatal(karpenterErr)
-	}
-	return karpenterPath
-}
 
 // podsNeeding creates a Deployment of n pods that each request cpu and, with selector, land
 // only on nodes with those labels.

@@ -20,7 +20,7 @@ import (
 func startStackAt(t *testing.T, dir string) (*dev.Stack, *client) {
 	t.Helper()
 	s, err := dev.Start(context.Background(), dev.Config{
-		DataDir: dir, Addr: "127.0.0.1:0", NATSPort: -1, KarpenterBinary: karpenterBinary(t),
+		DataDir: dir, Addr: "127.0.0.1:0", NATSPort: -1, KarpenterBinary: testenv.KarpenterBinary(t),
 		Logger: slog.New(slog.NewJSONHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
