@@ -22,6 +22,8 @@ type metrics struct {
 	replicasDesc    *prometheus.Desc
 	inPlaceStarted  prometheus.Counter
 	inPlaceFinished prometheus.Counter
+	// scaled counts the autoscaler's changes of autoscaled pools' sizes, by direction.
+	scaled *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -44,6 +46,10 @@ func newMetrics() *metrics {
 			Name: "hostplane_nodepool_inplace_updates_finished_total",
 			Help: "Machines of InPlace node pools that applied a new config and were uncordoned.",
 		}),
+		scaled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hostplane_nodepool_autoscaler_scales_total",
+			Help: "Changes of an autoscaled node pool's size by the autoscaler, as nodepoold saw them (status.autoscaling.lastScale), by direction (up, down).",
+		}, []string{"cluster", "nodepool", "direction"}),
 	}
 }
 
@@ -59,8 +65,20 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 	if m.inPlaceStarted, err = observe.Register(reg, m.inPlaceStarted); err != nil {
 		return err
 	}
-	m.inPlaceFinished, err = observe.Register(reg, m.inPlaceFinished)
+	if m.inPlaceFinished, err = observe.Register(reg, m.inPlaceFinished); err != nil {
+		return err
+	}
+	m.scaled, err = observe.Register(reg, m.scaled)
 	return err
+}
+
+// scale counts one change of an autoscaled pool's size.
+func (m *metrics) scale(cluster, pool string, ev api.ScaleEvent) {
+	dir := "up"
+	if ev.To < ev.From {
+		dir = "down"
+	}
+	m.scaled.WithLabelValues(cluster, pool, dir).Inc()
 }
 
 // poolSeries is what the per-pool series report of one pool.
@@ -99,6 +117,9 @@ func (m *metrics) forget(key string) {
 	defer m.mu.Unlock()
 	delete(m.conditions, key)
 	delete(m.pools, key)
+	if cluster, pool, ok := api.SplitPartKey(key); ok {
+		m.scaled.DeletePartialMatch(prometheus.Labels{"cluster": cluster, "nodepool": pool})
+	}
 }
 
 // Describe implements prometheus.Collector.

@@ -79,8 +79,9 @@ func (d *Daemon) writeStatus(ctx context.Context, s *scope) (bool, error) {
 	}
 	d.logStatus(ctx, s, updated)
 	d.outbox.Send(ctx, sent)
-	if lastScale(&before) != lastScale(&updated.Status) {
+	if ev := lastScale(&updated.Status); ev != lastScale(&before) {
 		d.outbox.Send(ctx, scaled)
+		d.metrics.scale(s.np.Cluster, s.np.Name, ev)
 	}
 	return true, nil
 }

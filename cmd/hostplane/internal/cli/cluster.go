@@ -22,8 +22,8 @@ func newCreateCommand(o *Options) *cobra.Command {
 func newCreateClusterCommand(o *Options) *cobra.Command {
 	var (
 		rel, platform, availability string
-		wait                        bool
-		timeout                     time.Duration
+		wait, scaleUpOnly           bool
+		timeout, unneeded           time.Duration
 		out                         string
 	)
 	cmd := &cobra.Command{
@@ -52,6 +52,16 @@ func newCreateClusterCommand(o *Options) *cobra.Command {
 				Platform:                     api.Platform{Type: platform},
 				ControllerAvailabilityPolicy: availability,
 			}}
+			if scaleUpOnly || cmd.Flags().Changed("scale-down-unneeded-time") {
+				in.Spec.Autoscaling = &api.ClusterAutoscaling{}
+				if scaleUpOnly {
+					in.Spec.Autoscaling.Scaling = api.ScaleUpOnly
+				}
+				if cmd.Flags().Changed("scale-down-unneeded-time") {
+					secs := int32(unneeded / time.Second)
+					in.Spec.Autoscaling.ScaleDown = &api.ScaleDownConfig{UnneededDurationSeconds: &secs}
+				}
+			}
 			in.Name = args[0]
 			cl, err := c.CreateCluster(ctx(cmd), in)
 			if err != nil {
@@ -77,6 +87,8 @@ func newCreateClusterCommand(o *Options) *cobra.Command {
 	f.StringVar(&availability, "availability", api.SingleReplica, "control-plane availability: SingleReplica or HighlyAvailable")
 	addWaitFlags(cmd, &wait, &timeout, "Available")
 	f.StringVarP(&out, "output", "o", "", "print the created cluster as json or yaml instead of a message")
+	f.DurationVar(&unneeded, "scale-down-unneeded-time", 10*time.Minute, "autoscaled pools: how long an added node is unneeded before it goes (spec.autoscaling.scaleDown)")
+	f.BoolVar(&scaleUpOnly, "scale-up-only", false, "autoscaled pools grow but never shrink (spec.autoscaling.scaling: ScaleUpOnly)")
 	_ = cmd.RegisterFlagCompletionFunc("release", completeReleases)
 	_ = cmd.RegisterFlagCompletionFunc("platform", cobra.FixedCompletions([]string{api.PlatformLocal, api.PlatformNone}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("availability", cobra.FixedCompletions([]string{api.SingleReplica, api.HighlyAvailable}, cobra.ShellCompDirectiveNoFileComp))

@@ -101,6 +101,13 @@ func describeNodePool(w io.Writer, now time.Time, np *api.NodePool, machines []a
 	}
 	kv("Replicas", fmt.Sprintf("%s desired, %d current, %d ready, %d updated", desired,
 		np.Status.Replicas, np.Status.ReadyReplicas, np.Status.UpdatedReplicas))
+	if as := np.Status.Autoscaling; as != nil {
+		last := "no scale yet"
+		if ls := as.LastScale; ls != nil {
+			last = fmt.Sprintf("last %d → %d, %s ago: %s", ls.From, ls.To, age(ls.Time, now), ls.Reason)
+		}
+		kv("Autoscaler", fmt.Sprintf("target %d; %s", as.TargetReplicas, last))
+	}
 	m := np.Spec.Management
 	kv("Upgrade type", m.UpgradeType)
 	kv("Auto repair", fmt.Sprint(m.AutoRepair))

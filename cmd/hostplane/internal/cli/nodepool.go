@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"time"
 
@@ -41,17 +42,17 @@ func requireCluster(cmd *cobra.Command, cluster string) error {
 
 func newCreateNodePoolCommand(o *Options) *cobra.Command {
 	var (
-		cluster, rel, upgradeType string
-		instanceType              string
-		replicas                  int
-		autoRepair, wait          bool
-		timeout                   time.Duration
+		cluster, rel, upgradeType  string
+		instanceType               string
+		replicas, minSize, maxSize int
+		autoRepair, wait           bool
+		timeout                    time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:               "nodepool NAME --cluster CLUSTER --replicas N",
+		Use:               "nodepool NAME --cluster CLUSTER (--replicas N | --min N --max M)",
 		Aliases:           []string{"np"},
 		Short:             "Create a node pool: worker machines that join the cluster",
-		Example:           "  hostplane create nodepool workers --cluster demo --replicas 3\n  hostplane create nodepool big --cluster demo --replicas 1 --instance-type local.large",
+		Example:           "  hostplane create nodepool workers --cluster demo --replicas 3\n  hostplane create nodepool big --cluster demo --replicas 1 --instance-type local.large\n  hostplane create nodepool auto --cluster demo --min 1 --max 5   # autoscaled: see docs/autoscaling.md",
 		Args:              exactArgs("NAME"),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -70,17 +71,29 @@ func newCreateNodePoolCommand(o *Options) *cobra.Command {
 				}
 				rel = cl.Spec.Release.Version
 			}
+			autoscaled := cmd.Flags().Changed("min") || cmd.Flags().Changed("max")
+			if autoscaled && cmd.Flags().Changed("replicas") {
+				return usagef(cmd, "--replicas cannot go with --min/--max: a pool has a fixed size or autoscales")
+			}
+			if autoscaled && !(cmd.Flags().Changed("min") && cmd.Flags().Changed("max")) {
+				return usagef(cmd, "an autoscaled pool needs both --min and --max")
+			}
+			size := map[string]any{"replicas": replicas}
+			if autoscaled {
+				// The server checks the bounds (min ≤ max, max ≥ 1) and names the field.
+				size = map[string]any{"autoScaling": api.NodePoolAutoScaling{Min: int32(minSize), Max: int32(maxSize)}}
+			}
 			body := map[string]any{
 				"name": args[0],
 				"spec": map[string]any{
-					"replicas": replicas,
-					"release":  api.Release{Version: rel},
+					"release": api.Release{Version: rel},
 					"management": map[string]any{
 						"upgradeType": upgradeType,
 						"autoRepair":  autoRepair,
 					},
 				},
 			}
+			maps.Copy(body["spec"].(map[string]any), size)
 			if instanceType != "" {
 				// The platform type defaults to the cluster's; the server names the valid types.
 				body["spec"].(map[string]any)["platform"] = map[string]any{"local": api.LocalNodePoolPlatform{InstanceType: instanceType}}
@@ -97,6 +110,8 @@ func newCreateNodePoolCommand(o *Options) *cobra.Command {
 	addWaitFlags(cmd, &wait, &timeout, "every machine's node is Ready")
 	f := cmd.Flags()
 	f.IntVar(&replicas, "replicas", 1, "number of machines")
+	f.IntVar(&minSize, "min", 0, "autoscale the pool: fewest machines (with --max; not with --replicas)")
+	f.IntVar(&maxSize, "max", 0, "autoscale the pool: most machines (with --min)")
 	f.StringVar(&rel, "release", "", "Kubernetes release of the machines (default: the cluster's)")
 	f.StringVar(&upgradeType, "upgrade-type", "Replace", "how machines move to a new release or config: Replace or InPlace (immutable)")
 	f.BoolVar(&autoRepair, "auto-repair", true, "replace machines whose node stays unhealthy")
