@@ -7,7 +7,8 @@
 # Images (tagged hostplane/<name>:$HOSTPLANE_IMAGE_TAG, default dev):
 #   clusterd nodepoold componentd pkid infrad ignitiond   the six daemons; componentd also
 #                          carries every release's etcd, kube-apiserver, kube-controller-manager
-#                          and kube-scheduler (HOSTPLANE_CACHE_DIR=/opt/hostplane/cache)
+#                          and kube-scheduler (HOSTPLANE_CACHE_DIR=/opt/hostplane/cache), and
+#                          hostplane-karpenter, the autoscaler, beside componentd
 #   localcloud             the simulated cloud's machines
 #   hostplane              the CLI
 #   gateway                `hostplane gateway`: the API gateway in front of the daemons
@@ -73,6 +74,13 @@ for name in "$@"; do
       find "$ctx/opt/cache" -name '.stamp' -o -name '.tmp' | xargs rm -rf
       env="ENV HOSTPLANE_CACHE_DIR=/opt/hostplane/cache" ;;
   esac
+  extra=""
+  if [ "$name" = componentd ]; then
+    # the autoscaler componentd runs per cluster with an autoscaled pool, found beside it
+    [ -x "$bin/hostplane-karpenter" ] || build hostplane-karpenter cmd/hostplane-karpenter .
+    cp "$bin/hostplane-karpenter" "$ctx/hostplane-karpenter"
+    extra="COPY hostplane-karpenter /usr/local/bin/hostplane-karpenter"
+  fi
   cat > "$ctx/Dockerfile" <<DOCKERFILE
 FROM scratch
 COPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
@@ -82,6 +90,7 @@ COPY --chown=65532:65532 data /secrets
 COPY tmp /tmp
 COPY opt/ /opt/hostplane/
 COPY $name /usr/local/bin/$name
+$extra
 $env
 ENV HOME=/data TMPDIR=/tmp
 USER 65532:65532
