@@ -3,20 +3,22 @@
 // autoscaled NodePool when pods cannot be scheduled and shrinks it when its nodes are unneeded.
 // componentd runs one per cluster that has an autoscaled pool.
 //
-// Karpenter's core reads its own settings from the environment (it parses the command line
-// itself): KUBECONFIG is the guest's kubeconfig, METRICS_PORT and HEALTH_PROBE_PORT its ports,
-// DISABLE_LEADER_ELECTION=true for a single replica. Hostplane's settings are environment
-// variables too:
+// Hostplane's settings are flags (each defaults to an environment variable), read and then
+// removed from the command line before Karpenter's core parses it; Karpenter's own settings
+// are environment variables: METRICS_PORT and HEALTH_PROBE_PORT its ports,
+// DISABLE_LEADER_ELECTION=true for a single replica.
 //
-//	HOSTPLANE_MANAGEMENT_KUBECONFIG  kubeconfig of the management cluster (Cluster API objects)
-//	HOSTPLANE_NAMESPACE              the cluster's control-plane namespace there
-//	HOSTPLANE_CLUSTER                the cluster's name
-//	HOSTPLANE_SCALE_DOWN             "false" keeps every node added (default true)
-//	HOSTPLANE_UNNEEDED_TIME          how long a node is unneeded before it goes (default 10m)
+//	--kubeconfig             the guest's kubeconfig (KUBECONFIG)
+//	--management-kubeconfig  the management cluster's (HOSTPLANE_MANAGEMENT_KUBECONFIG)
+//	--namespace              the cluster's control-plane namespace there (HOSTPLANE_NAMESPACE)
+//	--cluster                the cluster's name (HOSTPLANE_CLUSTER)
+//	--scale-down             false keeps every node added (HOSTPLANE_SCALE_DOWN; default true)
+//	--unneeded-time          how long a node is unneeded before it goes (HOSTPLANE_UNNEEDED_TIME; default 10m)
 package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -52,30 +54,40 @@ type settings struct {
 	options                                  guest.Options
 }
 
-func readSettings() (settings, error) {
-	s := settings{
-		managementKubeconfig: os.Getenv("HOSTPLANE_MANAGEMENT_KUBECONFIG"),
-		namespace:            os.Getenv("HOSTPLANE_NAMESPACE"),
-		cluster:              os.Getenv("HOSTPLANE_CLUSTER"),
-		options:              guest.Options{ScaleDown: true, UnneededTime: 10 * time.Minute},
+func readSettings(args []string) (settings, error) {
+	s := settings{options: guest.Options{ScaleDown: true, UnneededTime: 10 * time.Minute}}
+	var guestKubeconfig, scaleDown, unneeded string
+	fs := flag.NewFlagSet("hostplane-karpenter", flag.ContinueOnError)
+	fs.StringVar(&guestKubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "the guest cluster's kubeconfig")
+	fs.StringVar(&s.managementKubeconfig, "management-kubeconfig", os.Getenv("HOSTPLANE_MANAGEMENT_KUBECONFIG"), "the management cluster's kubeconfig")
+	fs.StringVar(&s.namespace, "namespace", os.Getenv("HOSTPLANE_NAMESPACE"), "the cluster's control-plane namespace in the management cluster")
+	fs.StringVar(&s.cluster, "cluster", os.Getenv("HOSTPLANE_CLUSTER"), "the cluster's name")
+	fs.StringVar(&scaleDown, "scale-down", os.Getenv("HOSTPLANE_SCALE_DOWN"), "false keeps every node added (default true)")
+	fs.StringVar(&unneeded, "unneeded-time", os.Getenv("HOSTPLANE_UNNEEDED_TIME"), "how long a node is unneeded before it goes (default 10m)")
+	if err := fs.Parse(args); err != nil {
+		return s, err
 	}
-	for name, v := range map[string]string{"HOSTPLANE_MANAGEMENT_KUBECONFIG": s.managementKubeconfig,
-		"HOSTPLANE_NAMESPACE": s.namespace, "HOSTPLANE_CLUSTER": s.cluster, "KUBECONFIG": os.Getenv("KUBECONFIG")} {
+	for name, v := range map[string]string{"--management-kubeconfig": s.managementKubeconfig,
+		"--namespace": s.namespace, "--cluster": s.cluster, "--kubeconfig": guestKubeconfig} {
 		if v == "" {
 			return s, fmt.Errorf("%s is not set", name)
 		}
 	}
-	if v := os.Getenv("HOSTPLANE_SCALE_DOWN"); v != "" {
-		b, err := strconv.ParseBool(v)
+	// Karpenter's core finds the guest through controller-runtime, which reads KUBECONFIG.
+	if err := os.Setenv("KUBECONFIG", guestKubeconfig); err != nil {
+		return s, err
+	}
+	if scaleDown != "" {
+		b, err := strconv.ParseBool(scaleDown)
 		if err != nil {
-			return s, fmt.Errorf("HOSTPLANE_SCALE_DOWN=%q: want true or false", v)
+			return s, fmt.Errorf("--scale-down=%q: want true or false", scaleDown)
 		}
 		s.options.ScaleDown = b
 	}
-	if v := os.Getenv("HOSTPLANE_UNNEEDED_TIME"); v != "" {
-		d, err := time.ParseDuration(v)
+	if unneeded != "" {
+		d, err := time.ParseDuration(unneeded)
 		if err != nil || d < 0 {
-			return s, fmt.Errorf("HOSTPLANE_UNNEEDED_TIME=%q: want a duration such as 10m", v)
+			return s, fmt.Errorf("--unneeded-time=%q: want a duration such as 10m", unneeded)
 		}
 		s.options.UnneededTime = d
 	}
@@ -83,10 +95,12 @@ func readSettings() (settings, error) {
 }
 
 func run() error {
-	s, err := readSettings()
+	s, err := readSettings(os.Args[1:])
 	if err != nil {
 		return err
 	}
+	// Karpenter's core parses the command line itself and knows none of these flags.
+	os.Args = os.Args[:1]
 	mgmtCfg, err := clientcmd.BuildConfigFromFlags("", s.managementKubeconfig)
 	if err != nil {
 		return fmt.Errorf("management kubeconfig: %w", err)

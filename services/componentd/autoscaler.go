@@ -28,8 +28,10 @@ func findKarpenter() string {
 	return ""
 }
 
-// autoscaler is the karpenter component's configuration for cluster c: it runs while one of
-// the cluster's NodePools autoscales and the cluster is not being deleted.
+// autoscaler is the karpenter component's configuration for cluster c: it runs while the
+// cluster has an autoscaled NodePool, one being deleted included. The nodes Karpenter added
+// carry its finalizer and their NodeClaims its termination logic, so it stays until the
+// pool's machines are gone, through a cluster's deletion too.
 func (d *Daemon) autoscaler(ctx context.Context, c *api.Cluster) (component.Autoscaler, error) {
 	a := component.Autoscaler{
 		Binary:               d.cfg.KarpenterBinary,
@@ -37,15 +39,12 @@ func (d *Daemon) autoscaler(ctx context.Context, c *api.Cluster) (component.Auto
 		Namespace:            api.ControlPlaneNamespace(c.Name),
 		Options:              c.Spec.EffectiveAutoscaling(),
 	}
-	if c.DeletionTimestamp != nil {
-		return a, nil
-	}
 	pools, err := d.nodePools.List(ctx, api.ClusterPartsFilter(c.Name))
 	if err != nil {
 		return a, err
 	}
 	for _, p := range pools {
-		if p.Value.Spec.AutoScaling != nil && p.Value.DeletionTimestamp == nil {
+		if p.Value.Spec.AutoScaling != nil {
 			a.Enabled = true
 			break
 		}

@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"net"
 	"net/http"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -83,7 +86,7 @@ func scaleDeployment(t *testing.T, kc *kubernetes.Clientset, name string, n int3
 // returns to min after the cluster's unneeded time. A pool at min 0 grows to one node for a
 // pod that only it can hold.
 func TestNodePool_Autoscaling_GrowsForPendingPodsAndShrinksToMin(t *testing.T) {
-	_, c := stack(t)
+	s, c := stack(t)
 	const cl = "autoscale"
 	if code, body := c.do("POST", "/v1/clusters", `{"name":"`+cl+`","spec":{"release":{"version":"`+newRelease+`"},
 		"autoscaling":{"scaleDown":{"unneededDurationSeconds":10}}}}`, nil); code != http.StatusAccepted {
@@ -142,6 +145,24 @@ func TestNodePool_Autoscaling_GrowsForPendingPodsAndShrinksToMin(t *testing.T) {
 		return all == 1 && running == 1
 	}, "the pool at min 0 never grew for its pod: pool %s", lazyJSON{c.poolOrZero(cl, "big")})
 	c.waitPoolReady(cl, "big", 1, poolReady)
+
+	// 4. Deleting the cluster leaves no machine, process (the autoscaler's included) or key.
+	var comp api.ControlPlaneComponent
+	if code, body := c.do("GET", "/v1/clusters/"+cl+"/components/"+api.ComponentKarpenter, "", &comp); code != http.StatusOK ||
+		comp.Status.ReadyReplicas != 1 || len(processesMentioning(filepath.Join("clusters", cl, "kubeconfigs", "karpenter"))) != 1 {
+		t.Errorf("the autoscaler component: %d %s, ready %d; processes %v", code, body, comp.Status.ReadyReplicas,
+			processesMentioning(filepath.Join("clusters", cl, "kubeconfigs", "karpenter")))
+	}
+	got, _ := c.cluster(cl)
+	endpoint := net.JoinHostPort(got.Status.ControlPlaneEndpoint.Host, strconv.Itoa(got.Status.ControlPlaneEndpoint.Port))
+	if code, body := c.do("DELETE", "/v1/clusters/"+cl, "", nil); code != http.StatusAccepted {
+		t.Fatalf("delete: %d %s", code, body)
+	}
+	testenv.Eventually(t, poolReady, func() bool {
+		_, code := c.cluster(cl)
+		return code == http.StatusNotFound
+	}, "the cluster never went away")
+	assertNothingLeft(t, s, c, cl, endpoint)
 }
 
 // poolOrZero is the pool as the API shows it, for failure messages.

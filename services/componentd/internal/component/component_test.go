@@ -326,8 +326,8 @@ func TestDesired_EncryptionConfigGoesToKubeAPIServerOnlyAndANewKeyRollsIt(t *tes
 	}
 }
 
-// The autoscaler runs only while the cluster has an autoscaled pool; it is configured through
-// its environment, which is hashed like arguments; and without its executable or the
+// The autoscaler runs only while the cluster has an autoscaled pool; its settings are
+// arguments and Karpenter's are its environment, both hashed; and without its executable or the
 // management kubeconfig it says it cannot run instead of failing the control plane.
 func TestKarpenter_RunsOnlyWhenEnabled_ConfiguredByItsEnvironment(t *testing.T) {
 	k, err := Lookup(api.ComponentKarpenter)
@@ -339,17 +339,26 @@ func TestKarpenter_RunsOnlyWhenEnabled_ConfiguredByItsEnvironment(t *testing.T) 
 	if on.Replicas != 1 || len(on.Specs) != 1 || on.Specs[0].Path != in.Autoscaler.Binary {
 		t.Fatalf("enabled: %d replicas, specs %v", on.Replicas, on.Specs)
 	}
-	for _, want := range []string{"HOSTPLANE_CLUSTER=demo", "HOSTPLANE_NAMESPACE=hostplane-demo", "HOSTPLANE_SCALE_DOWN=true",
-		"HOSTPLANE_UNNEEDED_TIME=10m0s", "METRICS_PORT=10300", "HEALTH_PROBE_PORT=10301", "DISABLE_LEADER_ELECTION=true",
-		"KUBECONFIG=" + in.path(KubeconfigFile(api.KubeconfigKarpenter))} {
+	for _, want := range []string{"--cluster=demo", "--namespace=hostplane-demo", "--scale-down=true", "--unneeded-time=10m0s",
+		"--management-kubeconfig=/data/management.kubeconfig", "--kubeconfig=" + in.path(KubeconfigFile(api.KubeconfigKarpenter))} {
+		if !slices.Contains(on.Specs[0].Args, want) {
+			t.Errorf("args %v lack %s", on.Specs[0].Args, want)
+		}
+	}
+	for _, want := range []string{"METRICS_PORT=10300", "HEALTH_PROBE_PORT=10301", "DISABLE_LEADER_ELECTION=true"} {
 		if !slices.Contains(on.Specs[0].Env, want) {
 			t.Errorf("env %v lacks %s", on.Specs[0].Env, want)
 		}
 	}
 
 	in.Autoscaler.Options.Scaling = api.ScaleUpOnly
-	if up := desired(t, k, in); up.Hash == on.Hash || !slices.Contains(up.Specs[0].Env, "HOSTPLANE_SCALE_DOWN=false") {
-		t.Errorf("ScaleUpOnly: hash %s (was %s), env %v", up.Hash, on.Hash, up.Specs[0].Env)
+	if up := desired(t, k, in); up.Hash == on.Hash || !slices.Contains(up.Specs[0].Args, "--scale-down=false") {
+		t.Errorf("ScaleUpOnly: hash %s (was %s), args %v", up.Hash, on.Hash, up.Specs[0].Args)
+	}
+	in.Autoscaler.Options.Scaling = api.ScaleUpAndScaleDown
+	in.Infra.AutoscalerPorts = []int{10400, 10401}
+	if moved := desired(t, k, in); moved.Hash == on.Hash || !slices.Contains(moved.Specs[0].Env, "METRICS_PORT=10400") {
+		t.Errorf("new ports: hash %s (was %s), env %v", moved.Hash, on.Hash, moved.Specs[0].Env)
 	}
 
 	in.Autoscaler.Enabled = false

@@ -40,7 +40,7 @@ func karpenter() *Component {
 			}
 			return in.Autoscaler.Binary, nil
 		},
-		args: func(*Inputs, int) ([]string, error) { return nil, nil },
+		args: karpenterArgs,
 		env:  karpenterEnv,
 		probe: func(in *Inputs, _ int) (process.Probe, error) {
 			_, health, err := autoscalerPorts(in)
@@ -61,13 +61,9 @@ func autoscalerPorts(in *Inputs) (metrics, health int, err error) {
 	return p[0], p[1], nil
 }
 
-// karpenterEnv configures hostplane-karpenter: Karpenter's core reads its settings from the
-// environment (it parses the command line itself).
-func karpenterEnv(in *Inputs, _ int) ([]string, error) {
-	metrics, health, err := autoscalerPorts(in)
-	if err != nil {
-		return nil, err
-	}
+// karpenterArgs are hostplane-karpenter's own settings. The guest kubeconfig's path names the
+// cluster's directory, so the process is found like the cluster's other processes.
+func karpenterArgs(in *Inputs, _ int) ([]string, error) {
 	a := in.Autoscaler
 	if a.ManagementKubeconfig == "" {
 		return nil, fmt.Errorf("%w: the autoscaler needs the management cluster's kubeconfig (--management-kubeconfig)", ErrCannotRun)
@@ -77,12 +73,23 @@ func karpenterEnv(in *Inputs, _ int) ([]string, error) {
 		unneeded = time.Duration(*sd.UnneededDurationSeconds) * time.Second
 	}
 	return []string{
-		"KUBECONFIG=" + in.path(KubeconfigFile(api.KubeconfigKarpenter)),
-		"HOSTPLANE_MANAGEMENT_KUBECONFIG=" + a.ManagementKubeconfig,
-		"HOSTPLANE_NAMESPACE=" + a.Namespace,
-		"HOSTPLANE_CLUSTER=" + in.Cluster,
-		"HOSTPLANE_SCALE_DOWN=" + strconv.FormatBool(a.Options.Scaling != api.ScaleUpOnly),
-		"HOSTPLANE_UNNEEDED_TIME=" + unneeded.String(),
+		"--kubeconfig=" + in.path(KubeconfigFile(api.KubeconfigKarpenter)),
+		"--management-kubeconfig=" + a.ManagementKubeconfig,
+		"--namespace=" + a.Namespace,
+		"--cluster=" + in.Cluster,
+		"--scale-down=" + strconv.FormatBool(a.Options.Scaling != api.ScaleUpOnly),
+		"--unneeded-time=" + unneeded.String(),
+	}, nil
+}
+
+// karpenterEnv is the environment of Karpenter's core, which reads its own settings from
+// there (it parses the command line itself).
+func karpenterEnv(in *Inputs, _ int) ([]string, error) {
+	metrics, health, err := autoscalerPorts(in)
+	if err != nil {
+		return nil, err
+	}
+	return []string{
 		"METRICS_PORT=" + strconv.Itoa(metrics),
 		"HEALTH_PROBE_PORT=" + strconv.Itoa(health),
 		"DISABLE_LEADER_ELECTION=true",
