@@ -424,6 +424,21 @@ func (p *Provider) Delete(ctx context.Context, nc *karpv1.NodeClaim) error {
 		return cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("no Machine for NodeClaim %s", nc.Name))
 	}
 	m := &ms[i]
+	poolName := m.Labels[clusterv1.MachineDeploymentNameLabel]
+	pl, err := p.pool(ctx, poolName)
+	if err != nil {
+		return err
+	}
+	if pl == nil {
+		// The pool no longer autoscales (or is going): its size is the user's or nothing, so
+		// the Machine itself goes and Cluster API replaces it if the pool still wants it.
+		if m.DeletionTimestamp.IsZero() {
+			if err := p.cfg.Management.Delete(ctx, m); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("delete Machine %s: %w", m.Name, err)
+			}
+		}
+		return nil
+	}
 	if _, marked := m.Annotations[clusterv1.DeleteMachineAnnotation]; !marked {
 		patch := client.MergeFromWithOptions(m.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		m.Annotations[clusterv1.DeleteMachineAnnotation] = "nodeclaim " + nc.Name
@@ -431,7 +446,7 @@ func (p *Provider) Delete(ctx context.Context, nc *karpv1.NodeClaim) error {
 			return fmt.Errorf("mark Machine %s for deletion: %w", m.Name, err)
 		}
 	}
-	return p.shrink(ctx, m.Labels[clusterv1.MachineDeploymentNameLabel], fmt.Sprintf("NodeClaim %s: node %s removed", nc.Name, nc.Status.NodeName))
+	return p.shrink(ctx, poolName, fmt.Sprintf("NodeClaim %s: node %s removed", nc.Name, nc.Status.NodeName))
 }
 
 // shrink lowers a pool's replicas to min plus its live NodeClaims when they are above it,
