@@ -49,13 +49,16 @@ const (
 
 // startPoolStack starts `hostplane dev` with its management kube-apiserver (nodepoold's
 // Cluster API needs it) on a temp data dir, and returns it, a client and the data dir.
-func startPoolStack(b *testing.B) (*dev.Stack, *client, string) {
+// Options adjust the stack's config (e.g. its KarpenterBinary) before it starts.
+func startPoolStack(b *testing.B, opts ...func(*dev.Config)) (*dev.Stack, *client, string) {
 	b.Helper()
 	benchReleaseOf(b)
 	dir := b.TempDir()
-	s, err := dev.Start(context.Background(), dev.Config{
-		DataDir: dir, Addr: "127.0.0.1:0", NATSPort: -1, Logger: stackLogger(b),
-	})
+	cfg := dev.Config{DataDir: dir, Addr: "127.0.0.1:0", NATSPort: -1, Logger: stackLogger(b)}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	s, err := dev.Start(context.Background(), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
