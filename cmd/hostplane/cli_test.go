@@ -348,8 +348,14 @@ func TestCLI_DrivesAClusterThroughItsLife(t *testing.T) {
 			t.Errorf("no ready counts: %s", r)
 		}
 		comps := decodeJSON[api.ComponentList](t, hp.must(0, "get", "components", "c1", "-o", "json"))
-		if len(comps.Items) != 4 {
-			t.Errorf("components = %d, want 4", len(comps.Items))
+		if len(comps.Items) != 5 {
+			t.Errorf("components = %d, want 5", len(comps.Items))
+		}
+		for _, c := range comps.Items {
+			// The autoscaler is listed, idle: the cluster has no autoscaled node pool.
+			if c.Name == api.ComponentKarpenter && (c.Spec.Replicas != 0 || c.Status.ReadyReplicas != 0) {
+				t.Errorf("karpenter wants %d replicas, %d ready; want none without an autoscaled pool", c.Spec.Replicas, c.Status.ReadyReplicas)
+			}
 		}
 		hp.must(0, "get", "components", "c1", "-o", "wide")
 		p := decodeJSON[api.PKIStatus](t, hp.must(0, "get", "pki", "c1", "-o", "json"))
