@@ -128,6 +128,9 @@ func (c *client) allRolledOut(name string, before map[string]string) bool {
 		return false
 	}
 	for _, comp := range comps.Items {
+		if comp.Spec.Replicas == 0 {
+			continue // the idle autoscaler: nothing runs, nothing rolls
+		}
 		if comp.Spec.ConfigHash == before[comp.Name] || !comp.Status.Conditions.IsTrue(api.ConditionRolloutComplete) {
 			return false
 		}

@@ -64,8 +64,14 @@ func TestComponentd_SingleReplicaCluster_ComesUpSurvivesRestartAndIsDeletedClean
 	for _, c := range list.Items {
 		names = append(names, c.Name)
 	}
-	if !slices.Equal(names, componentNames) {
-		t.Errorf("GET components lists %v, want %v", names, componentNames)
+	// The process runtime lists the autoscaler too, idle: the cluster has no autoscaled pool.
+	if want := append(slices.Clone(componentNames), api.ComponentKarpenter); !slices.Equal(names, want) {
+		t.Errorf("GET components lists %v, want %v", names, want)
+	}
+	for _, c := range list.Items {
+		if c.Name == api.ComponentKarpenter && (c.Spec.Replicas != 0 || len(c.Status.Replicas) != 0 || !c.Status.Conditions.IsTrue(api.ConditionAvailable)) {
+			t.Errorf("the idle autoscaler: %+v; want 0 replicas and Available", c)
+		}
 	}
 	status, ctype, body := get(t, cd.url+"/v1/clusters/demo/components/kube-apiserver/logs?tail=5")
 	if status != http.StatusOK || !strings.HasPrefix(ctype, "text/plain") || countLines(body) != 5 {

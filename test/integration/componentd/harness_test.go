@@ -144,13 +144,15 @@ func (h *harness) componentsOf(cluster string) map[string]*store.Entry[api.Contr
 
 var componentNames = []string{api.ComponentEtcd, api.ComponentKubeAPIServer, api.ComponentControllerManager, api.ComponentScheduler}
 
-// settled reports whether every component of the cluster is Available and RolloutComplete at
-// version with every replica ready.
+// settled reports whether every control-plane component of the cluster is Available and
+// RolloutComplete at version with every replica ready. (The autoscaler, idle without an
+// autoscaled pool, is not one of them.)
 func settled(comps map[string]*store.Entry[api.ControlPlaneComponent], version string) bool {
-	if len(comps) != len(componentNames) {
-		return false
-	}
-	for _, e := range comps {
+	for _, name := range componentNames {
+		e, ok := comps[name]
+		if !ok {
+			return false
+		}
 		c := e.Value
 		st := c.Status
 		if !st.Conditions.IsTrue(api.ConditionAvailable) || !st.Conditions.IsTrue(api.ConditionRolloutComplete) ||
