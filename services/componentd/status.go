@@ -33,6 +33,9 @@ const (
 	ReasonReplicasNotReady       = "ReplicasNotReady"
 	ReasonRollingOut             = "RollingOut"
 	ReasonCrashLooping           = "CrashLooping"
+	// ReasonIdle: the component wants no replica now (the autoscaler of a cluster without an
+	// autoscaled node pool); nothing runs and nothing is missing.
+	ReasonIdle = "Idle"
 )
 
 // crashLoopRestarts is how many restarts of a replica that is not ready make it Degraded.
@@ -70,6 +73,10 @@ func (d *Daemon) recordProcesses(ctx context.Context, log *slog.Logger, cluster 
 		gate:          gate,
 		replicaStatus: make([]api.ReplicaStatus, len(reps)),
 		notReady:      lastErrors(reps),
+	}
+	if want.Replicas == 0 && o.sum.Ready == 0 {
+		// Idle (the autoscaler without an autoscaled pool): settled, nothing to wait for.
+		o.sum.Available, o.sum.Complete = true, true
 	}
 	var crashing []string
 	for i, r := range reps {
@@ -141,7 +148,13 @@ func (d *Daemon) record(ctx context.Context, log *slog.Logger, cluster string,
 		}
 		st.Conditions.Set(api.Condition{Type: t, Status: status, Reason: reason, Message: msg, ObservedGeneration: gen}, now)
 	}
+	idle := o.replicas == 0 && sum.Ready == 0
+	if idle {
+		st.Version = o.version
+	}
 	switch {
+	case idle:
+		set(api.ConditionAvailable, true, ReasonIdle, "no replica wanted now")
 	case sum.Available:
 		set(api.ConditionAvailable, true, ReasonAsExpected, fmt.Sprintf("%d of %d replicas ready", sum.Ready, o.replicas))
 	case !o.gate.Available && sum.Ready == 0:
@@ -151,6 +164,8 @@ func (d *Daemon) record(ctx context.Context, log *slog.Logger, cluster string,
 			sum.Ready, o.replicas, comp.Quorum(o.replicas), o.notReady))
 	}
 	switch {
+	case idle:
+		set(api.ConditionRolloutComplete, true, ReasonIdle, "no replica wanted now")
 	case sum.Complete:
 		set(api.ConditionRolloutComplete, true, ReasonAsExpected, fmt.Sprintf("%d replicas ready at version %s, config %s", o.replicas, o.version, o.hash))
 	case !o.gate.Settled:
