@@ -56,6 +56,13 @@ func Install(ctx context.Context, cfg *rest.Config, fsys fs.FS, owner string) er
 	if err != nil {
 		return err
 	}
+	return Apply(ctx, cfg, crds, owner)
+}
+
+// Apply is Install for CRDs already loaded (another module's embedded ones, or built in
+// code): applied as owner, then waited for until established and in discovery. It sets each
+// CRD's type meta and owner label.
+func Apply(ctx context.Context, cfg *rest.Config, crds []*apiextensionsv1.CustomResourceDefinition, owner string) error {
 	cs, err := apiextensions.NewForConfig(cfg)
 	if err != nil {
 		return err

@@ -9,9 +9,7 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -30,22 +28,7 @@ const (
 // only on nodes with those labels.
 func podsNeeding(t *testing.T, kc *kubernetes.Clientset, name string, n int32, cpu string, selector map[string]string) {
 	t.Helper()
-	labels := map[string]string{"app": name}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &n,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					NodeSelector: selector,
-					Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10",
-						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}},
-				},
-			},
-		},
-	}
+	d := testenv.PauseDeployment(name, n, cpu, selector)
 	if _, err := kc.AppsV1().Deployments("default").Create(ctx(t), d, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create deployment %s: %v", name, err)
 	}

@@ -11,11 +11,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -26,6 +24,7 @@ import (
 	"github.com/hostplane/hostplane/cmd/hostplane-karpenter/internal/nodeclass"
 	"github.com/hostplane/hostplane/cmd/hostplane-karpenter/internal/provider"
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/crd"
 )
 
 // LabelManagedBy marks the karpenter.sh NodePools this package writes.
@@ -34,46 +33,14 @@ const (
 	ManagedBy      = "hostplane"
 )
 
-// InstallCRDs creates or updates Karpenter's CRDs and Hostplane's node class CRD in the guest
-// and waits until they are served.
+// InstallCRDs applies Karpenter's CRDs and Hostplane's node class CRD to the guest and waits
+// until they are served.
 func InstallCRDs(ctx context.Context, cfg *rest.Config) error {
-	cs, err := apiextensions.NewForConfig(cfg)
-	if err != nil {
-		return err
+	crds := []*apiextensionsv1.CustomResourceDefinition{nodeclass.CRD()}
+	for _, c := range apis.CRDs {
+		crds = append(crds, c.DeepCopy())
 	}
-	crds := append([]*apiextensionsv1.CustomResourceDefinition{nodeclass.CRD()}, apis.CRDs...)
-	for _, crd := range crds {
-		crd = crd.DeepCopy()
-		cur, err := cs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			_, err = cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{})
-		case err == nil:
-			crd.ResourceVersion = cur.ResourceVersion
-			_, err = cs.ApiextensionsV1().CustomResourceDefinitions().Update(ctx, crd, metav1.UpdateOptions{})
-		}
-		if err != nil {
-			return fmt.Errorf("install CRD %s: %w", crd.Name, err)
-		}
-	}
-	for _, crd := range crds {
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			cur, err := cs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			for _, c := range cur.Status.Conditions {
-				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		if err != nil {
-			return fmt.Errorf("CRD %s not established: %w", crd.Name, err)
-		}
-	}
-	return nil
+	return crd.Apply(ctx, cfg, crds, "hostplane-karpenter")
 }
 
 // Options are the cluster's autoscaling options that shape every pool's karpenter.sh NodePool.
