@@ -475,8 +475,8 @@ func (p *Provider) Delete(ctx context.Context, nc *karpv1.NodeClaim) error {
 
 // shrink lowers a pool's replicas to min plus its live NodeClaims when they are above it,
 // after marking the Machines that go: first those marked already (deleted NodeClaims), then
-// unclaimed ones that never joined (a scale-up whose Create failed). It never touches a pool
-// at or below that size: nodepoold keeps min.
+// unclaimed ones at least a launch timeout old. It never touches a pool at or below that
+// size: nodepoold keeps min.
 func (p *Provider) shrink(ctx context.Context, poolName, reason string) error {
 	pl, err := p.pool(ctx, poolName)
 	if err != nil || pl == nil {
@@ -504,28 +504,32 @@ func (p *Provider) shrink(ctx context.Context, poolName, reason string) error {
 			marked++
 		}
 	}
-	// Unclaimed machines that never joined go before any Machine Cluster API would choose.
-	for i := range ms {
-		if marked >= int(cur-want) {
-			break
+	// Then unclaimed machines (a scale-up whose Create failed, a claimed machine's replacement
+	// after a repair): those that never joined first, before any Machine Cluster API would
+	// pick itself.
+	for _, joined := range []bool{false, true} {
+		for i := range ms {
+			if marked >= int(cur-want) {
+				break
+			}
+			m := &ms[i]
+			_, ok := m.Annotations[clusterv1.DeleteMachineAnnotation]
+			if ok || m.Annotations[AnnotationNodeClaim] != "" || (m.Status.NodeRef.Name != "") != joined || !m.DeletionTimestamp.IsZero() {
+				continue
+			}
+			if time.Since(m.CreationTimestamp.Time) < p.cfg.LaunchTimeout {
+				continue // perhaps a Create is about to claim it
+			}
+			patch := client.MergeFromWithOptions(m.DeepCopy(), client.MergeFromWithOptimisticLock{})
+			if m.Annotations == nil {
+				m.Annotations = map[string]string{}
+			}
+			m.Annotations[clusterv1.DeleteMachineAnnotation] = "unclaimed"
+			if err := p.cfg.Management.Patch(ctx, m, patch); err != nil {
+				return fmt.Errorf("mark Machine %s for deletion: %w", m.Name, err)
+			}
+			marked++
 		}
-		m := &ms[i]
-		_, ok := m.Annotations[clusterv1.DeleteMachineAnnotation]
-		if ok || m.Annotations[AnnotationNodeClaim] != "" || m.Status.NodeRef.Name != "" || !m.DeletionTimestamp.IsZero() {
-			continue
-		}
-		if time.Since(m.CreationTimestamp.Time) < p.cfg.LaunchTimeout {
-			continue // perhaps a Create is about to claim it
-		}
-		patch := client.MergeFromWithOptions(m.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		if m.Annotations == nil {
-			m.Annotations = map[string]string{}
-		}
-		m.Annotations[clusterv1.DeleteMachineAnnotation] = "unclaimed"
-		if err := p.cfg.Management.Patch(ctx, m, patch); err != nil {
-			return fmt.Errorf("mark Machine %s for deletion: %w", m.Name, err)
-		}
-		marked++
 	}
 	if marked == 0 {
 		return nil
