@@ -67,7 +67,7 @@ func scaleDeployment(t *testing.T, kc *kubernetes.Clientset, name string, n int3
 // An autoscaled pool (min 1, max 4) grows when pods do not fit its nodes, through Karpenter's
 // core and the pool's MachineDeployment, until every pod Runs; once the pods are gone it
 // returns to min after the cluster's unneeded time. A pool at min 0 grows to one node for a
-// pod that only it can hold, and so does an InPlace pool. Deleting the cluster leaves nothing.
+// pod that only it can hold.
 func TestNodePool_Autoscaling_GrowsForPendingPodsAndShrinksToMin(t *testing.T) {
 	s, c := stack(t)
 	const cl = "autoscale"
@@ -128,21 +128,6 @@ func TestNodePool_Autoscaling_GrowsForPendingPodsAndShrinksToMin(t *testing.T) {
 		return all == 1 && running == 1
 	}, "the pool at min 0 never grew for its pod: pool %s", lazyJSON{c.poolOrZero(cl, "big")})
 	c.waitPoolReady(cl, "big", 1, poolReady)
-
-	// An InPlace pool (a MachineSet, not a MachineDeployment) autoscales the same way.
-	if code, body := c.do("POST", "/v1/clusters/"+cl+"/nodepools", `{"name":"inplace","spec":{
-		"release":{"version":"`+newRelease+`"},"autoScaling":{"min":0,"max":1},
-		"platform":{"type":"local","local":{"instanceType":"local.small"}},
-		"management":{"upgradeType":"InPlace"},"nodeLabels":{"tier":"inplace"}}}`, nil); code != http.StatusAccepted {
-		t.Fatalf("create nodepool inplace: %d %s", code, body)
-	}
-	c.waitPoolReady(cl, "inplace", 0, poolReady)
-	podsNeeding(t, kc, "inplacepod", 1, "1", map[string]string{"tier": "inplace"})
-	testenv.Eventually(t, scaleUp, func() bool {
-		running, all := runningPods(t, kc, "inplacepod")
-		return all == 1 && running == 1
-	}, "the InPlace pool never grew for its pod: pool %s", lazyJSON{c.poolOrZero(cl, "inplace")})
-	c.waitPoolReady(cl, "inplace", 1, poolReady)
 
 	// 4. Deleting the cluster leaves no machine, process (the autoscaler's included) or key.
 	var comps api.ComponentList

@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 	"sigs.k8s.io/karpenter/pkg/cloudprovider"
 	"sigs.k8s.io/karpenter/pkg/scheduling"
@@ -17,8 +16,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/api"
 )
 
-// Annotations nodepoold writes on an autoscaled pool's MachineDeployment (or, for an InPlace
-// pool, MachineSet): Cluster API's
+// Annotations nodepoold writes on an autoscaled pool's MachineDeployment: Cluster API's
 // autoscaler annotations, the pool's bounds and the shape of its nodes.
 const (
 	annotationCapacityCPU     = "capacity.cluster-autoscaler.kubernetes.io/cpu"
@@ -35,11 +33,10 @@ const KarpenterPoolPrefix = "nodepool-"
 // KarpenterPoolName is the karpenter.sh NodePool of the Hostplane NodePool called pool.
 func KarpenterPoolName(pool string) string { return KarpenterPoolPrefix + pool }
 
-// pool is an autoscaled Hostplane NodePool as its MachineDeployment (Replace) or MachineSet
-// (InPlace) describes it.
+// pool is an autoscaled Hostplane NodePool as its MachineDeployment describes it.
 type pool struct {
 	name     string
-	obj      client.Object // *clusterv1.MachineDeployment or *clusterv1.MachineSet
+	md       *clusterv1.MachineDeployment
 	min, max int32
 	// labels are those every node of the pool registers with, taints those it carries.
 	labels map[string]string
@@ -47,24 +44,20 @@ type pool struct {
 	it     *cloudprovider.InstanceType
 }
 
-// poolOf reads an autoscaled pool from its MachineDeployment or MachineSet; ok is false for
-// one that is not autoscaled (no bounds) or has no shape (a platform without instance types).
-func poolOf(obj client.Object) (*pool, bool, error) {
-	ann := obj.GetAnnotations()
-	kind := "MachineDeployment"
-	if _, ok := obj.(*clusterv1.MachineSet); ok {
-		kind = "MachineSet"
-	}
+// poolOf reads an autoscaled pool from its MachineDeployment; ok is false for a deployment
+// that is not autoscaled (no bounds) or has no shape (a platform without instance types).
+func poolOf(md *clusterv1.MachineDeployment) (*pool, bool, error) {
+	ann := md.Annotations
 	minS, okMin := ann[clusterv1.AutoscalerMinSizeAnnotation]
 	maxS, okMax := ann[clusterv1.AutoscalerMaxSizeAnnotation]
 	if !okMin || !okMax || ann[annotationCapacityCPU] == "" {
 		return nil, false, nil
 	}
-	p := &pool{name: obj.GetName(), obj: obj}
+	p := &pool{name: md.Name, md: md}
 	lo, err1 := strconv.ParseInt(minS, 10, 32)
 	hi, err2 := strconv.ParseInt(maxS, 10, 32)
 	if err1 != nil || err2 != nil || lo < 0 || hi < lo {
-		return nil, false, fmt.Errorf("%s %s: bounds %q..%q are not numbers with min ≤ max", kind, obj.GetName(), minS, maxS)
+		return nil, false, fmt.Errorf("MachineDeployment %s: bounds %q..%q are not numbers with min ≤ max", md.Name, minS, maxS)
 	}
 	p.min, p.max = int32(lo), int32(hi)
 	p.labels = map[string]string{}
@@ -83,7 +76,7 @@ func poolOf(obj client.Object) (*pool, bool, error) {
 	}
 	it, err := instanceType(p, ann)
 	if err != nil {
-		return nil, false, fmt.Errorf("%s %s: %w", kind, obj.GetName(), err)
+		return nil, false, fmt.Errorf("MachineDeployment %s: %w", md.Name, err)
 	}
 	p.it = it
 	return p, true, nil
@@ -168,25 +161,4 @@ func (p *Provider) Pools(ctx context.Context) ([]PoolView, error) {
 		out = append(out, PoolView{Name: pl.name, InstanceType: pl.it.Name, Min: pl.min, Max: pl.max, Labels: pl.labels, Taints: pl.taints})
 	}
 	return out, nil
-}
-
-// replicasOf is the replicas of a pool's MachineDeployment or MachineSet (nil: unset).
-func replicasOf(obj client.Object) *int32 {
-	switch o := obj.(type) {
-	case *clusterv1.MachineDeployment:
-		return o.Spec.Replicas
-	case *clusterv1.MachineSet:
-		return o.Spec.Replicas
-	}
-	return nil
-}
-
-// setReplicasOf sets the replicas of a pool's MachineDeployment or MachineSet.
-func setReplicasOf(obj client.Object, n int32) {
-	switch o := obj.(type) {
-	case *clusterv1.MachineDeployment:
-		o.Spec.Replicas = &n
-	case *clusterv1.MachineSet:
-		o.Spec.Replicas = &n
-	}
 }

@@ -1,6 +1,6 @@
 // Package provider is Hostplane's cloud provider for Karpenter's core: the NodeClaims of the
 // karpenter.sh NodePool that stands for an autoscaled Hostplane NodePool become Machines of
-// that pool's Cluster API MachineDeployment (a Replace pool) or MachineSet (an InPlace pool).
+// that pool's Cluster API MachineDeployment.
 //
 // The pool's size is min plus the NodeClaims made for it: a NodeClaim raises the
 // MachineDeployment's replicas and claims the new Machine (annotation hostplane.dev/nodeclaim);
@@ -107,69 +107,47 @@ func (p *Provider) GetInstanceTypes(ctx context.Context, np *karpv1.NodePool) ([
 
 // pools lists the cluster's autoscaled pools.
 func (p *Provider) pools(ctx context.Context) ([]*pool, error) {
-	var mds clusterv1.MachineDeploymentList
-	if err := p.cfg.Management.List(ctx, &mds, client.InNamespace(p.cfg.Namespace),
+	var list clusterv1.MachineDeploymentList
+	if err := p.cfg.Management.List(ctx, &list, client.InNamespace(p.cfg.Namespace),
 		client.MatchingLabels{clusterv1.ClusterNameLabel: p.cfg.Cluster}); err != nil {
 		return nil, fmt.Errorf("list MachineDeployments: %w", err)
 	}
-	var sets clusterv1.MachineSetList
-	if err := p.cfg.Management.List(ctx, &sets, client.InNamespace(p.cfg.Namespace),
-		client.MatchingLabels{clusterv1.ClusterNameLabel: p.cfg.Cluster}); err != nil {
-		return nil, fmt.Errorf("list MachineSets: %w", err)
-	}
-	var objs []client.Object
-	for i := range mds.Items {
-		objs = append(objs, &mds.Items[i])
-	}
-	for i := range sets.Items {
-		if _, ofDeployment := sets.Items[i].Labels[api.LabelNodePool]; !ofDeployment {
-			objs = append(objs, &sets.Items[i]) // an InPlace pool's own MachineSet
-		}
-	}
 	var out []*pool
-	for _, obj := range objs {
-		pl, ok, err := poolOf(obj)
+	for i := range list.Items {
+		pl, ok, err := poolOf(&list.Items[i])
 		if err != nil {
 			log.FromContext(ctx).Error(err, "skipping a pool")
 			continue
 		}
-		if ok && obj.GetDeletionTimestamp().IsZero() {
+		if ok && list.Items[i].DeletionTimestamp.IsZero() {
 			out = append(out, pl)
 		}
 	}
 	return out, nil
 }
 
-// pool is the autoscaled pool called name: its MachineDeployment, else its own MachineSet;
-// nil if there is none (any more).
+// pool is the autoscaled pool called name; nil if there is none (any more).
 func (p *Provider) pool(ctx context.Context, name string) (*pool, error) {
-	key := types.NamespacedName{Namespace: p.cfg.Namespace, Name: name}
-	var obj client.Object = &clusterv1.MachineDeployment{}
-	err := p.cfg.Management.Get(ctx, key, obj)
-	if apierrors.IsNotFound(err) {
-		obj = &clusterv1.MachineSet{}
-		if err = p.cfg.Management.Get(ctx, key, obj); err == nil && obj.GetLabels()[clusterv1.MachineDeploymentNameLabel] != "" {
-			return nil, nil // a MachineSet of some MachineDeployment, not a pool's own
-		}
-	}
+	var md clusterv1.MachineDeployment
+	err := p.cfg.Management.Get(ctx, types.NamespacedName{Namespace: p.cfg.Namespace, Name: name}, &md)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("get the objects of pool %s: %w", name, err)
+		return nil, fmt.Errorf("get MachineDeployment %s: %w", name, err)
 	}
-	pl, ok, err := poolOf(obj)
-	if err != nil || !ok || !obj.GetDeletionTimestamp().IsZero() {
+	pl, ok, err := poolOf(&md)
+	if err != nil || !ok || !md.DeletionTimestamp.IsZero() {
 		return nil, err
 	}
 	return pl, nil
 }
 
-// machines lists the Machines of a pool.
+// machines lists the Machines of a pool's MachineDeployment.
 func (p *Provider) machines(ctx context.Context, poolName string) ([]clusterv1.Machine, error) {
 	var list clusterv1.MachineList
 	if err := p.cfg.Management.List(ctx, &list, client.InNamespace(p.cfg.Namespace),
-		client.MatchingLabels{clusterv1.ClusterNameLabel: p.cfg.Cluster, api.LabelNodePool: poolName}); err != nil {
+		client.MatchingLabels{clusterv1.ClusterNameLabel: p.cfg.Cluster, clusterv1.MachineDeploymentNameLabel: poolName}); err != nil {
 		return nil, fmt.Errorf("list Machines: %w", err)
 	}
 	return list.Items, nil
@@ -233,7 +211,7 @@ func (p *Provider) Create(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.No
 	if want > pl.max {
 		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("NodePool %s is at its maximum of %d machines", name, pl.max))
 	}
-	if err := p.scale(ctx, pl.obj, want, fmt.Sprintf("NodeClaim %s: pods that fit no node", nc.Name)); err != nil {
+	if err := p.scale(ctx, pl.md, want, fmt.Sprintf("NodeClaim %s: pods that fit no node", nc.Name)); err != nil {
 		return nil, err
 	}
 	m, err := p.claimNew(ctx, pl, nc)
@@ -244,35 +222,33 @@ func (p *Provider) Create(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.No
 	return p.waitProviderID(ctx, pl, nc, m)
 }
 
-// scale sets a pool's replicas to at least want.
-func (p *Provider) scale(ctx context.Context, obj client.Object, want int32, reason string) error {
-	if r := replicasOf(obj); r != nil && *r >= want {
+// scale sets a MachineDeployment's replicas to at least want.
+func (p *Provider) scale(ctx context.Context, md *clusterv1.MachineDeployment, want int32, reason string) error {
+	if md.Spec.Replicas != nil && *md.Spec.Replicas >= want {
 		return nil
 	}
-	return p.setReplicas(ctx, obj, want, reason)
+	return p.setReplicas(ctx, md, want, reason)
 }
 
-// setReplicas writes a pool's replicas, refusing to if its object changed since read, and
-// records the change and its reason (api.AnnotationLastScale) for the pool's status.
-func (p *Provider) setReplicas(ctx context.Context, obj client.Object, n int32, reason string) error {
-	patch := client.MergeFromWithOptions(obj.DeepCopyObject().(client.Object), client.MergeFromWithOptimisticLock{})
+// setReplicas writes a MachineDeployment's replicas, refusing to if it changed since read,
+// and records the change and its reason (api.AnnotationLastScale) for the pool's status.
+func (p *Provider) setReplicas(ctx context.Context, md *clusterv1.MachineDeployment, n int32, reason string) error {
+	patch := client.MergeFromWithOptions(md.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	var from int32
-	if r := replicasOf(obj); r != nil {
-		from = *r
+	if md.Spec.Replicas != nil {
+		from = *md.Spec.Replicas
 	}
 	ev, err := json.Marshal(api.ScaleEvent{Time: time.Now().UTC().Truncate(time.Second), From: from, To: n, Reason: reason})
 	if err != nil {
 		return err
 	}
-	ann := obj.GetAnnotations()
-	if ann == nil {
-		ann = map[string]string{}
+	if md.Annotations == nil {
+		md.Annotations = map[string]string{}
 	}
-	ann[api.AnnotationLastScale] = string(ev)
-	obj.SetAnnotations(ann)
-	setReplicasOf(obj, n)
-	if err := p.cfg.Management.Patch(ctx, obj, patch); err != nil {
-		return fmt.Errorf("scale pool %s to %d: %w", obj.GetName(), n, err)
+	md.Annotations[api.AnnotationLastScale] = string(ev)
+	md.Spec.Replicas = &n
+	if err := p.cfg.Management.Patch(ctx, md, patch); err != nil {
+		return fmt.Errorf("scale MachineDeployment %s to %d: %w", md.Name, n, err)
 	}
 	return nil
 }
@@ -397,7 +373,7 @@ func (p *Provider) Get(ctx context.Context, providerID string) (*karpv1.NodeClai
 	}
 	for i := range ms {
 		if ms[i].Spec.ProviderID == providerID {
-			pl, err := p.pool(ctx, ms[i].Labels[api.LabelNodePool])
+			pl, err := p.pool(ctx, ms[i].Labels[clusterv1.MachineDeploymentNameLabel])
 			if err != nil {
 				return nil, err
 			}
@@ -419,7 +395,7 @@ func (p *Provider) List(ctx context.Context) ([]*karpv1.NodeClaim, error) {
 		if ms[i].Spec.ProviderID == "" {
 			continue
 		}
-		name := ms[i].Labels[api.LabelNodePool]
+		name := ms[i].Labels[clusterv1.MachineDeploymentNameLabel]
 		pl, seen := pools[name]
 		if !seen {
 			if pl, err = p.pool(ctx, name); err != nil {
@@ -448,7 +424,7 @@ func (p *Provider) Delete(ctx context.Context, nc *karpv1.NodeClaim) error {
 		return cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("no Machine for NodeClaim %s", nc.Name))
 	}
 	m := &ms[i]
-	poolName := m.Labels[api.LabelNodePool]
+	poolName := m.Labels[clusterv1.MachineDeploymentNameLabel]
 	pl, err := p.pool(ctx, poolName)
 	if err != nil {
 		return err
@@ -488,8 +464,8 @@ func (p *Provider) shrink(ctx context.Context, poolName, reason string) error {
 	}
 	want := min(pl.max, pl.min+claims)
 	cur := int32(0)
-	if r := replicasOf(pl.obj); r != nil {
-		cur = *r
+	if pl.md.Spec.Replicas != nil {
+		cur = *pl.md.Spec.Replicas
 	}
 	if cur <= want {
 		return nil
@@ -534,7 +510,7 @@ func (p *Provider) shrink(ctx context.Context, poolName, reason string) error {
 	if marked == 0 {
 		return nil
 	}
-	return p.setReplicas(ctx, pl.obj, max(want, cur-int32(marked)), reason)
+	return p.setReplicas(ctx, pl.md, max(want, cur-int32(marked)), reason)
 }
 
 // Reconcile is the provider's level-triggered repair: every autoscaled pool is shrunk back
