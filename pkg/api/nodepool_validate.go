@@ -221,6 +221,11 @@ func validateNodePoolSize(fe *FieldErrors, s *NodePoolSpec) {
 		fe.Add("spec.replicas", "%d must not be negative", *s.Replicas)
 	}
 	if a := s.AutoScaling; a != nil {
+		if s.Management.UpgradeType == UpgradeTypeInPlace {
+			// The autoscaler sizes a pool through its MachineDeployment; an InPlace pool has a
+			// MachineSet (docs/autoscaling.md).
+			fe.Add("spec.autoScaling", "is not supported with upgradeType %q yet; use %q, or a fixed spec.replicas", UpgradeTypeInPlace, UpgradeTypeReplace)
+		}
 		if a.Min < 0 {
 			fe.Add("spec.autoScaling.min", "%d must not be negative", a.Min)
 		}

@@ -92,10 +92,19 @@ func TestValidateNodePool_NamesEachBadField(t *testing.T) {
 		detail  string // a fragment of the first field's detail
 	}{
 		{name: "valid", mutate: func(*api.NodePool) {}},
-		{name: "valid autoscaled in-place pool with everything", mutate: func(np *api.NodePool) {
+		{name: "autoscaled in-place pool", mutate: func(np *api.NodePool) {
 			np.Spec.Replicas = nil
 			np.Spec.AutoScaling = &api.NodePoolAutoScaling{Min: 0, Max: 5}
-			np.Spec.Management = api.NodePoolManagement{UpgradeType: api.UpgradeTypeInPlace, InPlace: &api.InPlaceUpgrade{MaxUnavailable: ptr[int32](2)},
+			np.Spec.Management = api.NodePoolManagement{UpgradeType: api.UpgradeTypeInPlace}
+		}, want: []string{"spec.autoScaling"}, detail: "not supported"},
+		{name: "valid in-place pool", mutate: func(np *api.NodePool) {
+			np.Spec.Management = api.NodePoolManagement{UpgradeType: api.UpgradeTypeInPlace, InPlace: &api.InPlaceUpgrade{MaxUnavailable: ptr[int32](2)}}
+		}},
+		{name: "valid autoscaled pool with everything", mutate: func(np *api.NodePool) {
+			np.Spec.Replicas = nil
+			np.Spec.AutoScaling = &api.NodePoolAutoScaling{Min: 0, Max: 5}
+			np.Spec.Management = api.NodePoolManagement{UpgradeType: api.UpgradeTypeReplace,
+				Replace:          &api.ReplaceUpgrade{Strategy: api.ReplaceStrategyRollingUpdate, RollingUpdate: &api.RollingUpdate{MaxSurge: ptr[int32](2), MaxUnavailable: ptr[int32](1)}},
 				AutoRepairPolicy: &api.AutoRepairPolicy{NodeNotReadyTimeout: "20s", NodeStartupTimeout: "5m", MaxUnhealthy: ptr[int32](0)}}
 			np.Spec.NodeLabels = map[string]string{"tier": "gold", "example.com/zone": "a_b.c", "empty": ""}
 			np.Spec.Taints = []api.Taint{{Key: "dedicated", Value: "gpu", Effect: "NoSchedule"}, {Key: "dedicated", Effect: "NoExecute"}}

@@ -155,7 +155,7 @@ func TestNodePoolAPI_PatchKeepsTheHashUnlessARollingInputChanges(t *testing.T) {
 		status     int
 		want       []string
 	}{
-		{"upgradeType is immutable", `{"spec":{"management":{"upgradeType":"InPlace"}}}`, http.StatusBadRequest, []string{"spec.management.upgradeType"}},
+		{"upgradeType is immutable", `{"spec":{"management":{"upgradeType":"InPlace"}}}`, http.StatusBadRequest, []string{"spec.autoScaling", "spec.management.upgradeType"}}, // the pool autoscales, which InPlace cannot
 		{"platform is immutable", `{"spec":{"platform":{"type":"none"}}}`, http.StatusBadRequest, []string{"spec.platform.type"}},
 		{"replicas next to autoScaling", `{"spec":{"replicas":2}}`, http.StatusBadRequest, []string{"spec.replicas", "spec.autoScaling"}},
 		{"status cannot be patched", `{"status":{"replicas":9}}`, http.StatusBadRequest, []string{"status"}},
