@@ -46,6 +46,7 @@ var issuers = map[string]string{
 	api.CertControllerManager:   api.CertRootCA,
 	api.CertScheduler:           api.CertRootCA,
 	api.CertIgnitionServer:      api.CertRootCA,
+	api.CertKarpenter:           api.CertRootCA,
 }
 
 var caNames = []string{api.CertRootCA, api.CertEtcdCA, api.CertFrontProxyCA, api.CertKubeletSigner}
@@ -265,7 +266,7 @@ func TestPKI_WhenInfraIsReady_IssuesChainedCertsWithSealedKeysAndKubeconfigs(t *
 	}
 
 	// Kubeconfigs: sealed, pointing at the endpoint with the root CA.
-	for _, name := range []string{api.KubeconfigAdmin, api.KubeconfigControllerMgr, api.KubeconfigScheduler} {
+	for _, name := range []string{api.KubeconfigAdmin, api.KubeconfigControllerMgr, api.KubeconfigScheduler, api.KubeconfigKarpenter} {
 		sealed := p.Kubeconfigs[name]
 		if bytes.Contains(sealed, []byte("apiVersion")) || bytes.Contains(sealed, []byte("BEGIN")) {
 			t.Errorf("kubeconfig %s is stored in plaintext", name)
