@@ -98,7 +98,7 @@ func lastScale(st *api.NodePoolStatus) api.ScaleEvent {
 func statusChanged(a, b *api.NodePoolStatus) bool {
 	if a.Replicas != b.Replicas || a.ReadyReplicas != b.ReadyReplicas || a.UpdatedReplicas != b.UpdatedReplicas ||
 		a.Version != b.Version || a.ObservedGeneration != b.ObservedGeneration || len(a.Conditions) != len(b.Conditions) ||
-		autoscalingOf(a) != autoscalingOf(b) {
+		!sameAutoscaling(a, b) {
 		return true
 	}
 	for _, c := range b.Conditions {
@@ -110,21 +110,12 @@ func statusChanged(a, b *api.NodePoolStatus) bool {
 	return false
 }
 
-// autoscalingOf flattens status.autoscaling for comparison.
-func autoscalingOf(st *api.NodePoolStatus) struct {
-	target int32
-	last   api.ScaleEvent
-	set    bool
-} {
-	out := struct {
-		target int32
-		last   api.ScaleEvent
-		set    bool
-	}{last: lastScale(st)}
-	if st.Autoscaling != nil {
-		out.target, out.set = st.Autoscaling.TargetReplicas, true
+// sameAutoscaling reports whether two pools' status.autoscaling say the same.
+func sameAutoscaling(a, b *api.NodePoolStatus) bool {
+	if (a.Autoscaling == nil) != (b.Autoscaling == nil) {
+		return false
 	}
-	return out
+	return a.Autoscaling == nil || (a.Autoscaling.TargetReplicas == b.Autoscaling.TargetReplicas && lastScale(a) == lastScale(b))
 }
 
 // computeStatus is the one place a pool's status is derived from what a reconcile saw and did.

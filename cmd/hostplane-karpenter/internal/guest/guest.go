@@ -82,16 +82,22 @@ func (s *Syncer) Start(ctx context.Context) error {
 	}
 }
 
-// Sync writes the default node class and one NodePool per autoscaled pool, deletes the
-// NodePools of pools that no longer autoscale, and lets the provider repair pool sizes.
+// Sync lets the provider repair pool sizes, then writes the default node class and one
+// NodePool per autoscaled pool and deletes the NodePools of pools that no longer autoscale.
 func (s *Syncer) Sync(ctx context.Context) error {
+	// Read from the manager's cache: a write only when the class is missing (deleted by hand).
 	nc := nodeclass.Default()
-	if err := s.Guest.Create(ctx, nc); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create node class %s: %w", nc.Name, err)
+	if err := s.Guest.Get(ctx, client.ObjectKeyFromObject(nc), &nodeclass.HostplaneNodeClass{}); apierrors.IsNotFound(err) {
+		if err := s.Guest.Create(ctx, nc); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create node class %s: %w", nc.Name, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("read node class %s: %w", nc.Name, err)
 	}
-	pools, err := s.Provider.Pools(ctx)
-	if err != nil {
-		return err
+	// The repair first, so the NodePools below follow the pools it read.
+	pools, repairErr := s.Provider.Reconcile(ctx)
+	if pools == nil && repairErr != nil {
+		return repairErr
 	}
 	keep := map[string]bool{}
 	for _, p := range pools {
@@ -115,7 +121,7 @@ func (s *Syncer) Sync(ctx context.Context) error {
 			}
 		}
 	}
-	return s.Provider.Reconcile(ctx)
+	return repairErr
 }
 
 // shape makes np stand for pool p: only p's instance type, p's labels and taints, at most

@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -150,15 +149,7 @@ type PoolView struct {
 	Taints             []corev1.Taint
 }
 
-// Pools lists the cluster's autoscaled pools.
-func (p *Provider) Pools(ctx context.Context) ([]PoolView, error) {
-	pools, err := p.pools(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]PoolView, 0, len(pools))
-	for _, pl := range pools {
-		out = append(out, PoolView{Name: pl.name, InstanceType: pl.it.Name, Min: pl.min, Max: pl.max, Labels: pl.labels, Taints: pl.taints})
-	}
-	return out, nil
+// view is what the guest's karpenter.sh NodePool of the pool is shaped from.
+func (pl *pool) view() PoolView {
+	return PoolView{Name: pl.name, InstanceType: pl.it.Name, Min: pl.min, Max: pl.max, Labels: pl.labels, Taints: pl.taints}
 }

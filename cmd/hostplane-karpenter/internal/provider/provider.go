@@ -446,18 +446,15 @@ func (p *Provider) Delete(ctx context.Context, nc *karpv1.NodeClaim) error {
 			return fmt.Errorf("mark Machine %s for deletion: %w", m.Name, err)
 		}
 	}
-	return p.shrink(ctx, poolName, fmt.Sprintf("NodeClaim %s: node %s removed", nc.Name, nc.Status.NodeName))
+	return p.shrink(ctx, pl, fmt.Sprintf("NodeClaim %s: node %s removed", nc.Name, nc.Status.NodeName))
 }
 
 // shrink lowers a pool's replicas to min plus its live NodeClaims when they are above it,
 // after marking the Machines that go: first those marked already (deleted NodeClaims), then
 // unclaimed ones at least a launch timeout old. It never touches a pool at or below that
 // size: nodepoold keeps min.
-func (p *Provider) shrink(ctx context.Context, poolName, reason string) error {
-	pl, err := p.pool(ctx, poolName)
-	if err != nil || pl == nil {
-		return err
-	}
+func (p *Provider) shrink(ctx context.Context, pl *pool, reason string) error {
+	poolName := pl.name
 	claims, err := p.liveClaims(ctx, poolName)
 	if err != nil {
 		return err
@@ -515,15 +512,17 @@ func (p *Provider) shrink(ctx context.Context, poolName, reason string) error {
 
 // Reconcile is the provider's level-triggered repair: every autoscaled pool is shrunk back
 // to min plus its live NodeClaims (a NodeClaim deleted while Hostplane was down, a scale-up
-// whose Create failed).
-func (p *Provider) Reconcile(ctx context.Context) error {
+// whose Create failed). It returns the pools it looked at, for the guest's NodePools.
+func (p *Provider) Reconcile(ctx context.Context) ([]PoolView, error) {
 	pools, err := p.pools(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var errs []error
+	views := make([]PoolView, 0, len(pools))
 	for _, pl := range pools {
-		errs = append(errs, p.shrink(ctx, pl.name, "repair: back to min plus the live NodeClaims"))
+		errs = append(errs, p.shrink(ctx, pl, "repair: back to min plus the live NodeClaims"))
+		views = append(views, pl.view())
 	}
-	return errors.Join(errs...)
+	return views, errors.Join(errs...)
 }
