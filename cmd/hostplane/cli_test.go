@@ -567,7 +567,7 @@ func TestCLI_DrivesANodePoolThroughItsLife(t *testing.T) {
 		}
 		r = hp.must(0, "get", "machines", c, "-o", "wide")
 		lines = strings.Split(strings.TrimSpace(r.stdout), "\n")
-		if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "NAME NODEPOOL PHASE NODE TYPE ZONE VERSION AGE PROVIDER-ID CONFIG-HASH MESSAGE" {
+		if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "NAME NODEPOOL PHASE NODE TYPE ZONE VERSION AGE CAPACITY NODECLAIM PROVIDER-ID CONFIG-HASH MESSAGE" {
 			t.Fatalf("wide: %s", r)
 		}
 		for i, m := range l.Items {

@@ -35,6 +35,33 @@ type ClusterSpec struct {
 	// Autoscaling tunes how the cluster's autoscaled NodePools grow and shrink (HyperShift's
 	// spec.autoscaling). Absent means the defaults (see ClusterAutoscaling).
 	Autoscaling *ClusterAutoscaling `json:"autoscaling,omitempty"`
+	// AutoNode turns on autoprovisioning (HyperShift's spec.autoNode): Karpenter runs as a
+	// control-plane component and launches machines for the karpenter.sh NodePools a
+	// cluster admin creates in the guest, with no Hostplane NodePool behind them.
+	AutoNode *AutoNode `json:"autoNode,omitempty"`
+}
+
+// AutoNode is spec.autoNode.
+type AutoNode struct {
+	ProvisionerConfig ProvisionerConfig `json:"provisionerConfig"`
+}
+
+// ProvisionerConfig names the autoprovisioner; ProvisionerKarpenter is the only one.
+type ProvisionerConfig struct {
+	Name string `json:"name"`
+}
+
+// ProvisionerKarpenter is spec.autoNode.provisionerConfig.name for Karpenter.
+const ProvisionerKarpenter = "Karpenter"
+
+// AutoNodePoolName is the node pool nodepoold keeps for a cluster with autoprovisioning: the
+// bootstrap identity, userdata and release of the machines Karpenter launches. Users cannot
+// create, change or delete a pool of that name.
+const AutoNodePoolName = "autonode"
+
+// AutoNodeEnabled says whether Karpenter autoprovisions machines for the cluster.
+func (s *ClusterSpec) AutoNodeEnabled() bool {
+	return s.AutoNode != nil && s.AutoNode.ProvisionerConfig.Name == ProvisionerKarpenter
 }
 
 // Scaling modes of spec.autoscaling.scaling (HyperShift's names).
@@ -155,6 +182,12 @@ type UpdateHistory struct {
 	StartedTime    time.Time  `json:"startedTime"`
 	CompletionTime *time.Time `json:"completionTime,omitempty"`
 }
+
+// UpdateHistory states (HyperShift's).
+const (
+	UpdateStatePartial   = "Partial"
+	UpdateStateCompleted = "Completed"
+)
 
 // Endpoint is a host and port.
 type Endpoint struct {

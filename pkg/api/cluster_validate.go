@@ -142,6 +142,14 @@ func validateClusterSpec(fe *FieldErrors, s *ClusterSpec, releases ReleaseCatalo
 	validateNetworking(fe, s.Networking)
 	validateSecretEncryption(fe, s.SecretEncryption)
 	validateAutoscaling(fe, s.Autoscaling)
+	if a := s.AutoNode; a != nil {
+		switch {
+		case a.ProvisionerConfig.Name != ProvisionerKarpenter:
+			fe.Add("spec.autoNode.provisionerConfig.name", "%q is not an autoprovisioner; use %q", a.ProvisionerConfig.Name, ProvisionerKarpenter)
+		case s.Platform.Type != PlatformLocal:
+			fe.Add("spec.autoNode", "needs platform %q (Karpenter launches machines of the local instance types); the platform is %q", PlatformLocal, s.Platform.Type)
+		}
+	}
 	if s.PKI != nil {
 		ca := validateLifetime(fe, "spec.pki.caLifetime", s.PKI.CALifetime)
 		leaf := validateLifetime(fe, "spec.pki.leafLifetime", s.PKI.LeafLifetime)

@@ -175,6 +175,9 @@ type ScaleEvent struct {
 // autoscaler's last ScaleEvent, JSON.
 const AnnotationLastScale = "hostplane.dev/last-scale"
 
+// AnnotationNodeClaim on a Machine names the Karpenter NodeClaim it was launched for.
+const AnnotationNodeClaim = "hostplane.dev/nodeclaim"
+
 // NodePool condition types (besides Ready).
 const (
 	NodePoolConditionReady                   = "Ready"
@@ -212,6 +215,10 @@ type Machine struct {
 	// InstanceType and Zone are the machine's shape and zone on platform local.
 	InstanceType string `json:"instanceType,omitempty"`
 	Zone         string `json:"zone,omitempty"`
+	// CapacityType is on-demand or spot on platform local.
+	CapacityType string `json:"capacityType,omitempty"`
+	// NodeClaim is the Karpenter NodeClaim the machine was launched for, if any.
+	NodeClaim string `json:"nodeClaim,omitempty"`
 	// Fault is the fault injected on the local platform, if any.
 	Fault     string    `json:"fault,omitempty"`
 	Message   string    `json:"message,omitempty"`

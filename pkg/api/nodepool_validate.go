@@ -126,6 +126,8 @@ func ValidateNodePool(np *NodePool, cluster *Cluster, checks NodePoolChecks) err
 	var fe FieldErrors
 	if err := ValidateNodePoolName(np.Name); err != nil {
 		fe.Add("name", "%s", err)
+	} else if np.Name == AutoNodePoolName {
+		fe.Add("name", "%q is reserved: it is the pool of the machines Karpenter launches when spec.autoNode is on", np.Name)
 	}
 	validateNodePoolSpec(&fe, &np.Spec, cluster, checks, true)
 	return fe.Err()

@@ -30,8 +30,8 @@ const (
 
 // Version history states (HyperShift's).
 const (
-	UpdatePartial   = "Partial"
-	UpdateCompleted = "Completed"
+	UpdatePartial   = api.UpdateStatePartial
+	UpdateCompleted = api.UpdateStateCompleted
 )
 
 // maxHistory bounds status.version.history.

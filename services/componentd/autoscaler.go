@@ -29,7 +29,8 @@ func findKarpenter() string {
 }
 
 // autoscaler is the karpenter component's configuration for cluster c: it runs while the
-// cluster has an autoscaled NodePool, one being deleted included. The nodes Karpenter added
+// cluster has an autoscaled NodePool or the autonode pool of autoprovisioning (spec.autoNode),
+// one being deleted included. The nodes Karpenter added
 // carry its finalizer and their NodeClaims its termination logic, so it stays until the
 // pool's machines are gone, through a cluster's deletion too.
 func (d *Daemon) autoscaler(ctx context.Context, c *api.Cluster) (component.Autoscaler, error) {
@@ -44,7 +45,7 @@ func (d *Daemon) autoscaler(ctx context.Context, c *api.Cluster) (component.Auto
 		return a, err
 	}
 	for _, p := range pools {
-		if p.Value.Spec.AutoScaling != nil {
+		if p.Value.Spec.AutoScaling != nil || p.Value.Name == api.AutoNodePoolName {
 			a.Enabled = true
 			break
 		}

@@ -177,7 +177,7 @@ func (p *provider) ensureMachine(ctx context.Context, s *machineScope) (crreconc
 		providerID := api.ProviderID(s.id.cluster, s.id.name)
 		st, err = p.cloud.Create(ctx, localcloud.MachineSpec{
 			Cluster: s.id.cluster, Name: s.id.name, NodePool: s.id.nodepool, UserData: userData, ProviderID: providerID,
-			InstanceType: lm.Spec.InstanceType,
+			InstanceType: lm.Spec.InstanceType, Zone: lm.Spec.Zone, CapacityType: lm.Spec.CapacityType,
 		})
 		if err != nil {
 			return p.cloudFailed(s, "create", err)
@@ -475,6 +475,7 @@ func machineView(cluster string, m *clusterv1.Machine, st *localcloud.MachineSta
 		v.ProviderID = m.Spec.ProviderID
 		v.Version = m.Spec.Version
 		v.InstanceType = m.Labels[api.LabelMachineInstanceType]
+		v.NodeClaim = m.Annotations[api.AnnotationNodeClaim]
 		v.CreatedAt = m.CreationTimestamp.UTC()
 	}
 	if st != nil {
@@ -485,6 +486,7 @@ func machineView(cluster string, m *clusterv1.Machine, st *localcloud.MachineSta
 		v.Version = cmp.Or(v.Version, st.KubeletVersion)
 		v.InstanceType = cmp.Or(st.InstanceType, v.InstanceType)
 		v.Zone = st.Zone
+		v.CapacityType = st.CapacityType
 		v.ConfigHash = st.ConfigHash
 		v.Fault = st.Fault
 		v.Message = st.Message

@@ -102,6 +102,11 @@ type LocalMachineSpec struct {
 	// InstanceType names the machine's shape in the local catalogue (api.LocalInstanceTypes);
 	// empty is api.DefaultInstanceType. Set from the pool's LocalMachineTemplate.
 	InstanceType string `json:"instanceType,omitempty"`
+	// Zone places the machine (one of its type's zones; empty: infrad spreads the type's
+	// machines over them) and CapacityType says on-demand (empty too) or spot: what Karpenter
+	// chose for a NodeClaim.
+	Zone         string `json:"zone,omitempty"`
+	CapacityType string `json:"capacityType,omitempty"`
 }
 
 // LocalMachineStatus is the contract's status plus what the local cloud reports.

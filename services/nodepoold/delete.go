@@ -102,6 +102,16 @@ func (d *Daemon) deleteObjects(ctx context.Context, np *api.NodePool) (string, e
 		return "", err
 	}
 	if len(machines) > 0 {
+		// Machines no MachineSet owns (those Karpenter launched for the autonode pool) go
+		// one by one; Cluster API drains each and deletes its machine and Node.
+		for i := range machines {
+			m := &machines[i]
+			if len(m.OwnerReferences) == 0 && m.DeletionTimestamp.IsZero() {
+				if err := c.Delete(ctx, m); client.IgnoreNotFound(err) != nil {
+					return "", fmt.Errorf("delete Machine %s: %w", m.Name, err)
+				}
+			}
+		}
 		return fmt.Sprintf("waiting for %d machines to go: %s", len(machines), machineList(machines)), nil
 	}
 	// The MachineDeployment or MachineSet keeps its finalizer until its machines are gone.

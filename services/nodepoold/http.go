@@ -143,6 +143,9 @@ func (d *Daemon) patchNodePool(w http.ResponseWriter, r *http.Request) error {
 	if err := d.started(); err != nil {
 		return err
 	}
+	if err := refuseAutoNode(chi.URLParam(r, "cluster"), chi.URLParam(r, "nodepool")); err != nil {
+		return err
+	}
 	patch, err := decodeSpecPatch(r)
 	if err != nil {
 		return err
@@ -223,6 +226,9 @@ func (d *Daemon) deleteNodePool(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	cluster, pool := chi.URLParam(r, "cluster"), chi.URLParam(r, "nodepool")
 	if _, err := d.lookup(ctx, cluster, pool); err != nil {
+		return err
+	}
+	if err := refuseAutoNode(cluster, pool); err != nil {
 		return err
 	}
 	np, err := d.requestDeletion(ctx, cluster, pool, "requested through the API")

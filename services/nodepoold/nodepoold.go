@@ -199,7 +199,7 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 			events.ClusterFilter(events.ResourceComponent),
 		},
 		Keys:     eventKeys,
-		ListKeys: func(ctx context.Context) ([]string, error) { return d.pools.Keys(ctx) },
+		ListKeys: d.listKeys,
 	}, reconcile.Func(d.Reconcile))
 	if err != nil {
 		return nil, err
@@ -232,6 +232,20 @@ func (d *Daemon) ready(context.Context) error {
 		return nil
 	}
 	return d.mgmt.ready()
+}
+
+// listKeys is what the resync looks at: every pool, and every cluster (whose autonode pool
+// follows its spec.autoNode).
+func (d *Daemon) listKeys(ctx context.Context) ([]string, error) {
+	pools, err := d.pools.Keys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	clusters, err := d.clusters.Keys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return append(pools, clusters...), nil
 }
 
 // eventKeys maps an event to the keys it concerns: a pool's own events and ignitiond's token

@@ -58,7 +58,8 @@ func (s *scope) fail(step string, err error) {
 func (d *Daemon) Reconcile(ctx context.Context, key string) (reconcile.Result, error) {
 	cluster, _, isPool := api.SplitPartKey(key)
 	if !isPool {
-		return reconcile.Result{}, d.enqueueClusterPools(ctx, cluster)
+		res, err := d.ensureAutoNodePool(ctx, cluster)
+		return res, errors.Join(err, d.enqueueClusterPools(ctx, cluster))
 	}
 	np, _, err := d.pools.Get(ctx, key)
 	if errors.Is(err, store.ErrNotFound) {
@@ -187,6 +188,10 @@ func (d *Daemon) converge(ctx context.Context, s *scope) {
 		} else {
 			obj = o.machineDeployment(*s.template, s.desired)
 		}
+		if s.np.Name == api.AutoNodePoolName {
+			// Karpenter sizes it, one Machine per NodeClaim beside the empty deployment.
+			s.desired = int32(len(st.liveMachines()))
+		}
 		if s.np.Spec.AutoScaling != nil {
 			// The autoscaler writes the replicas too: apply only over the object as it was
 			// read, so that a stale view never undoes a scale it just made.
@@ -214,7 +219,9 @@ func (d *Daemon) converge(ctx context.Context, s *scope) {
 	if s.np.Spec.Management.UpgradeType == api.UpgradeTypeInPlace && s.userDataReady {
 		d.updateInPlace(ctx, s)
 	}
-	d.syncNodes(ctx, s)
+	if s.np.Name != api.AutoNodePoolName { // Karpenter gives its nodes their NodeClaim's labels and taints
+		d.syncNodes(ctx, s)
+	}
 	d.deleteUnusedUserData(ctx, s)
 }
 

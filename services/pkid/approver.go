@@ -325,5 +325,5 @@ func (a *approver) machine(ctx context.Context, cluster, name string) (*machineF
 	case err != nil:
 		return nil, fmt.Errorf("read Machine %s/%s: %w", ns, name, err)
 	}
-	return &machineFacts{Namespace: ns, Name: name, Labels: u.GetLabels(), Deleting: u.GetDeletionTimestamp() != nil}, nil
+	return &machineFacts{Namespace: ns, Name: name, Labels: u.GetLabels(), Annotations: u.GetAnnotations(), Deleting: u.GetDeletionTimestamp() != nil}, nil
 }

@@ -77,6 +77,7 @@ type claim struct {
 type machineFacts struct {
 	Namespace, Name string
 	Labels          map[string]string
+	Annotations     map[string]string
 	Deleting        bool
 }
 
@@ -168,6 +169,9 @@ func judge(cluster string, c claim, m *machineFacts) decision {
 	case c.nodePool != "" && m.Labels[api.LabelNodePool] != c.nodePool:
 		d.Outcome, d.Reason = OutcomeWrongNodePool,
 			fmt.Sprintf("Machine %s belongs to node pool %q, the bootstrap token to %q", ref, m.Labels[api.LabelNodePool], c.nodePool)
+	case c.nodePool == api.AutoNodePoolName && m.Annotations[api.AnnotationNodeClaim] == "":
+		d.Outcome, d.Reason = OutcomeUnknownMachine,
+			fmt.Sprintf("Machine %s of node pool %s was not launched for a Karpenter NodeClaim (no %s annotation)", ref, c.nodePool, api.AnnotationNodeClaim)
 	case c.nodePool != "":
 		d.Outcome, d.Reason = OutcomeApproved, fmt.Sprintf("Machine %s of node pool %s joins with its pool's bootstrap token", ref, c.nodePool)
 	default:

@@ -42,7 +42,10 @@ func TestDecide_ApprovesOnlyKubeletClientCSRsOfTheRequestersMachine(t *testing.T
 		"m-other-cluster": {Labels: map[string]string{LabelClusterName: "other", api.LabelNodePool: "a"}},
 		"m-deleting":      {Labels: map[string]string{LabelClusterName: cluster, api.LabelNodePool: "a"}, Deleting: true},
 		"m-unpooled":      {Labels: map[string]string{LabelClusterName: cluster}},
+		"m-claimed":       {Labels: map[string]string{LabelClusterName: cluster, api.LabelNodePool: api.AutoNodePoolName}, Annotations: map[string]string{api.AnnotationNodeClaim: "default-x7k2p"}},
+		"m-unclaimed":     {Labels: map[string]string{LabelClusterName: cluster, api.LabelNodePool: api.AutoNodePoolName}},
 	}
+	autoNode := []string{"system:bootstrappers", api.BootstrapGroupPrefix + api.AutoNodePoolName, "system:authenticated"}
 	clientUsages := []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}
 	tests := []struct {
 		name     string
@@ -58,6 +61,8 @@ func TestDecide_ApprovesOnlyKubeletClientCSRsOfTheRequestersMachine(t *testing.T
 		{name: "key encipherment is allowed too", request: csrPEM(t, node("m-a"), nil, nil), usages: append([]certificatesv1.KeyUsage{certificatesv1.UsageKeyEncipherment}, clientUsages...), user: "system:bootstrap:abc123", groups: poolA, want: OutcomeApproved},
 		{name: "the node renews its own certificate", request: csrPEM(t, node("m-b"), nil, nil), user: "system:node:m-b", groups: []string{"system:nodes"}, want: OutcomeApproved},
 		{name: "renewal of a Machine without a pool label", request: csrPEM(t, node("m-unpooled"), nil, nil), user: "system:node:m-unpooled", want: OutcomeApproved},
+		{name: "Machine Karpenter launched for a NodeClaim", request: csrPEM(t, node("m-claimed"), nil, nil), user: "system:bootstrap:abc123", groups: autoNode, want: OutcomeApproved, wantPool: api.AutoNodePoolName},
+		{name: "autonode Machine launched for no NodeClaim", request: csrPEM(t, node("m-unclaimed"), nil, nil), user: "system:bootstrap:abc123", groups: autoNode, want: OutcomeUnknownMachine},
 		{name: "no such Machine", request: csrPEM(t, node("ghost"), nil, nil), user: "system:bootstrap:abc123", groups: poolA, want: OutcomeUnknownMachine},
 		{name: "Machine of another cluster", request: csrPEM(t, node("m-other-cluster"), nil, nil), user: "system:bootstrap:abc123", groups: poolA, want: OutcomeUnknownMachine},
 		{name: "Machine being deleted", request: csrPEM(t, node("m-deleting"), nil, nil), user: "system:bootstrap:abc123", groups: poolA, want: OutcomeUnknownMachine},

@@ -10,7 +10,6 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 	"sigs.k8s.io/karpenter/pkg/cloudprovider"
-	"sigs.k8s.io/karpenter/pkg/scheduling"
 
 	"github.com/hostplane/hostplane/pkg/api"
 )
@@ -102,33 +101,11 @@ func instanceType(p *pool, ann map[string]string) (*cloudprovider.InstanceType, 
 	if err != nil {
 		return nil, fmt.Errorf("capacity maxPods: %w", err)
 	}
-	zone := cat.Zones[0]
-	return &cloudprovider.InstanceType{
-		Name: cat.Name,
-		Requirements: scheduling.NewRequirements(
-			scheduling.NewRequirement(corev1.LabelInstanceTypeStable, corev1.NodeSelectorOpIn, cat.Name),
-			scheduling.NewRequirement(corev1.LabelArchStable, corev1.NodeSelectorOpIn, cat.Architecture),
-			scheduling.NewRequirement(corev1.LabelOSStable, corev1.NodeSelectorOpIn, "linux"),
-			scheduling.NewRequirement(corev1.LabelTopologyZone, corev1.NodeSelectorOpIn, zone),
-			scheduling.NewRequirement(karpv1.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, karpv1.CapacityTypeOnDemand),
-		),
-		Offerings: cloudprovider.Offerings{{
-			Requirements: scheduling.NewRequirements(
-				scheduling.NewRequirement(corev1.LabelTopologyZone, corev1.NodeSelectorOpIn, zone),
-				scheduling.NewRequirement(karpv1.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, karpv1.CapacityTypeOnDemand),
-			),
-			Price:     cat.OnDemandPrice,
-			Available: true,
-		}},
-		Capacity: corev1.ResourceList{
-			corev1.ResourceCPU:              cpu,
-			corev1.ResourceMemory:           mem,
-			corev1.ResourcePods:             pods,
-			corev1.ResourceEphemeralStorage: resource.MustParse("100Gi"),
-		},
-		// The local cloud's kubelet reserves nothing: allocatable is capacity.
-		Overhead: &cloudprovider.InstanceTypeOverhead{},
-	}, nil
+	it := catalogueType(cat, cat.Zones[:1], []string{karpv1.CapacityTypeOnDemand})
+	it.Capacity[corev1.ResourceCPU] = cpu
+	it.Capacity[corev1.ResourceMemory] = mem
+	it.Capacity[corev1.ResourcePods] = pods
+	return it, nil
 }
 
 // poolOfClaim names the Hostplane NodePool a NodeClaim was made for ("" for a claim of a

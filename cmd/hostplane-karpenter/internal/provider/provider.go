@@ -36,7 +36,7 @@ import (
 )
 
 // AnnotationNodeClaim on a Machine names the NodeClaim the Machine was launched for.
-const AnnotationNodeClaim = "hostplane.dev/nodeclaim"
+const AnnotationNodeClaim = api.AnnotationNodeClaim
 
 // Name is the provider's name in Karpenter's metrics and logs.
 const Name = "hostplane"
@@ -86,17 +86,31 @@ func (p *Provider) GetSupportedNodeClasses() []status.Object {
 func (p *Provider) RepairPolicies() []cloudprovider.RepairPolicy { return nil }
 
 // IsDrifted implements cloudprovider.CloudProvider: a pool's machines follow its
-// MachineDeployment's rollouts, never Karpenter's drift.
-func (p *Provider) IsDrifted(context.Context, *karpv1.NodeClaim) (cloudprovider.DriftReason, error) {
-	return "", nil
+// MachineDeployment's rollouts, never Karpenter's drift; an autoprovisioned machine drifts
+// when the autonode pool's release or userdata moved on (a control-plane upgrade).
+func (p *Provider) IsDrifted(ctx context.Context, nc *karpv1.NodeClaim) (cloudprovider.DriftReason, error) {
+	ms, err := p.claimedMachines(ctx)
+	if err != nil {
+		return "", err
+	}
+	m := machineOfClaim(ms, nc)
+	if m == nil || !isAutoNode(m) {
+		return "", nil
+	}
+	return p.autoNodeDrift(ctx, m)
 }
 
 // GetInstanceTypes implements cloudprovider.CloudProvider: the one instance type of the pool
-// the karpenter.sh NodePool stands for.
+// the karpenter.sh NodePool stands for; for any other NodePool, the whole local catalogue
+// while autoprovisioning is on.
 func (p *Provider) GetInstanceTypes(ctx context.Context, np *karpv1.NodePool) ([]*cloudprovider.InstanceType, error) {
 	name, ok := strings.CutPrefix(np.Name, KarpenterPoolPrefix)
 	if !ok {
-		return nil, nil
+		tmpl, err := p.autoNode(ctx)
+		if err != nil || tmpl == nil {
+			return nil, err
+		}
+		return catalogue(), nil
 	}
 	pl, err := p.pool(ctx, name)
 	if err != nil || pl == nil {
@@ -188,6 +202,9 @@ func (p *Provider) liveClaims(ctx context.Context, poolName string) (int32, erro
 // NodeClaim gets the new Machine.
 func (p *Provider) Create(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
 	name := poolOfClaim(nc)
+	if name == "" {
+		return p.createAutoNode(ctx, nc)
+	}
 	pl, err := p.pool(ctx, name)
 	if err != nil {
 		return nil, err
@@ -201,7 +218,7 @@ func (p *Provider) Create(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.No
 		if err != nil {
 			return nil, err
 		}
-		return p.waitProviderID(ctx, pl, nc, m.Name)
+		return p.waitProviderID(ctx, pl.it, nc, m.Name)
 	}
 	claims, err := p.liveClaims(ctx, name)
 	if err != nil {
@@ -219,7 +236,7 @@ func (p *Provider) Create(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.No
 		return nil, err
 	}
 	log.FromContext(ctx).Info("launched a machine for the nodeclaim", "nodepool", name, "machine", m, "replicas", want)
-	return p.waitProviderID(ctx, pl, nc, m)
+	return p.waitProviderID(ctx, pl.it, nc, m)
 }
 
 // scale sets a MachineDeployment's replicas to at least want.
@@ -312,7 +329,7 @@ func (p *Provider) claimNew(ctx context.Context, pl *pool, nc *karpv1.NodeClaim)
 
 // waitProviderID waits until the claimed Machine has a provider ID and returns the NodeClaim
 // as launched: the Machine's provider ID, the instance type's labels and capacity.
-func (p *Provider) waitProviderID(ctx context.Context, pl *pool, nc *karpv1.NodeClaim, machine string) (*karpv1.NodeClaim, error) {
+func (p *Provider) waitProviderID(ctx context.Context, it *cloudprovider.InstanceType, nc *karpv1.NodeClaim, machine string) (*karpv1.NodeClaim, error) {
 	deadline := time.Now().Add(p.cfg.LaunchTimeout)
 	for {
 		var m clusterv1.Machine
@@ -324,7 +341,7 @@ func (p *Provider) waitProviderID(ctx context.Context, pl *pool, nc *karpv1.Node
 			return nil, fmt.Errorf("Machine %s of NodeClaim %s went away before it launched", machine, nc.Name)
 		}
 		if m.Spec.ProviderID != "" {
-			return p.nodeClaim(&m, pl), nil
+			return p.nodeClaim(&m, it), nil
 		}
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("Machine %s has no provider ID after %s", machine, p.cfg.LaunchTimeout)
@@ -337,9 +354,9 @@ func (p *Provider) waitProviderID(ctx context.Context, pl *pool, nc *karpv1.Node
 	}
 }
 
-// nodeClaim is what Karpenter learns of a claimed Machine. pl may be nil (the pool is gone):
-// then only the identity is known.
-func (p *Provider) nodeClaim(m *clusterv1.Machine, pl *pool) *karpv1.NodeClaim {
+// nodeClaim is what Karpenter learns of a claimed Machine of instance type it (one offering).
+// it may be nil (the pool is gone): then only the identity is known.
+func (p *Provider) nodeClaim(m *clusterv1.Machine, it *cloudprovider.InstanceType) *karpv1.NodeClaim {
 	nc := &karpv1.NodeClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:              m.Annotations[AnnotationNodeClaim],
@@ -352,16 +369,16 @@ func (p *Provider) nodeClaim(m *clusterv1.Machine, pl *pool) *karpv1.NodeClaim {
 	if !m.DeletionTimestamp.IsZero() {
 		nc.DeletionTimestamp = m.DeletionTimestamp
 	}
-	if pl == nil {
+	if it == nil {
 		return nc
 	}
-	for _, r := range pl.it.Requirements {
+	for _, r := range it.Requirements {
 		if r.Len() == 1 && r.Operator() == corev1.NodeSelectorOpIn {
 			nc.Labels[r.Key] = r.Values()[0]
 		}
 	}
-	nc.Status.Capacity = pl.it.Capacity.DeepCopy()
-	nc.Status.Allocatable = pl.it.Allocatable().DeepCopy()
+	nc.Status.Capacity = it.Capacity.DeepCopy()
+	nc.Status.Allocatable = it.Allocatable().DeepCopy()
 	return nc
 }
 
@@ -373,11 +390,14 @@ func (p *Provider) Get(ctx context.Context, providerID string) (*karpv1.NodeClai
 	}
 	for i := range ms {
 		if ms[i].Spec.ProviderID == providerID {
-			pl, err := p.pool(ctx, ms[i].Labels[clusterv1.MachineDeploymentNameLabel])
-			if err != nil {
-				return nil, err
+			if isAutoNode(&ms[i]) {
+				return p.nodeClaim(&ms[i], autoNodeType(&ms[i])), nil
 			}
-			return p.nodeClaim(&ms[i], pl), nil
+			pl, err := p.pool(ctx, ms[i].Labels[clusterv1.MachineDeploymentNameLabel])
+			if err != nil || pl == nil {
+				return p.nodeClaim(&ms[i], nil), err
+			}
+			return p.nodeClaim(&ms[i], pl.it), nil
 		}
 	}
 	return nil, cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("no Machine with provider ID %s", providerID))
@@ -395,6 +415,10 @@ func (p *Provider) List(ctx context.Context) ([]*karpv1.NodeClaim, error) {
 		if ms[i].Spec.ProviderID == "" {
 			continue
 		}
+		if isAutoNode(&ms[i]) {
+			out = append(out, p.nodeClaim(&ms[i], autoNodeType(&ms[i])))
+			continue
+		}
 		name := ms[i].Labels[clusterv1.MachineDeploymentNameLabel]
 		pl, seen := pools[name]
 		if !seen {
@@ -403,7 +427,11 @@ func (p *Provider) List(ctx context.Context) ([]*karpv1.NodeClaim, error) {
 			}
 			pools[name] = pl
 		}
-		out = append(out, p.nodeClaim(&ms[i], pl))
+		var it *cloudprovider.InstanceType
+		if pl != nil {
+			it = pl.it
+		}
+		out = append(out, p.nodeClaim(&ms[i], it))
 	}
 	return out, nil
 }
@@ -416,22 +444,20 @@ func (p *Provider) Delete(ctx context.Context, nc *karpv1.NodeClaim) error {
 	if err != nil {
 		return err
 	}
-	i := slices.IndexFunc(ms, func(m clusterv1.Machine) bool {
-		return m.Annotations[AnnotationNodeClaim] == nc.Name ||
-			(nc.Status.ProviderID != "" && m.Spec.ProviderID == nc.Status.ProviderID)
-	})
-	if i < 0 {
+	m := machineOfClaim(ms, nc)
+	if m == nil {
 		return cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("no Machine for NodeClaim %s", nc.Name))
 	}
-	m := &ms[i]
-	poolName := m.Labels[clusterv1.MachineDeploymentNameLabel]
-	pl, err := p.pool(ctx, poolName)
-	if err != nil {
-		return err
+	var pl *pool
+	if poolName := m.Labels[clusterv1.MachineDeploymentNameLabel]; poolName != "" {
+		if pl, err = p.pool(ctx, poolName); err != nil {
+			return err
+		}
 	}
 	if pl == nil {
-		// The pool no longer autoscales (or is going): its size is the user's or nothing, so
-		// the Machine itself goes and Cluster API replaces it if the pool still wants it.
+		// An autoprovisioned machine, or one of a pool that no longer autoscales (or is
+		// going): the Machine itself goes (and Cluster API replaces it if its pool still
+		// wants it).
 		if m.DeletionTimestamp.IsZero() {
 			if err := p.cfg.Management.Delete(ctx, m); client.IgnoreNotFound(err) != nil {
 				return fmt.Errorf("delete Machine %s: %w", m.Name, err)

@@ -22,7 +22,7 @@ func newCreateCommand(o *Options) *cobra.Command {
 func newCreateClusterCommand(o *Options) *cobra.Command {
 	var (
 		rel, platform, availability string
-		wait, scaleUpOnly           bool
+		wait, scaleUpOnly, autoNode bool
 		timeout, unneeded           time.Duration
 		out                         string
 	)
@@ -62,6 +62,9 @@ func newCreateClusterCommand(o *Options) *cobra.Command {
 					in.Spec.Autoscaling.ScaleDown = &api.ScaleDownConfig{UnneededDurationSeconds: &secs}
 				}
 			}
+			if autoNode {
+				in.Spec.AutoNode = &api.AutoNode{ProvisionerConfig: api.ProvisionerConfig{Name: api.ProvisionerKarpenter}}
+			}
 			in.Name = args[0]
 			cl, err := c.CreateCluster(ctx(cmd), in)
 			if err != nil {
@@ -88,6 +91,7 @@ func newCreateClusterCommand(o *Options) *cobra.Command {
 	addWaitFlags(cmd, &wait, &timeout, "Available")
 	f.StringVarP(&out, "output", "o", "", "print the created cluster as json or yaml instead of a message")
 	f.DurationVar(&unneeded, "scale-down-unneeded-time", 10*time.Minute, "autoscaled pools: how long an added node is unneeded before it goes (spec.autoscaling.scaleDown)")
+	f.BoolVar(&autoNode, "auto-node", false, "autoprovisioning: Karpenter launches machines for the karpenter.sh NodePools you create in the guest (spec.autoNode)")
 	f.BoolVar(&scaleUpOnly, "scale-up-only", false, "autoscaled pools grow but never shrink (spec.autoscaling.scaling: ScaleUpOnly)")
 	_ = cmd.RegisterFlagCompletionFunc("release", completeReleases)
 	_ = cmd.RegisterFlagCompletionFunc("platform", cobra.FixedCompletions([]string{api.PlatformLocal, api.PlatformNone}, cobra.ShellCompDirectiveNoFileComp))

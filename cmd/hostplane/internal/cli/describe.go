@@ -173,6 +173,9 @@ func describeCluster(w io.Writer, now time.Time, c *api.Cluster, comps *api.Comp
 	if p := c.Spec.PKI; p != nil {
 		kv("PKI lifetimes", fmt.Sprintf("CA %s, leaf %s", firstNonEmpty(p.CALifetime, "<default>"), firstNonEmpty(p.LeafLifetime, "<default>")))
 	}
+	if c.Spec.AutoNodeEnabled() {
+		kv("Autoprovisioning", "Karpenter (spec.autoNode): machines for the guest's karpenter.sh NodePools, in node pool "+api.AutoNodePoolName)
+	}
 	kv("Endpoint", endpointURL(c.Status.ControlPlaneEndpoint))
 	kv("Ignition endpoint", c.Status.IgnitionEndpoint)
 	kc := "not yet"

@@ -449,12 +449,12 @@ func newGetMachinesCommand(o *Options) *cobra.Command {
 }
 
 // machineTable prints machines as NAME NODEPOOL PHASE NODE TYPE ZONE VERSION AGE (TYPE and
-// ZONE: the local instance type and zone); wide adds
-// PROVIDER-ID, CONFIG-HASH and MESSAGE (the fault injected, if any, before the message).
+// ZONE: the local instance type and zone); wide adds CAPACITY (on-demand or spot), NODECLAIM
+// (Karpenter's, if any), PROVIDER-ID, CONFIG-HASH and MESSAGE (the fault injected, if any, before the message).
 func machineTable(w io.Writer, wide bool, ms []api.Machine, now time.Time) error {
 	header := []string{"NAME", "NODEPOOL", "PHASE", "NODE", "TYPE", "ZONE", "VERSION", "AGE"}
 	if wide {
-		header = append(header, "PROVIDER-ID", "CONFIG-HASH", "MESSAGE")
+		header = append(header, "CAPACITY", "NODECLAIM", "PROVIDER-ID", "CONFIG-HASH", "MESSAGE")
 	}
 	t := newTable(w, header...)
 	for _, m := range ms {
@@ -464,7 +464,7 @@ func machineTable(w io.Writer, wide bool, ms []api.Machine, now time.Time) error
 			if m.Fault != "" {
 				msg = strings.TrimSpace("fault " + m.Fault + ": " + msg)
 			}
-			row = append(row, m.ProviderID, m.ConfigHash, msg)
+			row = append(row, m.CapacityType, m.NodeClaim, m.ProviderID, m.ConfigHash, msg)
 		}
 		t.row(row...)
 	}
