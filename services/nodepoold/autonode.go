@@ -41,6 +41,8 @@ func autoNodeSpec(c *api.Cluster) api.NodePoolSpec {
 		Replicas: &zero,
 		Release:  api.Release{Version: autoNodeRelease(c)},
 		Taints:   []api.Taint{{Key: TaintUnregistered, Effect: "NoExecute"}},
+		// Karpenter replaces drifted machines; the deployment itself never rolls (0 replicas).
+		Management: api.NodePoolManagement{UpgradeType: api.UpgradeTypeReplace},
 	}
 	spec.Default(&c.Spec)
 	return spec

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"net"
 	"net/http"
 	"os"
@@ -12,7 +13,6 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -21,7 +21,8 @@ import (
 )
 
 // karpenterPools are what a cluster admin applies with kubectl: an on-demand amd64 NodePool
-// and a spot one, both on Hostplane's default node class, consolidating after 10 s.
+// and a tainted spot one, both on Hostplane's default node class, removing empty nodes after
+// 10 s (WhenEmpty, so that nodes stay put while the test looks at them).
 const karpenterPools = `apiVersion: karpenter.sh/v1
 kind: NodePool
 metadata:
@@ -35,7 +36,7 @@ spec:
       - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
       - {key: kubernetes.io/arch, operator: In, values: [amd64]}
   disruption:
-    consolidationPolicy: WhenEmptyOrUnderutilized
+    consolidationPolicy: WhenEmpty
     consolidateAfter: 10s
     budgets: [{nodes: "100%"}]
   limits: {cpu: "64"}
@@ -51,8 +52,9 @@ spec:
       expireAfter: Never
       requirements:
       - {key: karpenter.sh/capacity-type, operator: In, values: [spot]}
+      taints: [{key: spot, value: "true", effect: NoSchedule}]
   disruption:
-    consolidationPolicy: WhenEmptyOrUnderutilized
+    consolidationPolicy: WhenEmpty
     consolidateAfter: 10s
     budgets: [{nodes: "100%"}]
 `
@@ -87,45 +89,77 @@ func (c *client) autoNodes(cluster string) map[string]api.Machine {
 	return out
 }
 
-// cheapestHolding is the price of the cheapest on-demand amd64 type of the catalogue that
-// holds pods asking for cpu in all.
-func cheapestHolding(cpu resource.Quantity, pods int) float64 {
+// nodeClaim is what the test reads of a karpenter.sh NodeClaim.
+type nodeClaim struct {
+	Metadata struct {
+		Name   string            `json:"name"`
+		Labels map[string]string `json:"labels"`
+	} `json:"metadata"`
+	Spec struct {
+		Requirements []struct {
+			Key      string   `json:"key"`
+			Operator string   `json:"operator"`
+			Values   []string `json:"values"`
+		} `json:"requirements"`
+	} `json:"spec"`
+	Status struct {
+		NodeName string `json:"nodeName"`
+	} `json:"status"`
+}
+
+// nodeClaims lists the guest's NodeClaims with kubectl.
+func (c *client) nodeClaims(cluster string) []nodeClaim {
+	c.t.Helper()
+	out, err := c.kubectl(cluster, "", "get", "nodeclaims", "-o", "json")
+	if err != nil {
+		c.t.Fatalf("kubectl get nodeclaims: %v: %s", err, out)
+	}
+	var list struct {
+		Items []nodeClaim `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		c.t.Fatalf("nodeclaims: %v", err)
+	}
+	return list.Items
+}
+
+// cheapestAllowed is the lowest price among the instance types a NodeClaim allows (Karpenter
+// narrows them to those that hold its pods) for capacity type ct.
+func (nc nodeClaim) cheapestAllowed(ct string) float64 {
 	best := -1.0
-	for _, t := range api.LocalInstanceTypes() {
-		if t.Architecture != "amd64" || int64(t.CPU)*1000 < cpu.MilliValue() || int(t.MaxPods) < pods {
+	for _, r := range nc.Spec.Requirements {
+		if r.Key != corev1.LabelInstanceTypeStable || r.Operator != string(corev1.NodeSelectorOpIn) {
 			continue
 		}
-		if best < 0 || t.OnDemandPrice < best {
-			best = t.OnDemandPrice
+		for _, name := range r.Values {
+			t, ok := api.LocalInstanceType(name)
+			if !ok {
+				continue
+			}
+			price := t.OnDemandPrice
+			if ct == api.CapacityTypeSpot {
+				price = t.SpotPrice
+			}
+			if best < 0 || price < best {
+				best = price
+			}
 		}
 	}
 	return best
 }
 
-// placement maps each node to the CPU requests and count of the Running pods of app on it.
-func placement(t *testing.T, kc *kubernetes.Clientset, app string) map[string]struct {
-	cpu  resource.Quantity
-	pods int
-} {
+// podNodes are the nodes the Running pods of app are on.
+func podNodes(t *testing.T, kc *kubernetes.Clientset, app string) map[string]bool {
 	t.Helper()
 	pods, err := kc.CoreV1().Pods("default").List(ctx(t), metav1.ListOptions{LabelSelector: "app=" + app})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]struct {
-		cpu  resource.Quantity
-		pods int
-	}{}
+	out := map[string]bool{}
 	for _, p := range pods.Items {
-		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
-			continue
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			out[p.Spec.NodeName] = true
 		}
-		e := out[p.Spec.NodeName]
-		for _, ctr := range p.Spec.Containers {
-			e.cpu.Add(ctr.Resources.Requests[corev1.ResourceCPU])
-		}
-		e.pods++
-		out[p.Spec.NodeName] = e
 	}
 	return out
 }
@@ -173,7 +207,11 @@ func TestAutoNode_KarpenterLaunchesFittingMachinesDriftsThemOnUpgradeAndConsolid
 
 	// 2. Twenty pods of 500m and two spot pods of 1 CPU: each gets a machine Karpenter chose.
 	podsNeeding(t, kc, "web", 20, "500m", nil)
-	podsNeeding(t, kc, "batch", 2, "1", map[string]string{api.LabelCapacityType: api.CapacityTypeSpot})
+	batch := testenv.PauseDeployment("batch", 2, "1", map[string]string{api.LabelCapacityType: api.CapacityTypeSpot})
+	batch.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: "spot", Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
+	if _, err := kc.AppsV1().Deployments("default").Create(ctx(t), batch, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	allRunning := func(app string, n int) func() bool {
 		return func() bool {
 			running, all := runningPods(t, kc, app)
@@ -184,23 +222,37 @@ func TestAutoNode_KarpenterLaunchesFittingMachinesDriftsThemOnUpgradeAndConsolid
 	testenv.Eventually(t, scaleUp, allRunning("batch", 2), "the spot pods never ran: machines %s", lazyJSON{c.autoNodes(cl)})
 
 	nodes := c.autoNodes(cl)
-	for node, use := range placement(t, kc, "web") {
-		m, ok := nodes[node]
-		switch {
-		case !ok:
-			t.Errorf("web pods run on %s, not a machine launched for a NodeClaim (machines %s)", node, lazyJSON{nodes})
-		case m.CapacityType != api.CapacityTypeOnDemand:
-			t.Errorf("machine %s of the on-demand NodePool is %s", m.Name, m.CapacityType)
-		default:
-			it, _ := api.LocalInstanceType(m.InstanceType)
-			if want := cheapestHolding(use.cpu, use.pods); it.OnDemandPrice > want {
-				t.Errorf("machine %s is %s ($%.2f/h) for %d pods of %s CPU; a $%.2f/h type holds them", m.Name, m.InstanceType, it.OnDemandPrice, use.pods, use.cpu.String(), want)
-			}
+	for node := range podNodes(t, kc, "web") {
+		if m, ok := nodes[node]; !ok || m.CapacityType != api.CapacityTypeOnDemand {
+			t.Errorf("web pods run on %s, not an on-demand machine launched for a NodeClaim (machines %s)", node, lazyJSON{nodes})
 		}
 	}
-	for node := range placement(t, kc, "batch") {
-		if m := nodes[node]; m.CapacityType != api.CapacityTypeSpot {
-			t.Errorf("spot pods run on %s, a %q machine %s", node, m.CapacityType, lazyJSON{m})
+	for node := range podNodes(t, kc, "batch") {
+		if m, ok := nodes[node]; !ok || m.CapacityType != api.CapacityTypeSpot {
+			t.Errorf("spot pods run on %s, not a spot machine launched for a NodeClaim (machines %s)", node, lazyJSON{nodes})
+		}
+	}
+	// Each machine is the cheapest type its NodeClaim allows, in the capacity type it asks for.
+	claims := c.nodeClaims(cl)
+	if len(claims) != len(nodes) {
+		t.Errorf("%d NodeClaims for %d machines: %s", len(claims), len(nodes), lazyJSON{claims})
+	}
+	for _, nc := range claims {
+		m, ok := nodes[nc.Status.NodeName]
+		if !ok || m.NodeClaim != nc.Metadata.Name {
+			t.Errorf("NodeClaim %s (node %q) has no machine launched for it: machines %s", nc.Metadata.Name, nc.Status.NodeName, lazyJSON{nodes})
+			continue
+		}
+		it, _ := api.LocalInstanceType(m.InstanceType)
+		price := it.OnDemandPrice
+		if m.CapacityType == api.CapacityTypeSpot {
+			price = it.SpotPrice
+		}
+		if want := nc.cheapestAllowed(m.CapacityType); price != want {
+			t.Errorf("machine %s is a %s %s at $%.3f/h; its NodeClaim allows one at $%.3f/h: %s", m.Name, m.CapacityType, m.InstanceType, price, want, lazyJSON{nc})
+		}
+		if nc.Metadata.Labels[api.LabelInstanceType] != m.InstanceType || nc.Metadata.Labels[api.LabelCapacityType] != m.CapacityType {
+			t.Errorf("NodeClaim %s is labelled %s, machine %s is a %s %s", nc.Metadata.Name, lazyJSON{nc.Metadata.Labels}, m.Name, m.CapacityType, m.InstanceType)
 		}
 	}
 	for _, m := range nodes {
