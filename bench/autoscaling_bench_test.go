@@ -17,6 +17,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/hostplane/hostplane/cmd/hostplane/dev"
@@ -37,14 +40,17 @@ const (
 // create → all 50 Running, and the pool size the autoscaler reached. "manual" (replicas 1),
 // the baseline, is PATCHed to that size at the same moment as its own 50-pod Deployment is
 // created; measured: that moment → all 50 Running. The auto pods stay while the baseline runs
-// (no scale-down during it). At the end, the karpenter and kube-scheduler processes' RSS and
+// (no scale-down during it). Then autoprovisioning (the cluster has spec.autoNode): a
+// karpenter.sh NodePool allowing only on-demand local.large, and a third 50-pod Deployment
+// selecting it; measured: create → all 50 Running, and the machines launched. At the end, the karpenter and kube-scheduler processes' RSS and
 // CPU seconds (utime+stime since they started).
 func BenchmarkAutoscaling_PendingPodsToRunning(b *testing.B) {
 	karpenter := testenv.KarpenterBinary(b)
 	_, c, _ := startPoolStack(b, func(cfg *dev.Config) { cfg.KarpenterBinary = karpenter })
 	const cl = "bench-autoscale"
 	body := `{"name":"` + cl + `","spec":{"release":{"version":"` + benchRelease + `"},"platform":{"type":"local"},` +
-		`"controllerAvailabilityPolicy":"SingleReplica","autoscaling":{"scaleDown":{"unneededDurationSeconds":30}}}}`
+		`"controllerAvailabilityPolicy":"SingleReplica","autoscaling":{"scaleDown":{"unneededDurationSeconds":30}},` +
+		`"autoNode":{"provisionerConfig":{"name":"Karpenter"}}}}`
 	if code, resp, err := c.do(http.MethodPost, "/v1/clusters", body, nil); err != nil || code != http.StatusAccepted {
 		b.Fatalf("create cluster: %d %s %v", code, resp, err)
 	}
@@ -93,7 +99,7 @@ func BenchmarkAutoscaling_PendingPodsToRunning(b *testing.B) {
 	schedCPU0, _ := cpuSeconds(strconv.Itoa(sched.Pid))
 	load := readCPU()
 	t0 := time.Now()
-	createPods(b, kc, "load-auto", "auto")
+	createPods(b, kc, "load-auto", map[string]string{api.LabelNodePool: "auto"})
 	var firstScale time.Duration
 	var maxTarget int32
 	autoTook, err := waitRunning(kc, "load-auto", autoRunTimeout, func() {
@@ -134,7 +140,7 @@ func BenchmarkAutoscaling_PendingPodsToRunning(b *testing.B) {
 	if code, resp, err := c.do(http.MethodPatch, "/v1/clusters/"+cl+"/nodepools/manual", fmt.Sprintf(`{"spec":{"replicas":%d}}`, size), nil); err != nil || code != http.StatusOK {
 		b.Fatalf("patch nodepool manual: %d %s %v", code, resp, err)
 	}
-	createPods(b, kc, "load-manual", "manual")
+	createPods(b, kc, "load-manual", map[string]string{api.LabelNodePool: "manual"})
 	manualTook, err := waitRunning(kc, "load-manual", autoRunTimeout, func() {}, t1)
 	if err != nil {
 		b.Fatal(err)
@@ -142,6 +148,31 @@ func BenchmarkAutoscaling_PendingPodsToRunning(b *testing.B) {
 	manualLoad := load.machine()
 	detail(b, "manual baseline: PATCH replicas 1→%d and Deployment create → %d pods Running %s; Ready guest nodes of manual %d; %s",
 		size, autoPods, manualTook.Round(time.Millisecond), nodesOf(b, kc, "manual"), manualLoad)
+
+	// 3. Autoprovisioned: a karpenter.sh NodePool of local.large on-demand machines (the
+	// machines of the other two runs), then pods that select it.
+	b.StopTimer()
+	applyKarpenterPool(b, c, cl, "bench", "local.large")
+	b.StartTimer()
+	load = readCPU()
+	karpCPU2, _ := cpuSeconds(strconv.Itoa(karp.Pid))
+	t2 := time.Now()
+	createPods(b, kc, "load-autonode", map[string]string{"karpenter.sh/nodepool": "bench"})
+	autoNodeTook, err := waitRunning(kc, "load-autonode", autoRunTimeout, func() {}, t2)
+	if err != nil {
+		b.Fatal(err)
+	}
+	karpCPU3, _ := cpuSeconds(strconv.Itoa(karp.Pid))
+	autoNodeMachines := 0
+	if ms, err := c.machines(cl); err == nil {
+		for _, m := range ms {
+			if m.NodePool == api.AutoNodePoolName && m.NodeClaim != "" {
+				autoNodeMachines++
+			}
+		}
+	}
+	detail(b, "autoprovisioned: Deployment create → %d pods Running %s on %d machines launched for NodeClaims; karpenter used %.1f CPU-s meanwhile; %s",
+		autoPods, autoNodeTook.Round(time.Millisecond), autoNodeMachines, karpCPU3-karpCPU2, load.machine())
 	b.StopTimer()
 
 	// 3. The autoscaler next to kube-scheduler, same cluster, since they started.
@@ -165,6 +196,8 @@ func BenchmarkAutoscaling_PendingPodsToRunning(b *testing.B) {
 	b.ReportMetric(seconds(firstScale), "auto-first-scale-s")
 	b.ReportMetric(float64(reached), "auto-nodes")
 	b.ReportMetric(seconds(manualTook), "manual-running-s")
+	b.ReportMetric(seconds(autoNodeTook), "autonode-running-s")
+	b.ReportMetric(float64(autoNodeMachines), "autonode-machines")
 	b.ReportMetric(float64(karpRSS)/1024, "karpenter-rss-MiB")
 	b.ReportMetric(karpCPU, "karpenter-cpu-s")
 	b.ReportMetric(float64(schedRSS)/1024, "scheduler-rss-MiB")
@@ -208,10 +241,10 @@ func targetOf(np api.NodePool) int32 {
 }
 
 // createPods creates a Deployment of autoPods pause pods requesting autoPodCPU each, on the
-// nodes of the pool.
-func createPods(b *testing.B, kc *kubernetes.Clientset, name, pool string) {
+// nodes with the selector's labels.
+func createPods(b *testing.B, kc *kubernetes.Clientset, name string, selector map[string]string) {
 	b.Helper()
-	d := testenv.PauseDeployment(name, autoPods, autoPodCPU, map[string]string{api.LabelNodePool: pool})
+	d := testenv.PauseDeployment(name, autoPods, autoPodCPU, selector)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := kc.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
@@ -288,4 +321,44 @@ func procAge(pid int) string {
 		return "?"
 	}
 	return (time.Duration(now-start/clockTicks) * time.Second).String()
+}
+
+// applyKarpenterPool creates, in the guest, a karpenter.sh NodePool of on-demand machines of
+// one instance type on Hostplane's default node class, retrying until Karpenter's CRDs are
+// served.
+func applyKarpenterPool(b *testing.B, c *client, cluster, name, instanceType string) {
+	b.Helper()
+	code, kc, err := c.do(http.MethodGet, "/v1/clusters/"+cluster+"/kubeconfig", "", nil)
+	if err != nil || code != http.StatusOK {
+		b.Fatalf("kubeconfig: %d %s %v", code, kc, err)
+	}
+	cfg, err := kube.RESTConfig(kc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dc, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	np := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": map[string]any{"name": name},
+		"spec": map[string]any{
+			"template": map[string]any{"spec": map[string]any{
+				"nodeClassRef": map[string]any{"group": "karpenter.hostplane.dev", "kind": "HostplaneNodeClass", "name": "default"},
+				"expireAfter":  "Never",
+				"requirements": []any{
+					map[string]any{"key": "karpenter.sh/capacity-type", "operator": "In", "values": []any{"on-demand"}},
+					map[string]any{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": []any{instanceType}},
+				},
+			}},
+			"disruption": map[string]any{"consolidationPolicy": "WhenEmpty", "consolidateAfter": "30s"},
+		},
+	}}
+	gvr := schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodepools"}
+	testenv.Eventually(b, 2*time.Minute, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := dc.Resource(gvr).Create(ctx, np, metav1.CreateOptions{})
+		return err == nil
+	}, "the karpenter.sh NodePool %s could not be created", name)
 }

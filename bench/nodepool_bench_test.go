@@ -573,3 +573,16 @@ func waitTokenRecord(s *dev.Stack, key string, timeout time.Duration) error {
 		}
 	}
 }
+
+// machines lists the cluster's machines.
+func (c *client) machines(cluster string) ([]api.Machine, error) {
+	var l api.MachineList
+	code, body, err := c.do(http.MethodGet, "/v1/clusters/"+cluster+"/machines", "", &l)
+	if err != nil {
+		return nil, err
+	}
+	if code != http.StatusOK {
+		return nil, fmt.Errorf("machines of %s: %d %s", cluster, code, body)
+	}
+	return l.Items, nil
+}

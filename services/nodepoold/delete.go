@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -102,11 +103,12 @@ func (d *Daemon) deleteObjects(ctx context.Context, np *api.NodePool) (string, e
 		return "", err
 	}
 	if len(machines) > 0 {
-		// Machines no MachineSet owns (those Karpenter launched for the autonode pool) go
-		// one by one; Cluster API drains each and deletes its machine and Node.
+		// Machines no MachineSet owns (those Karpenter launched for the autonode pool; Cluster
+		// API makes the Cluster their owner) go one by one: Cluster API drains each and deletes
+		// its machine and Node.
 		for i := range machines {
 			m := &machines[i]
-			if len(m.OwnerReferences) == 0 && m.DeletionTimestamp.IsZero() {
+			if !ownedByMachineSet(m) && m.DeletionTimestamp.IsZero() {
 				if err := c.Delete(ctx, m); client.IgnoreNotFound(err) != nil {
 					return "", fmt.Errorf("delete Machine %s: %w", m.Name, err)
 				}
@@ -137,6 +139,11 @@ func (d *Daemon) deleteObjects(ctx context.Context, np *api.NodePool) (string, e
 		}
 	}
 	return "", nil
+}
+
+// ownedByMachineSet says whether a MachineSet owns m (it deletes m when it goes).
+func ownedByMachineSet(m *clusterv1.Machine) bool {
+	return slices.ContainsFunc(m.OwnerReferences, func(o metav1.OwnerReference) bool { return o.Kind == "MachineSet" })
 }
 
 // machineList names up to five machines with their phases.

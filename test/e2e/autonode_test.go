@@ -3,12 +3,10 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -281,23 +279,12 @@ func TestAutoNode_KarpenterLaunchesFittingMachinesDriftsThemOnUpgradeAndConsolid
 	// 4. No pods: the nodes are consolidated away.
 	scaleDeployment(t, kc, "web", 0)
 	scaleDeployment(t, kc, "batch", 0)
-	testenv.Eventually(t, scaleDown, func() bool { return len(c.poolMachines(cl, api.AutoNodePoolName)) == 0 },
-		"the empty Karpenter nodes were never consolidated: machines %s", lazyJSON{c.poolMachines(cl, api.AutoNodePoolName)})
-	if out, err := c.kubectl(cl, "", "get", "nodeclaims", "-o", "name"); err != nil || strings.TrimSpace(out) != "" {
-		t.Errorf("NodeClaims left after consolidation: %v %s", err, out)
-	}
+	testenv.Eventually(t, scaleDown, func() bool {
+		return len(c.poolMachines(cl, api.AutoNodePoolName)) == 0 && len(c.nodeClaims(cl)) == 0
+	}, "the empty Karpenter nodes were never consolidated: machines %s", lazyJSON{c.poolMachines(cl, api.AutoNodePoolName)})
 
 	// 5. Deleting the cluster leaves no machine, process, port or key.
 	podsNeeding(t, kc, "last", 1, "1", nil)
 	testenv.Eventually(t, scaleUp, allRunning("last", 1), "the last pod never ran")
-	got, _ := c.cluster(cl)
-	endpoint := net.JoinHostPort(got.Status.ControlPlaneEndpoint.Host, strconv.Itoa(got.Status.ControlPlaneEndpoint.Port))
-	if code, body := c.do("DELETE", "/v1/clusters/"+cl, "", nil); code != http.StatusAccepted {
-		t.Fatalf("delete: %d %s", code, body)
-	}
-	testenv.Eventually(t, poolReady, func() bool {
-		_, code := c.cluster(cl)
-		return code == http.StatusNotFound
-	}, "the cluster never went away")
-	assertNothingLeft(t, s, c, cl, endpoint)
+	deleteCluster(t, s, c, cl, poolReady)
 }

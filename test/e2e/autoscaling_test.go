@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"net"
 	"net/http"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -143,16 +141,7 @@ func TestNodePool_Autoscaling_GrowsForPendingPodsAndShrinksToMin(t *testing.T) {
 	if procs := processesMentioning(filepath.Join("clusters", cl, "kubeconfigs", "karpenter")); ready != 1 || len(procs) != 1 {
 		t.Errorf("the autoscaler component has %d ready replicas (-1: not listed) and processes %v, want 1 and 1", ready, procs)
 	}
-	got, _ := c.cluster(cl)
-	endpoint := net.JoinHostPort(got.Status.ControlPlaneEndpoint.Host, strconv.Itoa(got.Status.ControlPlaneEndpoint.Port))
-	if code, body := c.do("DELETE", "/v1/clusters/"+cl, "", nil); code != http.StatusAccepted {
-		t.Fatalf("delete: %d %s", code, body)
-	}
-	testenv.Eventually(t, poolReady, func() bool {
-		_, code := c.cluster(cl)
-		return code == http.StatusNotFound
-	}, "the cluster never went away")
-	assertNothingLeft(t, s, c, cl, endpoint)
+	deleteCluster(t, s, c, cl, poolReady)
 }
 
 // poolOrZero is the pool as the API shows it, for failure messages.

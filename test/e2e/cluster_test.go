@@ -104,6 +104,22 @@ func TestCluster_CreateUseUpgradeDelete(t *testing.T) {
 	assertNothingLeft(t, s, c, "demo", endpoint)
 }
 
+// deleteCluster deletes cluster name through the API, waits (up to timeout) until it is a 404,
+// and checks that nothing of it is left.
+func deleteCluster(t *testing.T, s *dev.Stack, c *client, name string, timeout time.Duration) {
+	t.Helper()
+	got, _ := c.cluster(name)
+	endpoint := net.JoinHostPort(got.Status.ControlPlaneEndpoint.Host, strconv.Itoa(got.Status.ControlPlaneEndpoint.Port))
+	if code, body := c.do("DELETE", "/v1/clusters/"+name, "", nil); code != http.StatusAccepted {
+		t.Fatalf("delete %s: %d %s", name, code, body)
+	}
+	testenv.Eventually(t, timeout, func() bool {
+		_, code := c.cluster(name)
+		return code == http.StatusNotFound
+	}, "cluster %s never went away", name)
+	assertNothingLeft(t, s, c, name, endpoint)
+}
+
 // assertNothingLeft checks no process, port, file or KV key of the cluster remains.
 func assertNothingLeft(t *testing.T, s *dev.Stack, c *client, name, endpoint string) {
 	t.Helper()
