@@ -361,4 +361,21 @@ func applyKarpenterPool(b *testing.B, c *client, cluster, name, instanceType str
 		_, err := dc.Resource(gvr).Create(ctx, np, metav1.CreateOptions{})
 		return err == nil
 	}, "the karpenter.sh NodePool %s could not be created", name)
+	// Karpenter launches for a NodePool once it is Ready (its node class checked): not part
+	// of what is measured.
+	testenv.Eventually(b, 2*time.Minute, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		got, err := dc.Resource(gvr).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, ok := c.(map[string]any); ok && m["type"] == "Ready" && m["status"] == "True" {
+				return true
+			}
+		}
+		return false
+	}, "the karpenter.sh NodePool %s never became Ready", name)
 }

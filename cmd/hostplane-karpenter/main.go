@@ -14,6 +14,9 @@
 //	--cluster                the cluster's name (HOSTPLANE_CLUSTER)
 //	--scale-down             false keeps every node added (HOSTPLANE_SCALE_DOWN; default true)
 //	--unneeded-time          how long a node is unneeded before it goes (HOSTPLANE_UNNEEDED_TIME; default 10m)
+//	--max-nodes-total        the cluster's machines at most, 0 for no bound (HOSTPLANE_MAX_NODES_TOTAL)
+//	--max-pod-grace-period   how long a node that goes waits for its pods (HOSTPLANE_MAX_POD_GRACE_PERIOD; default 10m)
+//	--max-node-provision-time how long a launch waits for its machine's provider ID (HOSTPLANE_MAX_NODE_PROVISION_TIME; default 15m)
 package main
 
 import (
@@ -52,11 +55,15 @@ func main() {
 type settings struct {
 	managementKubeconfig, namespace, cluster string
 	options                                  guest.Options
+	// maxNodesTotal (0: none) and provisionTime are the provider's bounds.
+	maxNodesTotal int32
+	provisionTime time.Duration
 }
 
 func readSettings(args []string) (settings, error) {
-	s := settings{options: guest.Options{ScaleDown: true, UnneededTime: 10 * time.Minute}}
-	var guestKubeconfig, scaleDown, unneeded string
+	s := settings{options: guest.Options{ScaleDown: true, UnneededTime: 10 * time.Minute, MaxPodGracePeriod: 10 * time.Minute},
+		provisionTime: 15 * time.Minute}
+	var guestKubeconfig, scaleDown, unneeded, maxNodes, grace, provision string
 	fs := flag.NewFlagSet("hostplane-karpenter", flag.ContinueOnError)
 	fs.StringVar(&guestKubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "the guest cluster's kubeconfig")
 	fs.StringVar(&s.managementKubeconfig, "management-kubeconfig", os.Getenv("HOSTPLANE_MANAGEMENT_KUBECONFIG"), "the management cluster's kubeconfig")
@@ -64,6 +71,9 @@ func readSettings(args []string) (settings, error) {
 	fs.StringVar(&s.cluster, "cluster", os.Getenv("HOSTPLANE_CLUSTER"), "the cluster's name")
 	fs.StringVar(&scaleDown, "scale-down", os.Getenv("HOSTPLANE_SCALE_DOWN"), "false keeps every node added (default true)")
 	fs.StringVar(&unneeded, "unneeded-time", os.Getenv("HOSTPLANE_UNNEEDED_TIME"), "how long a node is unneeded before it goes (default 10m)")
+	fs.StringVar(&maxNodes, "max-nodes-total", os.Getenv("HOSTPLANE_MAX_NODES_TOTAL"), "the cluster's machines at most (0: no bound)")
+	fs.StringVar(&grace, "max-pod-grace-period", os.Getenv("HOSTPLANE_MAX_POD_GRACE_PERIOD"), "how long a node that goes waits for its pods to end (default 10m)")
+	fs.StringVar(&provision, "max-node-provision-time", os.Getenv("HOSTPLANE_MAX_NODE_PROVISION_TIME"), "how long a launch waits for its machine's provider ID (default 15m)")
 	if err := fs.Parse(args); err != nil {
 		return s, err
 	}
@@ -90,6 +100,26 @@ func readSettings(args []string) (settings, error) {
 			return s, fmt.Errorf("--unneeded-time=%q: want a duration such as 10m", unneeded)
 		}
 		s.options.UnneededTime = d
+	}
+	if maxNodes != "" {
+		n, err := strconv.ParseInt(maxNodes, 10, 32)
+		if err != nil || n < 0 {
+			return s, fmt.Errorf("--max-nodes-total=%q: want a number of machines, 0 for no bound", maxNodes)
+		}
+		s.maxNodesTotal = int32(n)
+	}
+	for _, d := range []struct {
+		flag, v string
+		into    *time.Duration
+	}{{"--max-pod-grace-period", grace, &s.options.MaxPodGracePeriod}, {"--max-node-provision-time", provision, &s.provisionTime}} {
+		if d.v == "" {
+			continue
+		}
+		v, err := time.ParseDuration(d.v)
+		if err != nil || v < 0 {
+			return s, fmt.Errorf("%s=%q: want a duration such as 10m", d.flag, d.v)
+		}
+		*d.into = v
 	}
 	return s, nil
 }
@@ -129,7 +159,8 @@ func run() error {
 	defer cancel()
 	go func() { <-sigCtx.Done(); cancel() }()
 
-	cp := provider.New(provider.Config{Management: mgmt, Namespace: s.namespace, Cluster: s.cluster, Guest: op.GetClient()})
+	cp := provider.New(provider.Config{Management: mgmt, Namespace: s.namespace, Cluster: s.cluster, Guest: op.GetClient(),
+		MaxNodesTotal: s.maxNodesTotal, LaunchTimeout: s.provisionTime})
 	decorated := overlay.Decorate(cp, op.GetClient(), op.InstanceTypeStore)
 	cluster := state.NewCluster(op.Clock, op.GetClient(), decorated)
 	if err := op.Add(&guest.Syncer{Guest: op.GetClient(), Provider: cp, Options: s.options}); err != nil {

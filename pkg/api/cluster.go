@@ -84,7 +84,22 @@ type ClusterAutoscaling struct {
 	Scaling string `json:"scaling,omitempty"`
 	// ScaleDown tunes scale-down; ignored with ScaleUpOnly.
 	ScaleDown *ScaleDownConfig `json:"scaleDown,omitempty"`
+	// MaxNodesTotal bounds the cluster's machines, every pool's and autoprovisioning's
+	// together: the autoscaler adds none beyond it (absent: no bound but the pools' max).
+	MaxNodesTotal *int32 `json:"maxNodesTotal,omitempty"`
+	// MaxPodGracePeriodSeconds bounds how long a node the autoscaler removes waits for its
+	// pods to end (default 600).
+	MaxPodGracePeriodSeconds *int32 `json:"maxPodGracePeriod,omitempty"`
+	// MaxNodeProvisionTime is how long the autoscaler waits for a machine it asked for to be
+	// provisioned before it gives up on it and tries again ("15m", the default).
+	MaxNodeProvisionTime string `json:"maxNodeProvisionTime,omitempty"`
 }
+
+// Defaults of spec.autoscaling's bounds (the upstream cluster-autoscaler's).
+const (
+	DefaultMaxPodGracePeriodSeconds = 600
+	DefaultMaxNodeProvisionTime     = "15m"
+)
 
 // ScaleDownConfig is spec.autoscaling.scaleDown.
 type ScaleDownConfig struct {
@@ -106,6 +121,18 @@ func (s *ClusterSpec) EffectiveAutoscaling() ClusterAutoscaling {
 		}
 	}
 	out.ScaleDown = &ScaleDownConfig{UnneededDurationSeconds: &unneeded}
+	grace := int32(DefaultMaxPodGracePeriodSeconds)
+	out.MaxNodeProvisionTime = DefaultMaxNodeProvisionTime
+	if a := s.Autoscaling; a != nil {
+		out.MaxNodesTotal = a.MaxNodesTotal
+		if a.MaxPodGracePeriodSeconds != nil {
+			grace = *a.MaxPodGracePeriodSeconds
+		}
+		if a.MaxNodeProvisionTime != "" {
+			out.MaxNodeProvisionTime = a.MaxNodeProvisionTime
+		}
+	}
+	out.MaxPodGracePeriodSeconds = &grace
 	return out
 }
 

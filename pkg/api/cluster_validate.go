@@ -197,6 +197,9 @@ func validateSecretEncryption(fe *FieldErrors, e *SecretEncryptionSpec) {
 	}
 }
 
+// maxNodesTotal bounds spec.autoscaling.maxNodesTotal.
+const maxNodesTotal = 10000
+
 // maxUnneededDurationSeconds bounds spec.autoscaling.scaleDown.unneededDurationSeconds: a day.
 const maxUnneededDurationSeconds = 86400
 
@@ -212,6 +215,17 @@ func validateAutoscaling(fe *FieldErrors, a *ClusterAutoscaling) {
 	if a.ScaleDown != nil && a.ScaleDown.UnneededDurationSeconds != nil {
 		if v := *a.ScaleDown.UnneededDurationSeconds; v < 0 || v > maxUnneededDurationSeconds {
 			fe.Add("spec.autoscaling.scaleDown.unneededDurationSeconds", "%d must be between 0 and %d (a day)", v, maxUnneededDurationSeconds)
+		}
+	}
+	if a.MaxNodesTotal != nil && (*a.MaxNodesTotal < 1 || *a.MaxNodesTotal > maxNodesTotal) {
+		fe.Add("spec.autoscaling.maxNodesTotal", "%d must be between 1 and %d", *a.MaxNodesTotal, maxNodesTotal)
+	}
+	if g := a.MaxPodGracePeriodSeconds; g != nil && (*g < 0 || *g > maxUnneededDurationSeconds) {
+		fe.Add("spec.autoscaling.maxPodGracePeriod", "%d must be between 0 and %d seconds (a day)", *g, maxUnneededDurationSeconds)
+	}
+	if t := a.MaxNodeProvisionTime; t != "" {
+		if d, err := time.ParseDuration(t); err != nil || d < time.Minute || d > 24*time.Hour {
+			fe.Add("spec.autoscaling.maxNodeProvisionTime", "%q must be a duration from 1m to 24h, such as \"15m\"", t)
 		}
 	}
 }

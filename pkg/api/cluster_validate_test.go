@@ -268,6 +268,11 @@ func TestClusterSpec_Autoscaling_BadValuesNameTheField(t *testing.T) {
 			[]string{"spec.autoscaling.scaleDown.unneededDurationSeconds"}},
 		{"over a day", &api.ClusterAutoscaling{ScaleDown: &api.ScaleDownConfig{UnneededDurationSeconds: i32(86401)}},
 			[]string{"spec.autoscaling.scaleDown.unneededDurationSeconds"}},
+		{"bounds", &api.ClusterAutoscaling{MaxNodesTotal: i32(12), MaxPodGracePeriodSeconds: i32(60), MaxNodeProvisionTime: "5m"}, nil},
+		{"no node at all", &api.ClusterAutoscaling{MaxNodesTotal: i32(0)}, []string{"spec.autoscaling.maxNodesTotal"}},
+		{"negative grace period", &api.ClusterAutoscaling{MaxPodGracePeriodSeconds: i32(-5)}, []string{"spec.autoscaling.maxPodGracePeriod"}},
+		{"provision time not a duration", &api.ClusterAutoscaling{MaxNodeProvisionTime: "soon"}, []string{"spec.autoscaling.maxNodeProvisionTime"}},
+		{"provision time too short", &api.ClusterAutoscaling{MaxNodeProvisionTime: "10s"}, []string{"spec.autoscaling.maxNodeProvisionTime"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := validCluster()
@@ -282,7 +287,9 @@ func TestClusterSpec_Autoscaling_BadValuesNameTheField(t *testing.T) {
 func TestClusterSpec_EffectiveAutoscaling_FillsTheDefaults(t *testing.T) {
 	var s api.ClusterSpec
 	a := s.EffectiveAutoscaling()
-	if a.Scaling != api.ScaleUpAndScaleDown || a.ScaleDown == nil || *a.ScaleDown.UnneededDurationSeconds != api.DefaultUnneededDurationSeconds {
+	if a.Scaling != api.ScaleUpAndScaleDown || a.ScaleDown == nil || *a.ScaleDown.UnneededDurationSeconds != api.DefaultUnneededDurationSeconds ||
+		a.MaxNodesTotal != nil || a.MaxPodGracePeriodSeconds == nil || *a.MaxPodGracePeriodSeconds != api.DefaultMaxPodGracePeriodSeconds ||
+		a.MaxNodeProvisionTime != api.DefaultMaxNodeProvisionTime {
 		t.Errorf("defaults = %+v", a)
 	}
 	ten := int32(10)

@@ -102,6 +102,8 @@ func (m *metrics) observe(np *api.NodePool) {
 		current:    np.Status.Replicas, ready: np.Status.ReadyReplicas, updated: np.Status.UpdatedReplicas,
 	}
 	switch {
+	case np.Name == api.AutoNodePoolName: // Karpenter sizes it: one machine per NodeClaim
+		pc.desired = np.Status.Replicas
 	case np.Spec.Replicas != nil:
 		pc.desired = *np.Spec.Replicas
 	case np.Spec.AutoScaling != nil:

@@ -112,6 +112,9 @@ func TestNodePool_Autoscaling_GrowsForPendingPodsAndShrinksToMin(t *testing.T) {
 	testenv.Eventually(t, time.Minute, func() bool { return len(readyNodes(t, kc, "workers")) == 1 },
 		"the pool's removed nodes stayed in the guest")
 
+	// The autoscaling dashboard's panels have their series now (scale events up and down).
+	assertDashboardsQueryExportedMetrics(t, c, "autoscaling.json")
+
 	// 3. A pool at min 0 grows to one node for a pod that only it holds.
 	if code, body := c.do("POST", "/v1/clusters/"+cl+"/nodepools", `{"name":"big","spec":{
 		"release":{"version":"`+newRelease+`"},"autoScaling":{"min":0,"max":2},

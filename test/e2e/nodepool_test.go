@@ -189,7 +189,8 @@ func TestNodePool_JoinRollRelabelRepairInPlaceDrainDelete(t *testing.T) {
 	if got := c.waitCondition(cl, "IgnitionEndpointAvailable", api.ConditionTrue, time.Minute); got.Status.IgnitionEndpoint == "" {
 		t.Errorf("no status.ignitionEndpoint once the machines booted from it")
 	}
-	assertDashboardsQueryExportedMetrics(t, c) // deploy/grafana's panels against this running stack
+	// deploy/grafana's panels against this running stack (autoscaling.json: the autoscaling test)
+	assertDashboardsQueryExportedMetrics(t, c, "cluster-detail.json", "fleet-overview.json", "ignition-pki.json", "nats-jetstream.json", "rollouts.json")
 
 	// 2. A config change replaces every machine exactly once, at most maxSurge extra.
 	hashBefore := np.Status.ConfigHash

@@ -50,6 +50,9 @@ type Options struct {
 	// UnneededTime is how long a node is empty or under-used before it goes (Karpenter's
 	// consolidateAfter).
 	UnneededTime time.Duration
+	// MaxPodGracePeriod bounds how long a node that goes waits for its pods to end
+	// (Karpenter's terminationGracePeriod; 0: no bound).
+	MaxPodGracePeriod time.Duration
 	// Interval is how often the pools are looked at (default 5s).
 	Interval time.Duration
 }
@@ -146,6 +149,10 @@ func (s *Syncer) shape(np *karpv1.NodePool, p provider.PoolView) {
 	}}
 	np.Spec.Template.Spec.NodeClassRef = &karpv1.NodeClassReference{Group: nodeclass.Group, Kind: nodeclass.Kind, Name: nodeclass.DefaultName}
 	np.Spec.Template.Spec.ExpireAfter = karpv1.MustParseNillableDuration("Never")
+	np.Spec.Template.Spec.TerminationGracePeriod = nil
+	if g := s.Options.MaxPodGracePeriod; g > 0 {
+		np.Spec.Template.Spec.TerminationGracePeriod = &metav1.Duration{Duration: g}
+	}
 	np.Spec.Limits = karpv1.Limits{"nodes": *resource.NewQuantity(int64(p.Max-p.Min), resource.DecimalSI)}
 	np.Spec.Disruption.ConsolidationPolicy = karpv1.ConsolidationPolicyWhenEmptyOrUnderutilized
 	np.Spec.Disruption.ConsolidateAfter = karpv1.MustParseNillableDuration(s.Options.UnneededTime.String())

@@ -183,6 +183,11 @@ func (p *Provider) createAutoNode(ctx context.Context, nc *karpv1.NodeClaim) (*k
 	if err != nil {
 		return nil, err
 	}
+	done, err := p.admit(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	labels := map[string]string{
 		api.LabelCluster:             p.cfg.Cluster,
 		api.LabelNodePool:            api.AutoNodePoolName,

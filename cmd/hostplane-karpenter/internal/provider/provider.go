@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/awslabs/operatorpkg/status"
@@ -38,6 +39,10 @@ import (
 // AnnotationNodeClaim on a Machine names the NodeClaim the Machine was launched for.
 const AnnotationNodeClaim = api.AnnotationNodeClaim
 
+// claimGrace is how old an unclaimed Machine of an autoscaled pool must be before the repair
+// takes it away: a Create claims the Machine its scale-up made within seconds.
+const claimGrace = 2 * time.Minute
+
 // Name is the provider's name in Karpenter's metrics and logs.
 const Name = "hostplane"
 
@@ -51,14 +56,22 @@ type Config struct {
 	// Guest is Karpenter's client of the guest cluster (NodeClaims).
 	Guest client.Client
 	// LaunchTimeout bounds how long Create waits for the pool's new Machine to get a
-	// provider ID (default 2m).
+	// provider ID (default 2m; spec.autoscaling.maxNodeProvisionTime).
 	LaunchTimeout time.Duration
+	// MaxNodesTotal, when above 0, bounds the cluster's Machines: Create launches none beyond
+	// it (spec.autoscaling.maxNodesTotal).
+	MaxNodesTotal int32
 	// Poll is how often Create looks (default 250ms).
 	Poll time.Duration
 }
 
 // Provider implements cloudprovider.CloudProvider.
-type Provider struct{ cfg Config }
+type Provider struct {
+	cfg Config
+	// admitting serialises the launches while MaxNodesTotal bounds them, so that two
+	// NodeClaims never both take the last place.
+	admitting sync.Mutex
+}
 
 // New returns the provider.
 func New(cfg Config) *Provider {
@@ -69,6 +82,33 @@ func New(cfg Config) *Provider {
 		cfg.Poll = 250 * time.Millisecond
 	}
 	return &Provider{cfg: cfg}
+}
+
+// admit makes room for one more machine under MaxNodesTotal: it returns what to call once
+// the launch made its Machine (or failed; calling it again does nothing), or an insufficient-capacity error when the cluster
+// is at the bound.
+func (p *Provider) admit(ctx context.Context) (func(), error) {
+	if p.cfg.MaxNodesTotal <= 0 {
+		return func() {}, nil
+	}
+	p.admitting.Lock()
+	var list clusterv1.MachineList
+	if err := p.cfg.Management.List(ctx, &list, client.InNamespace(p.cfg.Namespace),
+		client.MatchingLabels{clusterv1.ClusterNameLabel: p.cfg.Cluster}); err != nil {
+		p.admitting.Unlock()
+		return nil, fmt.Errorf("list Machines: %w", err)
+	}
+	live := 0
+	for _, m := range list.Items {
+		if m.DeletionTimestamp.IsZero() {
+			live++
+		}
+	}
+	if live >= int(p.cfg.MaxNodesTotal) {
+		p.admitting.Unlock()
+		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("cluster %s has %d machines, its spec.autoscaling.maxNodesTotal", p.cfg.Cluster, live))
+	}
+	return sync.OnceFunc(p.admitting.Unlock), nil
 }
 
 var _ cloudprovider.CloudProvider = (*Provider)(nil)
@@ -220,6 +260,11 @@ func (p *Provider) Create(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.No
 		}
 		return p.waitProviderID(ctx, pl.it, nc, m.Name)
 	}
+	done, err := p.admit(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	claims, err := p.liveClaims(ctx, name)
 	if err != nil {
 		return nil, err
@@ -232,6 +277,7 @@ func (p *Provider) Create(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.No
 		return nil, err
 	}
 	m, err := p.claimNew(ctx, pl, nc)
+	done()
 	if err != nil {
 		return nil, err
 	}
@@ -516,7 +562,7 @@ func (p *Provider) shrink(ctx context.Context, pl *pool, reason string) error {
 			if ok || m.Annotations[AnnotationNodeClaim] != "" || (m.Status.NodeRef.Name != "") != joined || !m.DeletionTimestamp.IsZero() {
 				continue
 			}
-			if time.Since(m.CreationTimestamp.Time) < p.cfg.LaunchTimeout {
+			if time.Since(m.CreationTimestamp.Time) < claimGrace {
 				continue // perhaps a Create is about to claim it
 			}
 			patch := client.MergeFromWithOptions(m.DeepCopy(), client.MergeFromWithOptimisticLock{})

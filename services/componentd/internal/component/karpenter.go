@@ -72,14 +72,24 @@ func karpenterArgs(in *Inputs, _ int) ([]string, error) {
 	if sd := a.Options.ScaleDown; sd != nil && sd.UnneededDurationSeconds != nil {
 		unneeded = time.Duration(*sd.UnneededDurationSeconds) * time.Second
 	}
-	return []string{
+	args := []string{
 		"--kubeconfig=" + in.path(KubeconfigFile(api.KubeconfigKarpenter)),
 		"--management-kubeconfig=" + a.ManagementKubeconfig,
 		"--namespace=" + a.Namespace,
 		"--cluster=" + in.Cluster,
 		"--scale-down=" + strconv.FormatBool(a.Options.Scaling != api.ScaleUpOnly),
 		"--unneeded-time=" + unneeded.String(),
-	}, nil
+	}
+	if a.Options.MaxNodesTotal != nil {
+		args = append(args, "--max-nodes-total="+strconv.Itoa(int(*a.Options.MaxNodesTotal)))
+	}
+	if g := a.Options.MaxPodGracePeriodSeconds; g != nil {
+		args = append(args, "--max-pod-grace-period="+(time.Duration(*g)*time.Second).String())
+	}
+	if t := a.Options.MaxNodeProvisionTime; t != "" {
+		args = append(args, "--max-node-provision-time="+t)
+	}
+	return args, nil
 }
 
 // karpenterEnv is the environment of Karpenter's core, which reads its own settings from
