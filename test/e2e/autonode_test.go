@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -283,8 +284,25 @@ func TestAutoNode_KarpenterLaunchesFittingMachinesDriftsThemOnUpgradeAndConsolid
 		return len(c.poolMachines(cl, api.AutoNodePoolName)) == 0 && len(c.nodeClaims(cl)) == 0
 	}, "the empty Karpenter nodes were never consolidated: machines %s", lazyJSON{c.poolMachines(cl, api.AutoNodePoolName)})
 
-	// 5. Deleting the cluster leaves no machine, process, port or key.
-	podsNeeding(t, kc, "last", 1, "1", nil)
-	testenv.Eventually(t, scaleUp, allRunning("last", 1), "the last pod never ran")
+	// 5. spec.autoscaling.maxNodesTotal 1: two pods that each need a local.xlarge of their
+	// own get one machine; the other stays Pending.
+	if code, body := c.do("PATCH", "/v1/clusters/"+cl, `{"spec":{"autoscaling":{"maxNodesTotal":1}}}`, nil); code != http.StatusOK {
+		t.Fatalf("patch maxNodesTotal: %d %s", code, body)
+	}
+	podsNeeding(t, kc, "big", 2, "10", nil)
+	testenv.Eventually(t, scaleUp, func() bool {
+		running, _ := runningPods(t, kc, "big")
+		return running == 1
+	}, "no big pod ran: machines %s", lazyJSON{c.autoNodes(cl)})
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+		if ms := c.poolMachines(cl, api.AutoNodePoolName); len(ms) > 1 {
+			t.Fatalf("%d machines with maxNodesTotal 1: %s", len(ms), lazyJSON{ms})
+		}
+	}
+	if running, all := runningPods(t, kc, "big"); running != 1 || all != 2 {
+		t.Errorf("big pods: %d of %d Running, want 1 of 2 (the cluster is at maxNodesTotal)", running, all)
+	}
+
+	// 6. Deleting the cluster leaves no machine, process, port or key.
 	deleteCluster(t, s, c, cl, poolReady)
 }
