@@ -19,8 +19,8 @@ import (
 	"github.com/hostplane/hostplane/pkg/testenv"
 )
 
-// karpenterPools are what a cluster admin applies with kubectl: an on-demand amd64 NodePool
-// and a tainted spot one, both on Hostplane's default node class, removing empty nodes after
+// karpenterPools are what a cluster admin applies with kubectl: an on-demand amd64 NodePool,
+// a tainted spot one, and one asking for an instance type the local platform does not have, both on Hostplane's default node class, removing empty nodes after
 // 10 s (WhenEmpty, so that nodes stay put while the test looks at them).
 const karpenterPools = `apiVersion: karpenter.sh/v1
 kind: NodePool
@@ -56,6 +56,17 @@ spec:
     consolidationPolicy: WhenEmpty
     consolidateAfter: 10s
     budgets: [{nodes: "100%"}]
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: impossible
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.hostplane.dev, kind: HostplaneNodeClass, name: default}
+      requirements:
+      - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}
 `
 
 // kubectl runs the kubectl on PATH against cluster's admin kubeconfig.
@@ -220,6 +231,13 @@ func TestAutoNode_KarpenterLaunchesFittingMachinesDriftsThemOnUpgradeAndConsolid
 	testenv.Eventually(t, scaleUp, allRunning("web", 20), "the 20 pods never all ran: machines %s", lazyJSON{c.autoNodes(cl)})
 	testenv.Eventually(t, scaleUp, allRunning("batch", 2), "the spot pods never ran: machines %s", lazyJSON{c.autoNodes(cl)})
 
+	// The NodePool no local type satisfies says so, and launches nothing for its pod.
+	podsNeeding(t, kc, "nowhere", 1, "100m", map[string]string{"karpenter.sh/nodepool": "impossible"})
+	testenv.Eventually(t, scaleUp, func() bool {
+		evs, err := kc.CoreV1().Events("").List(ctx(t), metav1.ListOptions{FieldSelector: "involvedObject.name=impossible,reason=NoCompatibleInstanceTypes"})
+		return err == nil && len(evs.Items) > 0
+	}, "the NodePool no local instance type satisfies never reported NoCompatibleInstanceTypes")
+
 	nodes := c.autoNodes(cl)
 	for node := range podNodes(t, kc, "web") {
 		if m, ok := nodes[node]; !ok || m.CapacityType != api.CapacityTypeOnDemand {
@@ -230,6 +248,9 @@ func TestAutoNode_KarpenterLaunchesFittingMachinesDriftsThemOnUpgradeAndConsolid
 		if m, ok := nodes[node]; !ok || m.CapacityType != api.CapacityTypeSpot {
 			t.Errorf("spot pods run on %s, not a spot machine launched for a NodeClaim (machines %s)", node, lazyJSON{nodes})
 		}
+	}
+	if running, all := runningPods(t, kc, "nowhere"); running != 0 || all != 1 {
+		t.Errorf("the pod of the impossible NodePool: %d of %d Running, want 0 of 1", running, all)
 	}
 	// Each machine is the cheapest type its NodeClaim allows, in the capacity type it asks for.
 	claims := c.nodeClaims(cl)
@@ -280,6 +301,7 @@ func TestAutoNode_KarpenterLaunchesFittingMachinesDriftsThemOnUpgradeAndConsolid
 	// 4. No pods: the nodes are consolidated away.
 	scaleDeployment(t, kc, "web", 0)
 	scaleDeployment(t, kc, "batch", 0)
+	scaleDeployment(t, kc, "nowhere", 0)
 	testenv.Eventually(t, scaleDown, func() bool {
 		return len(c.poolMachines(cl, api.AutoNodePoolName)) == 0 && len(c.nodeClaims(cl)) == 0
 	}, "the empty Karpenter nodes were never consolidated: machines %s", lazyJSON{c.poolMachines(cl, api.AutoNodePoolName)})

@@ -24,6 +24,7 @@ func newCreateClusterCommand(o *Options) *cobra.Command {
 		rel, platform, availability string
 		wait, scaleUpOnly, autoNode bool
 		timeout, unneeded           time.Duration
+		maxNodes                    int32
 		out                         string
 	)
 	cmd := &cobra.Command{
@@ -52,8 +53,11 @@ func newCreateClusterCommand(o *Options) *cobra.Command {
 				Platform:                     api.Platform{Type: platform},
 				ControllerAvailabilityPolicy: availability,
 			}}
-			if scaleUpOnly || cmd.Flags().Changed("scale-down-unneeded-time") {
+			if scaleUpOnly || cmd.Flags().Changed("scale-down-unneeded-time") || cmd.Flags().Changed("max-nodes-total") {
 				in.Spec.Autoscaling = &api.ClusterAutoscaling{}
+				if cmd.Flags().Changed("max-nodes-total") {
+					in.Spec.Autoscaling.MaxNodesTotal = &maxNodes
+				}
 				if scaleUpOnly {
 					in.Spec.Autoscaling.Scaling = api.ScaleUpOnly
 				}
@@ -91,6 +95,7 @@ func newCreateClusterCommand(o *Options) *cobra.Command {
 	addWaitFlags(cmd, &wait, &timeout, "Available")
 	f.StringVarP(&out, "output", "o", "", "print the created cluster as json or yaml instead of a message")
 	f.DurationVar(&unneeded, "scale-down-unneeded-time", 10*time.Minute, "autoscaled pools: how long an added node is unneeded before it goes (spec.autoscaling.scaleDown)")
+	f.Int32Var(&maxNodes, "max-nodes-total", 0, "autoscaling and autoprovisioning add no machine beyond this many in the cluster (spec.autoscaling.maxNodesTotal)")
 	f.BoolVar(&autoNode, "auto-node", false, "autoprovisioning: Karpenter launches machines for the karpenter.sh NodePools you create in the guest (spec.autoNode)")
 	f.BoolVar(&scaleUpOnly, "scale-up-only", false, "autoscaled pools grow but never shrink (spec.autoscaling.scaling: ScaleUpOnly)")
 	_ = cmd.RegisterFlagCompletionFunc("release", completeReleases)
