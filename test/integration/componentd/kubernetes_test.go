@@ -90,10 +90,14 @@ func TestComponentd_KubernetesRuntime_AppliesWorkloadsReportsThemUnavailableRoll
 		return out
 	}
 	// recorded reports whether every component is recorded at version with the config hash
-	// its workload's pod template carries.
+	// its workload's pod template carries, and the autoscaler, without a workload (the
+	// cluster has no autoscaled pool), at version too.
 	recorded := func(version string) bool {
 		comps, hashes := h.componentsOf("kube"), podHashes()
-		if len(comps) != len(componentNames) || len(hashes) != len(componentNames) {
+		if len(comps) != len(componentNames)+1 || len(hashes) != len(componentNames) {
+			return false
+		}
+		if k, ok := comps[api.ComponentKarpenter]; !ok || k.Value.Spec.Version != version {
 			return false
 		}
 		for _, name := range componentNames {
@@ -159,6 +163,17 @@ func TestComponentd_KubernetesRuntime_AppliesWorkloadsReportsThemUnavailableRoll
 		}
 	}
 	testenv.Eventually(t, wait, func() bool { return sawEvent(componentd.VerbProgressing) }, "component.progressing of every component")
+
+	// The autoscaler is idle, as under the process runtime: no workload, nothing missing.
+	k := comps[api.ComponentKarpenter].Value
+	for _, cond := range []string{api.ConditionAvailable, api.ConditionRolloutComplete} {
+		if c, _ := k.Status.Conditions.Get(cond); c.Status != api.ConditionTrue || c.Reason != componentd.ReasonIdle {
+			t.Errorf("the idle autoscaler's %s = %+v, want True, %s", cond, c, componentd.ReasonIdle)
+		}
+	}
+	if k.Spec.Replicas != 0 || k.Status.ReadyReplicas != 0 {
+		t.Errorf("the idle autoscaler: %+v; want 0 replicas", k)
+	}
 
 	// A release upgrade rolls kube-apiserver's pods (a new config hash), not etcd's.
 	before := podHashes()
