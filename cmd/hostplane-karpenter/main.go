@@ -1,7 +1,9 @@
 // Command hostplane-karpenter runs Karpenter's upstream core (sigs.k8s.io/karpenter) for one
 // guest cluster with Hostplane's cloud provider: the control-plane component that grows an
 // autoscaled NodePool when pods cannot be scheduled and shrinks it when its nodes are unneeded.
-// componentd runs one per cluster that has an autoscaled pool.
+// componentd runs one per cluster that has an autoscaled pool: a process beside the control
+// plane's (process runtime), or a Deployment in the cluster's control-plane namespace of the
+// management cluster (kubernetes runtime).
 //
 // Hostplane's settings are flags (each defaults to an environment variable), read and then
 // removed from the command line before Karpenter's core parses it; Karpenter's own settings
@@ -9,7 +11,9 @@
 // DISABLE_LEADER_ELECTION=true for a single replica.
 //
 //	--kubeconfig             the guest's kubeconfig (KUBECONFIG)
-//	--management-kubeconfig  the management cluster's (HOSTPLANE_MANAGEMENT_KUBECONFIG)
+//	--management-kubeconfig  the management cluster's (HOSTPLANE_MANAGEMENT_KUBECONFIG); when
+//	                         neither is set, the pod's ServiceAccount (in-cluster config), as
+//	                         componentd's kubernetes runtime runs it
 //	--namespace              the cluster's control-plane namespace there (HOSTPLANE_NAMESPACE)
 //	--cluster                the cluster's name (HOSTPLANE_CLUSTER)
 //	--scale-down             false keeps every node added (HOSTPLANE_SCALE_DOWN; default true)
@@ -30,6 +34,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -53,11 +58,34 @@ func main() {
 
 // settings are Hostplane's environment variables.
 type settings struct {
+	// managementKubeconfig is "" in a pod of the management cluster: see inCluster.
 	managementKubeconfig, namespace, cluster string
 	options                                  guest.Options
 	// maxNodesTotal (0: none) and provisionTime are the provider's bounds.
 	maxNodesTotal int32
 	provisionTime time.Duration
+}
+
+// inCluster says whether the management cluster is reached with the pod's own
+// ServiceAccount rather than a kubeconfig.
+func (s settings) inCluster() bool { return s.managementKubeconfig == "" }
+
+// managementConfig reaches the management cluster: with --management-kubeconfig, or else
+// in-cluster.
+func (s settings) managementConfig() (*rest.Config, error) {
+	if !s.inCluster() {
+		cfg, err := clientcmd.BuildConfigFromFlags("", s.managementKubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("management kubeconfig %s: %w", s.managementKubeconfig, err)
+		}
+		return cfg, nil
+	}
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no --management-kubeconfig (HOSTPLANE_MANAGEMENT_KUBECONFIG), and no in-cluster config "+
+			"(this is not a pod with a ServiceAccount token): %w", err)
+	}
+	return cfg, nil
 }
 
 func readSettings(args []string) (settings, error) {
@@ -66,7 +94,8 @@ func readSettings(args []string) (settings, error) {
 	var guestKubeconfig, scaleDown, unneeded, maxNodes, grace, provision string
 	fs := flag.NewFlagSet("hostplane-karpenter", flag.ContinueOnError)
 	fs.StringVar(&guestKubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "the guest cluster's kubeconfig")
-	fs.StringVar(&s.managementKubeconfig, "management-kubeconfig", os.Getenv("HOSTPLANE_MANAGEMENT_KUBECONFIG"), "the management cluster's kubeconfig")
+	fs.StringVar(&s.managementKubeconfig, "management-kubeconfig", os.Getenv("HOSTPLANE_MANAGEMENT_KUBECONFIG"),
+		"the management cluster's kubeconfig (default: in-cluster config)")
 	fs.StringVar(&s.namespace, "namespace", os.Getenv("HOSTPLANE_NAMESPACE"), "the cluster's control-plane namespace in the management cluster")
 	fs.StringVar(&s.cluster, "cluster", os.Getenv("HOSTPLANE_CLUSTER"), "the cluster's name")
 	fs.StringVar(&scaleDown, "scale-down", os.Getenv("HOSTPLANE_SCALE_DOWN"), "false keeps every node added (default true)")
@@ -77,8 +106,7 @@ func readSettings(args []string) (settings, error) {
 	if err := fs.Parse(args); err != nil {
 		return s, err
 	}
-	for name, v := range map[string]string{"--management-kubeconfig": s.managementKubeconfig,
-		"--namespace": s.namespace, "--cluster": s.cluster, "--kubeconfig": guestKubeconfig} {
+	for name, v := range map[string]string{"--namespace": s.namespace, "--cluster": s.cluster, "--kubeconfig": guestKubeconfig} {
 		if v == "" {
 			return s, fmt.Errorf("%s is not set", name)
 		}
@@ -131,9 +159,9 @@ func run() error {
 	}
 	// Karpenter's core parses the command line itself and knows none of these flags.
 	os.Args = os.Args[:1]
-	mgmtCfg, err := clientcmd.BuildConfigFromFlags("", s.managementKubeconfig)
+	mgmtCfg, err := s.managementConfig()
 	if err != nil {
-		return fmt.Errorf("management kubeconfig: %w", err)
+		return err
 	}
 	sch := runtime.NewScheme()
 	if err := clusterv1.AddToScheme(sch); err != nil {
@@ -167,7 +195,7 @@ func run() error {
 		return err
 	}
 	log.FromContext(ctx).Info("starting Karpenter for a Hostplane cluster", "cluster", s.cluster, "namespace", s.namespace,
-		"scaleDown", s.options.ScaleDown, "unneededTime", s.options.UnneededTime.String())
+		"scaleDown", s.options.ScaleDown, "unneededTime", s.options.UnneededTime.String(), "managementInCluster", s.inCluster())
 	op.WithControllers(ctx, controllers.NewControllers(ctx, op.Manager, op.Clock, op.GetClient(), op.EventRecorder,
 		decorated, cp, cluster, op.InstanceTypeStore)...).Start(ctx)
 	return nil

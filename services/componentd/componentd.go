@@ -52,7 +52,15 @@ type Config struct {
 	// (HOSTPLANE_KARPENTER_BINARY); default: hostplane-karpenter beside this program's own
 	// executable, else on PATH.
 	KarpenterBinary string
+	// KarpenterImage is the image the kubernetes runtime runs the autoscaler from: one with
+	// /usr/local/bin/hostplane-karpenter, as componentd's own image (HOSTPLANE_KARPENTER_IMAGE;
+	// default DefaultKarpenterImage).
+	KarpenterImage string
 }
+
+// DefaultKarpenterImage is Config.KarpenterImage's default: the componentd image
+// deploy/images/build.sh builds, which carries hostplane-karpenter.
+const DefaultKarpenterImage = "hostplane/componentd:dev"
 
 func (c *Config) defaults() error {
 	if err := c.Base.Validate(); err != nil {
@@ -81,6 +89,9 @@ func (c *Config) defaults() error {
 	if c.KarpenterBinary == "" {
 		c.KarpenterBinary = findKarpenter()
 	}
+	if c.KarpenterImage == "" {
+		c.KarpenterImage = DefaultKarpenterImage
+	}
 	if c.ProgressInterval <= 0 {
 		c.ProgressInterval = 750 * time.Millisecond
 	}
@@ -97,6 +108,8 @@ func RegisterFlags(fs *flag.FlagSet) func(daemon.Base) (daemon.Runner, error) {
 		"key that opens the sealed PKI (HOSTPLANE_PKI_KEY_FILE; default <data dir>/pki.key)")
 	fs.StringVar(&cfg.KarpenterBinary, "karpenter-binary", daemon.Env("HOSTPLANE_KARPENTER_BINARY", ""),
 		"hostplane-karpenter executable for the autoscaler (HOSTPLANE_KARPENTER_BINARY; default: beside this executable, else on PATH)")
+	fs.StringVar(&cfg.KarpenterImage, "karpenter-image", daemon.Env("HOSTPLANE_KARPENTER_IMAGE", DefaultKarpenterImage),
+		"image with /usr/local/bin/hostplane-karpenter the kubernetes runtime runs the autoscaler from (HOSTPLANE_KARPENTER_IMAGE)")
 	fs.StringVar(&cfg.Runtime, "runtime", daemon.Env("HOSTPLANE_COMPONENTD_RUNTIME", RuntimeProcess),
 		"control-plane runtime: process or kubernetes (HOSTPLANE_COMPONENTD_RUNTIME)")
 	return func(base daemon.Base) (daemon.Runner, error) {

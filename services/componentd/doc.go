@@ -31,6 +31,14 @@
 // logs in the management cluster, not served by componentd. Stopping componentd leaves the
 // workloads as they are.
 //
+// Both runtimes run the autoscaler (component karpenter, hostplane-karpenter) while the
+// cluster has an autoscaled NodePool or the autonode pool (autoscaler.go), and record it
+// Idle (Available and RolloutComplete, no replica) otherwise. The kubernetes runtime renders
+// it as a one-replica Deployment from Config.KarpenterImage with its own ServiceAccount,
+// Role and RoleBinding (it reaches the management cluster in-cluster), deletes those
+// objects when it is no longer wanted, and applies at once when the autoscaler is switched
+// on or off (the node pools are not part of the cluster's revision).
+//
 // # Secret encryption
 //
 // When the cluster's PKI holds Secret encryption keys (pkid adds them; spec.secretEncryption),

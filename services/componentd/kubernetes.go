@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"slices"
 	"sync"
 	"time"
 
@@ -30,8 +29,11 @@ type kubeRuntime struct {
 // applied is what the last Apply of a cluster wrote, and from which records.
 type applied struct {
 	clusterRev, pkiRev uint64
-	at                 time.Time
-	hashes             map[string]string // component → config hash
+	// autoscaler is whether the autoscaler was enabled: it follows the node pools, which
+	// the cluster's revision does not cover.
+	autoscaler bool
+	at         time.Time
+	hashes     map[string]string // component → config hash
 }
 
 var _ workloads = (*kubeRuntime)(nil)
@@ -49,7 +51,11 @@ func (k *kubeRuntime) converge(ctx context.Context, log *slog.Logger, cl *cluste
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("cluster %s: %w", name, err)
 	}
-	hashes, err := k.apply(ctx, log, cl, rel)
+	as, err := d.autoscaler(ctx, cl.cluster)
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("cluster %s: %w", name, err)
+	}
+	hashes, err := k.apply(ctx, log, cl, rel, as)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("cluster %s: %w", name, err)
 	}
@@ -64,11 +70,12 @@ func (k *kubeRuntime) converge(ctx context.Context, log *slog.Logger, cl *cluste
 	open := rollout.Gate{Available: true, Settled: true}
 	settled := true
 	for _, comp := range component.All() {
-		if !slices.Contains(kuberuntime.Components(), comp.Name) {
-			continue // the autoscaler runs with the process runtime only, so far
-		}
 		hash := hashes[comp.Name]
-		o := observation{comp: comp, version: rel.Version, replicas: kuberuntime.Replicas(comp.Name, cl.policy()), hash: hash, gate: open, pkiSerial: cl.pki.Serial}
+		replicas := kuberuntime.Replicas(comp.Name, cl.policy())
+		if comp.Name == api.ComponentKarpenter && !as.Enabled {
+			replicas = 0 // Apply deleted its Deployment
+		}
+		o := observation{comp: comp, version: rel.Version, replicas: replicas, hash: hash, gate: open, pkiSerial: cl.pki.Serial}
 		if s, ok := status[comp.Name]; ok {
 			o.sum = rollout.Summary{
 				Ready:     int(s.ReadyReplicas),
@@ -79,6 +86,11 @@ func (k *kubeRuntime) converge(ctx context.Context, log *slog.Logger, cl *cluste
 			o.notReady = fmt.Sprintf(" (%s %s/%s)", s.Kind, kuberuntime.Namespace(name), comp.Name)
 		} else {
 			o.notReady = fmt.Sprintf(" (no workload in %s yet)", kuberuntime.Namespace(name))
+		}
+		if replicas == 0 && o.sum.Ready == 0 {
+			// Idle (the autoscaler without an autoscaled pool), as in the process runtime:
+			// settled, nothing to wait for.
+			o.sum.Available, o.sum.Complete = true, true
 		}
 		if err := d.record(ctx, log.With("component", comp.Name), name, byName[comp.Name], o); err != nil {
 			return reconcile.Result{}, fmt.Errorf("%s: %w", comp.Name, err)
@@ -92,12 +104,13 @@ func (k *kubeRuntime) converge(ctx context.Context, log *slog.Logger, cl *cluste
 // the Apply when neither the cluster nor the PKI record changed since the last one, unless
 // that is SteadyInterval old, so a rollout polled every ProgressInterval does not rewrite
 // every object each time, and drift is still repaired.
-func (k *kubeRuntime) apply(ctx context.Context, log *slog.Logger, cl *clusterState, rel release.Release) (map[string]string, error) {
+func (k *kubeRuntime) apply(ctx context.Context, log *slog.Logger, cl *clusterState, rel release.Release, as component.Autoscaler) (map[string]string, error) {
 	name := cl.cluster.Name
 	k.mu.Lock()
 	last, ok := k.applied[name]
 	k.mu.Unlock()
-	if ok && last.clusterRev == cl.clusterRev && last.pkiRev == cl.pkiRev && time.Since(last.at) < k.d.cfg.SteadyInterval {
+	if ok && last.clusterRev == cl.clusterRev && last.pkiRev == cl.pkiRev && last.autoscaler == as.Enabled &&
+		time.Since(last.at) < k.d.cfg.SteadyInterval {
 		return last.hashes, nil
 	}
 	objs, err := k.rt.Apply(ctx, kuberuntime.Inputs{
@@ -109,6 +122,11 @@ func (k *kubeRuntime) apply(ctx context.Context, log *slog.Logger, cl *clusterSt
 		ServiceCIDR: cl.cluster.Spec.Networking.ServiceCIDR,
 		PodCIDR:     cl.cluster.Spec.Networking.PodCIDR,
 		Audit:       cl.cluster.Spec.EffectiveAudit(),
+		Karpenter: kuberuntime.Karpenter{
+			Enabled: as.Enabled,
+			Image:   k.d.cfg.KarpenterImage,
+			Options: as.Options,
+		},
 	})
 	if err != nil {
 		k.forgetApplied(name)
@@ -119,7 +137,7 @@ func (k *kubeRuntime) apply(ctx context.Context, log *slog.Logger, cl *clusterSt
 			"version", rel.Version, "pki_serial", cl.pki.Serial, "config_hashes", objs.ConfigHashes)
 	}
 	k.mu.Lock()
-	k.applied[name] = applied{clusterRev: cl.clusterRev, pkiRev: cl.pkiRev, at: time.Now(), hashes: objs.ConfigHashes}
+	k.applied[name] = applied{clusterRev: cl.clusterRev, pkiRev: cl.pkiRev, autoscaler: as.Enabled, at: time.Now(), hashes: objs.ConfigHashes}
 	k.mu.Unlock()
 	return objs.ConfigHashes, nil
 }

@@ -11,7 +11,13 @@
 //     headless Service "etcd-discovery", peer and client traffic over mutual TLS;
 //   - kube-apiserver (2 or 1 replicas), kube-controller-manager and kube-scheduler (2 or 1)
 //     as Deployments, and the Service "kube-apiserver" in front of the API servers;
-//   - for HighlyAvailable, a PodDisruptionBudget per component.
+//   - for HighlyAvailable, a PodDisruptionBudget per component;
+//   - while Inputs.Karpenter.Enabled, the autoscaler: the Deployment "karpenter" (one
+//     replica, Recreate) running hostplane-karpenter from Inputs.Karpenter.Image, the Secret
+//     "karpenter-kubeconfig" (its guest identity), and the ServiceAccount, Role
+//     (KarpenterRules: the Cluster API objects its cloud provider reads and writes in the
+//     namespace) and RoleBinding "karpenter" it reaches the management cluster with,
+//     in-cluster. Disabled, none of them is rendered, so Apply deletes them.
 //
 // Render is a pure function of Inputs: the same inputs give the same objects, byte for byte.
 // Each pod template carries the annotation hostplane.dev/config-hash, a digest of the pod

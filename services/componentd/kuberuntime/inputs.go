@@ -45,6 +45,13 @@ const (
 	defaultEtcdStorageSize = "8Gi"
 )
 
+// KarpenterMetricsPort and KarpenterHealthPort are the autoscaler's METRICS_PORT and
+// HEALTH_PROBE_PORT (Karpenter's own defaults): fixed, as every pod has its own network.
+const (
+	KarpenterMetricsPort = 8080
+	KarpenterHealthPort  = 8081
+)
+
 // Opener opens what pkid sealed; *certs.SealKey is one.
 type Opener interface {
 	Open(sealed []byte) ([]byte, error)
@@ -73,6 +80,20 @@ type Inputs struct {
 	// Audit is kube-apiserver's audit configuration; its zero fields are the defaults
 	// (api.DefaultAudit).
 	Audit api.Audit
+	// Karpenter is the autoscaler (component karpenter): rendered only while Enabled.
+	Karpenter Karpenter
+}
+
+// Karpenter is what the autoscaler needs beyond the control plane's own inputs.
+type Karpenter struct {
+	// Enabled is true while the cluster has an autoscaled NodePool or the autonode pool:
+	// the autoscaler's Deployment, ServiceAccount, Role and RoleBinding and its kubeconfig
+	// Secret exist then, and are deleted otherwise.
+	Enabled bool
+	// Image holds /usr/local/bin/hostplane-karpenter (the componentd image does).
+	Image string
+	// Options are the cluster's spec.autoscaling with defaults (api.ClusterSpec.EffectiveAutoscaling).
+	Options api.ClusterAutoscaling
 }
 
 // Namespace is cluster's control-plane namespace.
@@ -100,6 +121,8 @@ func etcdMemberName(i int) string { return api.ComponentEtcd + "-" + strconv.Ito
 func Replicas(component, policy string) int {
 	ha := policy == api.HighlyAvailable
 	switch {
+	case component == api.ComponentKarpenter:
+		return 1 // Karpenter's decisions are not split
 	case component == api.ComponentEtcd && ha:
 		return 3
 	case ha:
@@ -108,7 +131,8 @@ func Replicas(component, policy string) int {
 	return 1
 }
 
-// Components lists the components in start order.
+// Components lists the components in start order. The autoscaler, rendered only while
+// Inputs.Karpenter.Enabled, is not among them: see Workloads.
 func Components() []string {
 	return []string{api.ComponentEtcd, api.ComponentKubeAPIServer, api.ComponentControllerManager, api.ComponentScheduler}
 }
@@ -144,6 +168,8 @@ func (in Inputs) withDefaults() (Inputs, error) {
 		return in, fmt.Errorf("%w: no PKI or no seal key to open it", ErrInvalidInputs)
 	case in.EtcdImage == "":
 		return in, fmt.Errorf("%w: release %q has no etcd image", ErrInvalidInputs, in.Release.Version)
+	case in.Karpenter.Enabled && in.Karpenter.Image == "":
+		return in, fmt.Errorf("%w: the autoscaler is enabled but has no image", ErrInvalidInputs)
 	}
 	for _, c := range Components()[1:] {
 		if in.Release.Images[c] == "" {

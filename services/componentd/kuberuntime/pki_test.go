@@ -96,6 +96,7 @@ func newTestPKI(t testing.TB, cluster string, etcdHosts ...string) *testPKI {
 		api.CertAdmin:             client(api.CertRootCA, "kubernetes-admin", "system:masters"),
 		api.CertControllerManager: client(api.CertRootCA, "system:kube-controller-manager"),
 		api.CertScheduler:         client(api.CertRootCA, "system:kube-scheduler"),
+		api.CertKarpenter:         client(api.CertRootCA, "system:hostplane:karpenter", "system:masters"),
 	}
 	for name := range tp.reqs {
 		tp.issue(t, name)

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -15,6 +16,7 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
+	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 
 	"github.com/hostplane/hostplane/pkg/api"
 )
@@ -24,6 +26,9 @@ type Objects struct {
 	Namespace            *corev1ac.NamespaceApplyConfiguration
 	Secrets              []*corev1ac.SecretApplyConfiguration
 	Services             []*corev1ac.ServiceApplyConfiguration
+	ServiceAccounts      []*corev1ac.ServiceAccountApplyConfiguration
+	Roles                []*rbacv1ac.RoleApplyConfiguration
+	RoleBindings         []*rbacv1ac.RoleBindingApplyConfiguration
 	StatefulSets         []*appsv1ac.StatefulSetApplyConfiguration
 	Deployments          []*appsv1ac.DeploymentApplyConfiguration
 	PodDisruptionBudgets []*policyv1ac.PodDisruptionBudgetApplyConfiguration
@@ -73,6 +78,13 @@ func Render(in Inputs) (*Objects, error) {
 				WithPorts(servicePort("https", APIServerPort))),
 	)
 
+	if in.Karpenter.Enabled {
+		sa, role, binding := karpenterIdentity(in.Cluster)
+		o.ServiceAccounts = append(o.ServiceAccounts, sa)
+		o.Roles = append(o.Roles, role)
+		o.RoleBindings = append(o.RoleBindings, binding)
+	}
+
 	for _, w := range in.workloads() {
 		tmpl, hash, err := podTemplate(in, w, data)
 		if err != nil {
@@ -89,16 +101,10 @@ func Render(in Inputs) (*Objects, error) {
 					WithReplicas(replicas).
 					WithRevisionHistoryLimit(3).
 					WithSelector(metav1ac.LabelSelector().WithMatchLabels(selector(in.Cluster, w.component))).
-					// One new replica at a time, none taken down before its successor is
-					// ready: the API stays up through a rollout even with one replica.
-					WithStrategy(appsv1ac.DeploymentStrategy().
-						WithType("RollingUpdate").
-						WithRollingUpdate(appsv1ac.RollingUpdateDeployment().
-							WithMaxSurge(intstr.FromInt32(1)).
-							WithMaxUnavailable(intstr.FromInt32(0)))).
+					WithStrategy(deploymentStrategy(w)).
 					WithTemplate(tmpl)))
 		}
-		if in.Policy == api.HighlyAvailable {
+		if in.Policy == api.HighlyAvailable && replicas > 1 {
 			o.PodDisruptionBudgets = append(o.PodDisruptionBudgets, policyv1ac.PodDisruptionBudget(w.component, ns).
 				WithLabels(labels(in.Cluster, w.component)).
 				WithSpec(policyv1ac.PodDisruptionBudgetSpec().
@@ -107,6 +113,20 @@ func Render(in Inputs) (*Objects, error) {
 		}
 	}
 	return o, nil
+}
+
+// deploymentStrategy is Recreate for a workload that must never run twice, else one new
+// replica at a time, none taken down before its successor is ready: the API stays up
+// through a rollout even with one replica.
+func deploymentStrategy(w workload) *appsv1ac.DeploymentStrategyApplyConfiguration {
+	if w.recreate {
+		return appsv1ac.DeploymentStrategy().WithType(appsv1.RecreateDeploymentStrategyType)
+	}
+	return appsv1ac.DeploymentStrategy().
+		WithType(appsv1.RollingUpdateDeploymentStrategyType).
+		WithRollingUpdate(appsv1ac.RollingUpdateDeployment().
+			WithMaxSurge(intstr.FromInt32(1)).
+			WithMaxUnavailable(intstr.FromInt32(0)))
 }
 
 func etcdStatefulSet(in Inputs, replicas int32, tmpl *corev1ac.PodTemplateSpecApplyConfiguration) *appsv1ac.StatefulSetApplyConfiguration {
@@ -198,12 +218,16 @@ func podTemplate(in Inputs, w workload, secrets map[string]map[string][]byte) (*
 	}
 
 	sel := selector(in.Cluster, w.component)
+	podSpec := corev1ac.PodSpec()
+	if w.serviceAccount != "" {
+		podSpec.WithServiceAccountName(w.serviceAccount)
+	}
 	tmpl := corev1ac.PodTemplateSpec().
 		WithLabels(labels(in.Cluster, w.component)).
-		WithSpec(corev1ac.PodSpec().
+		WithSpec(podSpec.
 			WithContainers(c).
 			WithVolumes(volumes...).
-			WithAutomountServiceAccountToken(false).
+			WithAutomountServiceAccountToken(w.serviceAccount != "").
 			WithEnableServiceLinks(false).
 			WithTerminationGracePeriodSeconds(w.gracePeriod).
 			WithSecurityContext(corev1ac.PodSecurityContext().

@@ -23,7 +23,9 @@ type Runtime struct {
 }
 
 // New returns a Runtime writing through restConfig (a management cluster identity that may
-// manage namespaces, Secrets, Services, Deployments, StatefulSets and PodDisruptionBudgets).
+// manage namespaces, Secrets, Services, ServiceAccounts, Roles, RoleBindings, Deployments,
+// StatefulSets and PodDisruptionBudgets, and holds what KarpenterRules grants, as RBAC
+// lets no one grant more than it may do itself).
 func New(restConfig *rest.Config) (*Runtime, error) {
 	if restConfig == nil {
 		return nil, errors.New("kuberuntime: no rest config")
@@ -47,7 +49,8 @@ var applyOpts = metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
 
 // Apply renders in and applies the result with server-side apply: it creates the namespace,
 // converges every object, and deletes the objects of the cluster it manages that are no
-// longer rendered (the PodDisruptionBudgets when a cluster is not HighlyAvailable). Applying
+// longer rendered (the PodDisruptionBudgets when a cluster is not HighlyAvailable, the
+// autoscaler's objects once it is disabled). Applying
 // the same inputs twice changes nothing. When in.EtcdImage is empty, a running etcd keeps its
 // image (see the package documentation). It returns the objects it applied, so the caller
 // knows each component's config hash.
@@ -82,6 +85,21 @@ func (r *Runtime) Apply(ctx context.Context, in Inputs) (*Objects, error) {
 	for _, s := range o.Services {
 		if _, err := r.cs.CoreV1().Services(ns).Apply(ctx, s, applyOpts); err != nil {
 			return nil, fmt.Errorf("apply service %s/%s: %w", ns, *s.Name, wrapTerminating(err, ns))
+		}
+	}
+	for _, s := range o.ServiceAccounts {
+		if _, err := r.cs.CoreV1().ServiceAccounts(ns).Apply(ctx, s, applyOpts); err != nil {
+			return nil, fmt.Errorf("apply serviceaccount %s/%s: %w", ns, *s.Name, wrapTerminating(err, ns))
+		}
+	}
+	for _, ro := range o.Roles {
+		if _, err := r.cs.RbacV1().Roles(ns).Apply(ctx, ro, applyOpts); err != nil {
+			return nil, fmt.Errorf("apply role %s/%s: %w", ns, *ro.Name, wrapTerminating(err, ns))
+		}
+	}
+	for _, b := range o.RoleBindings {
+		if _, err := r.cs.RbacV1().RoleBindings(ns).Apply(ctx, b, applyOpts); err != nil {
+			return nil, fmt.Errorf("apply rolebinding %s/%s: %w", ns, *b.Name, wrapTerminating(err, ns))
 		}
 	}
 	for _, s := range o.StatefulSets {
@@ -168,6 +186,33 @@ func (r *Runtime) kinds() []kind {
 		}, func(ctx context.Context, ns, name string) error {
 			return r.cs.CoreV1().Services(ns).Delete(ctx, name, del)
 		}},
+		{"rolebinding", func(ctx context.Context, ns string, o metav1.ListOptions) ([]string, error) {
+			l, err := r.cs.RbacV1().RoleBindings(ns).List(ctx, o)
+			if err != nil {
+				return nil, err
+			}
+			return names(len(l.Items), func(i int) string { return l.Items[i].Name }), nil
+		}, func(ctx context.Context, ns, name string) error {
+			return r.cs.RbacV1().RoleBindings(ns).Delete(ctx, name, del)
+		}},
+		{"role", func(ctx context.Context, ns string, o metav1.ListOptions) ([]string, error) {
+			l, err := r.cs.RbacV1().Roles(ns).List(ctx, o)
+			if err != nil {
+				return nil, err
+			}
+			return names(len(l.Items), func(i int) string { return l.Items[i].Name }), nil
+		}, func(ctx context.Context, ns, name string) error {
+			return r.cs.RbacV1().Roles(ns).Delete(ctx, name, del)
+		}},
+		{"serviceaccount", func(ctx context.Context, ns string, o metav1.ListOptions) ([]string, error) {
+			l, err := r.cs.CoreV1().ServiceAccounts(ns).List(ctx, o)
+			if err != nil {
+				return nil, err
+			}
+			return names(len(l.Items), func(i int) string { return l.Items[i].Name }), nil
+		}, func(ctx context.Context, ns, name string) error {
+			return r.cs.CoreV1().ServiceAccounts(ns).Delete(ctx, name, del)
+		}},
 		{"secret", func(ctx context.Context, ns string, o metav1.ListOptions) ([]string, error) {
 			l, err := r.cs.CoreV1().Secrets(ns).List(ctx, o)
 			if err != nil {
@@ -204,6 +249,15 @@ func (r *Runtime) prune(ctx context.Context, cluster string, o *Objects) error {
 	}
 	for _, p := range o.PodDisruptionBudgets {
 		keep["poddisruptionbudget"] = append(keep["poddisruptionbudget"], *p.Name)
+	}
+	for _, s := range o.ServiceAccounts {
+		keep["serviceaccount"] = append(keep["serviceaccount"], *s.Name)
+	}
+	for _, ro := range o.Roles {
+		keep["role"] = append(keep["role"], *ro.Name)
+	}
+	for _, b := range o.RoleBindings {
+		keep["rolebinding"] = append(keep["rolebinding"], *b.Name)
 	}
 	ns := Namespace(cluster)
 	for _, k := range r.kinds() {

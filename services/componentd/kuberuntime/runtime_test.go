@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -191,6 +192,7 @@ func TestRuntime(t *testing.T) {
 
 	t.Run("ApplyTwice_ChangesNothing", func(t *testing.T) {
 		in, _ := testInputs(t, "twice", api.HighlyAvailable, "1.34.4")
+		in = withKarpenter(in)
 		if _, err := rt.Apply(ctx, in); err != nil {
 			t.Fatalf("Apply: %v", err)
 		}
@@ -295,8 +297,107 @@ func TestRuntime(t *testing.T) {
 		}
 	})
 
+	t.Run("Karpenter_AppliedWhileEnabledAndDeletedOnceDisabled", func(t *testing.T) {
+		in, _ := testInputs(t, "auto", api.SingleReplica, "1.34.4")
+		in = withKarpenter(in)
+		o, err := rt.Apply(ctx, in)
+		if err != nil {
+			t.Fatalf("Apply with the autoscaler: %v", err)
+		}
+		ns := Namespace("auto")
+		d, err := cs.AppsV1().Deployments(ns).Get(ctx, api.ComponentKarpenter, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("karpenter Deployment: %v", err)
+		}
+		checkOwnerLabels(t, "deployment karpenter", d.ObjectMeta, "auto")
+		if *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType ||
+			d.Spec.Template.Spec.ServiceAccountName != KarpenterServiceAccount ||
+			d.Spec.Template.Spec.Containers[0].Image != testKarpenterImage ||
+			d.Spec.Template.Annotations[AnnotationConfigHash] != o.ConfigHashes[api.ComponentKarpenter] {
+			t.Errorf("karpenter Deployment spec %+v", d.Spec)
+		}
+		sa, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, KarpenterServiceAccount, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("karpenter ServiceAccount: %v", err)
+		}
+		checkOwnerLabels(t, "serviceaccount karpenter", sa.ObjectMeta, "auto")
+		role, err := cs.RbacV1().Roles(ns).Get(ctx, KarpenterServiceAccount, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("karpenter Role: %v", err)
+		}
+		checkOwnerLabels(t, "role karpenter", role.ObjectMeta, "auto")
+		if !slices.EqualFunc(role.Rules, KarpenterRules(), rulesEqual) {
+			t.Errorf("Role rules %+v, want %+v", role.Rules, KarpenterRules())
+		}
+		rb, err := cs.RbacV1().RoleBindings(ns).Get(ctx, KarpenterServiceAccount, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("karpenter RoleBinding: %v", err)
+		}
+		checkOwnerLabels(t, "rolebinding karpenter", rb.ObjectMeta, "auto")
+		if rb.RoleRef.Name != role.Name || len(rb.Subjects) != 1 || rb.Subjects[0].Name != sa.Name || rb.Subjects[0].Namespace != ns {
+			t.Errorf("RoleBinding %+v does not bind the Role to the ServiceAccount", rb)
+		}
+		if _, err := cs.CoreV1().Secrets(ns).Get(ctx, SecretKarpenterKubeconfig, metav1.GetOptions{}); err != nil {
+			t.Errorf("Secret %s: %v", SecretKarpenterKubeconfig, err)
+		}
+		status, err := rt.Status(ctx, "auto")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, ok := status[api.ComponentKarpenter]; !ok || s.Kind != "Deployment" || s.Replicas != 1 ||
+			s.ConfigHash != o.ConfigHashes[api.ComponentKarpenter] || s.Image != testKarpenterImage {
+			t.Errorf("Status(karpenter) = %+v, %v", s, ok)
+		}
+
+		// Disabled (the last autoscaled pool gone): every object of the autoscaler goes,
+		// the control plane's stay.
+		before := resourceVersions(t, ctx, cs, "auto")
+		in.Karpenter.Enabled = false
+		if _, err := rt.Apply(ctx, in); err != nil {
+			t.Fatalf("Apply without the autoscaler: %v", err)
+		}
+		for what, get := range map[string]func() error{
+			"deployment": func() error {
+				_, err := cs.AppsV1().Deployments(ns).Get(ctx, api.ComponentKarpenter, metav1.GetOptions{})
+				return err
+			},
+			"serviceaccount": func() error {
+				_, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, KarpenterServiceAccount, metav1.GetOptions{})
+				return err
+			},
+			"role": func() error {
+				_, err := cs.RbacV1().Roles(ns).Get(ctx, KarpenterServiceAccount, metav1.GetOptions{})
+				return err
+			},
+			"rolebinding": func() error {
+				_, err := cs.RbacV1().RoleBindings(ns).Get(ctx, KarpenterServiceAccount, metav1.GetOptions{})
+				return err
+			},
+			"secret": func() error {
+				_, err := cs.CoreV1().Secrets(ns).Get(ctx, SecretKarpenterKubeconfig, metav1.GetOptions{})
+				return err
+			},
+		} {
+			if err := get(); !apierrors.IsNotFound(err) {
+				t.Errorf("the autoscaler's %s after disabling it: %v, want NotFound", what, err)
+			}
+		}
+		after := resourceVersions(t, ctx, cs, "auto")
+		for k := range before {
+			if _, kept := after[k]; kept == strings.Contains(k, "karpenter") {
+				t.Errorf("%s kept = %v after disabling the autoscaler", k, kept)
+			}
+		}
+		if status, err := rt.Status(ctx, "auto"); err != nil {
+			t.Fatal(err)
+		} else if _, ok := status[api.ComponentKarpenter]; ok || !sameSet(slices.Collect(maps.Keys(status)), Components()) {
+			t.Errorf("Status after disabling the autoscaler has %v", slices.Collect(maps.Keys(status)))
+		}
+	})
+
 	t.Run("Delete_RemovesTheObjectsAndTerminatesTheNamespace", func(t *testing.T) {
 		in, _ := testInputs(t, "gone", api.HighlyAvailable, "1.34.4")
+		in = withKarpenter(in)
 		if _, err := rt.Apply(ctx, in); err != nil {
 			t.Fatalf("Apply: %v", err)
 		}
@@ -390,6 +491,21 @@ func resourceVersions(t *testing.T, ctx context.Context, cs kubernetes.Interface
 		t.Fatal(err)
 	}
 	add("pdb", ptrs(pdbs.Items))
+	sas, err := cs.CoreV1().ServiceAccounts(ns).List(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	add("serviceaccount", ptrs(sas.Items))
+	roles, err := cs.RbacV1().Roles(ns).List(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	add("role", ptrs(roles.Items))
+	rbs, err := cs.RbacV1().RoleBindings(ns).List(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	add("rolebinding", ptrs(rbs.Items))
 	return out
 }
 

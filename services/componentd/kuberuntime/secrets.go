@@ -30,6 +30,7 @@ const (
 	SecretControllerManagerKubeconfig = "kube-controller-manager-kubeconfig"
 	SecretSchedulerKubeconfig         = "kube-scheduler-kubeconfig"
 	SecretAdminKubeconfig             = "admin-kubeconfig"
+	// SecretKarpenterKubeconfig (karpenter.go) is rendered only while the autoscaler is.
 	// SecretEncryptionConfig is kube-apiserver's EncryptionConfiguration with the cluster's
 	// Secret encryption keys (--encryption-provider-config); rendered only when the PKI
 	// holds keys.
@@ -167,6 +168,14 @@ func (in *Inputs) secrets() ([]secret, error) {
 		}
 		out = append(out, secret{name: k.secret, component: k.component, typ: corev1.SecretTypeOpaque,
 			data: map[string][]byte{KeyKubeconfig: kc}})
+	}
+
+	if in.Karpenter.Enabled {
+		s, err := in.karpenterSecret(r, serverName, rootCA)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
 	}
 
 	sealed := in.PKI.Kubeconfigs[api.KubeconfigAdmin]

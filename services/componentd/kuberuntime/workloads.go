@@ -24,6 +24,12 @@ type workload struct {
 	startup, readiness        *corev1ac.ProbeApplyConfiguration
 	liveness                  *corev1ac.ProbeApplyConfiguration
 	gracePeriod               int64
+	// serviceAccount, when set, is the pod's ServiceAccount, its token mounted (the
+	// autoscaler's identity in the management cluster); other pods get no token.
+	serviceAccount string
+	// recreate replaces the pod by stopping the old one first (a single replica that must
+	// never run twice); the others roll one new replica at a time.
+	recreate bool
 }
 
 type scratchDir struct{ name, path string }
@@ -34,7 +40,11 @@ const (
 )
 
 func (in *Inputs) workloads() []workload {
-	return []workload{in.etcd(), in.withAudit(in.kubeAPIServer()), in.kubeControllerManager(), in.kubeScheduler()}
+	w := []workload{in.etcd(), in.withAudit(in.kubeAPIServer()), in.kubeControllerManager(), in.kubeScheduler()}
+	if in.Karpenter.Enabled {
+		w = append(w, in.karpenter())
+	}
+	return w
 }
 
 func envFromField(name, path string) *corev1ac.EnvVarApplyConfiguration {

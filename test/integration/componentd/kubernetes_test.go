@@ -2,19 +2,24 @@ package componentd_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/nats-io/nats.go"
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/bus"
 	"github.com/hostplane/hostplane/pkg/daemon"
 	"github.com/hostplane/hostplane/pkg/testenv"
 	"github.com/hostplane/hostplane/services/componentd"
 	"github.com/hostplane/hostplane/services/componentd/kuberuntime"
+	"github.com/hostplane/hostplane/test/integration/stack"
 )
 
 func TestNew_KubernetesRuntimeWithoutManagementKubeconfig_IsAConfigError(t *testing.T) {
@@ -90,10 +95,14 @@ func TestComponentd_KubernetesRuntime_AppliesWorkloadsReportsThemUnavailableRoll
 		return out
 	}
 	// recorded reports whether every component is recorded at version with the config hash
-	// its workload's pod template carries.
+	// its workload's pod template carries, and the autoscaler, without a workload (the
+	// cluster has no autoscaled pool), at version too.
 	recorded := func(version string) bool {
 		comps, hashes := h.componentsOf("kube"), podHashes()
-		if len(comps) != len(componentNames) || len(hashes) != len(componentNames) {
+		if len(comps) != len(componentNames)+1 || len(hashes) != len(componentNames) {
+			return false
+		}
+		if k, ok := comps[api.ComponentKarpenter]; !ok || k.Value.Spec.Version != version {
 			return false
 		}
 		for _, name := range componentNames {
@@ -160,6 +169,17 @@ func TestComponentd_KubernetesRuntime_AppliesWorkloadsReportsThemUnavailableRoll
 	}
 	testenv.Eventually(t, wait, func() bool { return sawEvent(componentd.VerbProgressing) }, "component.progressing of every component")
 
+	// The autoscaler is idle, as under the process runtime: no workload, nothing missing.
+	k := comps[api.ComponentKarpenter].Value
+	for _, cond := range []string{api.ConditionAvailable, api.ConditionRolloutComplete} {
+		if c, _ := k.Status.Conditions.Get(cond); c.Status != api.ConditionTrue || c.Reason != componentd.ReasonIdle {
+			t.Errorf("the idle autoscaler's %s = %+v, want True, %s", cond, c, componentd.ReasonIdle)
+		}
+	}
+	if k.Spec.Replicas != 0 || k.Status.ReadyReplicas != 0 {
+		t.Errorf("the idle autoscaler: %+v; want 0 replicas", k)
+	}
+
 	// A release upgrade rolls kube-apiserver's pods (a new config hash), not etcd's.
 	before := podHashes()
 	h.upgrade("kube", "1.34.4")
@@ -187,3 +207,110 @@ func TestComponentd_KubernetesRuntime_AppliesWorkloadsReportsThemUnavailableRoll
 	}
 	testenv.Eventually(t, wait, func() bool { return sawEvent(componentd.VerbDeleted) }, "component.deleted of every component")
 }
+
+// The autoscaler follows the cluster's node pools under the kubernetes runtime too: its
+// Deployment and identity appear with an autoscaled pool and go with it, and its record
+// follows (one replica, not ready without a kubelet; then Idle).
+func TestComponentd_KubernetesRuntime_RunsTheAutoscalerWhileAPoolAutoscales(t *testing.T) {
+	mgmt := testenv.KubeAPIServer(t) // first: stopped after the daemons
+	cs, err := kubernetes.NewForConfig(mgmt.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessFor(t, "1.34.4")
+	h.StartInfrad()
+	h.StartPKID()
+	const image = "hostplane/componentd:integration"
+	h.startComponentdWith(componentd.Config{Runtime: componentd.RuntimeKubernetes, KarpenterImage: image,
+		Base: daemon.Base{ManagementKubeconfig: mgmt.KubeconfigPath}})
+	pools := stack.Bucket[api.NodePool](h.Env, bus.BucketNodePools)
+
+	c := stack.Cluster("auto", "1.34.4", api.SingleReplica)
+	c.Spec.Autoscaling = &api.ClusterAutoscaling{Scaling: api.ScaleUpOnly}
+	h.CreateCluster(c)
+	ns := kuberuntime.Namespace("auto")
+	karpenter := func() *api.ControlPlaneComponent {
+		if e, ok := h.componentsOf("auto")[api.ComponentKarpenter]; ok {
+			return e.Value
+		}
+		return nil
+	}
+	idle := func() bool {
+		k := karpenter()
+		return k != nil && k.Spec.Replicas == 0 && k.Status.Conditions.IsTrue(api.ConditionAvailable) &&
+			k.Status.Conditions.IsTrue(api.ConditionRolloutComplete)
+	}
+	testenv.Eventually(t, upTimeout, idle, "the autoscaler recorded idle")
+	if _, err := cs.AppsV1().Deployments(ns).Get(h.Ctx, api.ComponentKarpenter, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("karpenter Deployment without an autoscaled pool: %v", err)
+	}
+
+	pool := &api.NodePool{ObjectMeta: api.ObjectMeta{Name: "workers"}, Cluster: "auto",
+		Spec: api.NodePoolSpec{AutoScaling: &api.NodePoolAutoScaling{Min: 0, Max: 3}}}
+	rev, err := pools.Create(h.Ctx, api.NodePoolKey("auto", "workers"), pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.PublishCluster("auto", "updated")
+	var dep *appsv1.Deployment
+	testenv.Eventually(t, wait, func() bool {
+		dep, err = cs.AppsV1().Deployments(ns).Get(h.Ctx, api.ComponentKarpenter, metav1.GetOptions{})
+		return err == nil
+	}, "the karpenter Deployment applied once a pool autoscales")
+	ctr := dep.Spec.Template.Spec.Containers[0]
+	if ctr.Image != image || !slices.Contains(ctr.Args, "--scale-down=false") || !slices.Contains(ctr.Args, "--namespace="+ns) ||
+		slices.ContainsFunc(ctr.Args, func(a string) bool { return strings.HasPrefix(a, "--management-kubeconfig") }) {
+		t.Errorf("karpenter container %s %v", ctr.Image, ctr.Args)
+	}
+	for what, err := range map[string]error{
+		"serviceaccount": getErr(cs.CoreV1().ServiceAccounts(ns).Get(h.Ctx, kuberuntime.KarpenterServiceAccount, metav1.GetOptions{})),
+		"role":           getErr(cs.RbacV1().Roles(ns).Get(h.Ctx, kuberuntime.KarpenterServiceAccount, metav1.GetOptions{})),
+		"rolebinding":    getErr(cs.RbacV1().RoleBindings(ns).Get(h.Ctx, kuberuntime.KarpenterServiceAccount, metav1.GetOptions{})),
+		"secret":         getErr(cs.CoreV1().Secrets(ns).Get(h.Ctx, kuberuntime.SecretKarpenterKubeconfig, metav1.GetOptions{})),
+	} {
+		if err != nil {
+			t.Errorf("the autoscaler's %s: %v", what, err)
+		}
+	}
+	// No kubelet: one replica wanted, none ready, recorded from the Deployment.
+	testenv.Eventually(t, wait, func() bool {
+		k := karpenter()
+		avail, _ := k.Status.Conditions.Get(api.ConditionAvailable)
+		return k.Spec.Replicas == 1 && k.Spec.ConfigHash == dep.Spec.Template.Annotations[kuberuntime.AnnotationConfigHash] &&
+			avail.Status == api.ConditionFalse && avail.Reason == componentd.ReasonReplicasNotReady
+	}, "the autoscaler recorded from its Deployment: 1 replica, not ready")
+
+	if err := pools.Delete(h.Ctx, api.NodePoolKey("auto", "workers"), rev); err != nil {
+		t.Fatal(err)
+	}
+	h.PublishCluster("auto", "updated")
+	testenv.Eventually(t, wait, func() bool {
+		for _, err := range []error{
+			getErr(cs.AppsV1().Deployments(ns).Get(h.Ctx, api.ComponentKarpenter, metav1.GetOptions{})),
+			getErr(cs.CoreV1().ServiceAccounts(ns).Get(h.Ctx, kuberuntime.KarpenterServiceAccount, metav1.GetOptions{})),
+			getErr(cs.RbacV1().Roles(ns).Get(h.Ctx, kuberuntime.KarpenterServiceAccount, metav1.GetOptions{})),
+			getErr(cs.RbacV1().RoleBindings(ns).Get(h.Ctx, kuberuntime.KarpenterServiceAccount, metav1.GetOptions{})),
+			getErr(cs.CoreV1().Secrets(ns).Get(h.Ctx, kuberuntime.SecretKarpenterKubeconfig, metav1.GetOptions{})),
+		} {
+			if !apierrors.IsNotFound(err) {
+				return false
+			}
+		}
+		return true
+	}, "the autoscaler's Deployment, ServiceAccount, Role, RoleBinding and Secret deleted with the last autoscaled pool")
+	testenv.Eventually(t, wait, idle, "the autoscaler recorded idle again")
+	if k := karpenter(); k != nil {
+		for _, cond := range []string{api.ConditionAvailable, api.ConditionRolloutComplete} {
+			if c, _ := k.Status.Conditions.Get(cond); c.Reason != componentd.ReasonIdle {
+				t.Errorf("the autoscaler's %s = %+v, want reason %s", cond, c, componentd.ReasonIdle)
+			}
+		}
+	}
+	// The control plane's own workloads stayed.
+	if deps, err := cs.AppsV1().Deployments(ns).List(h.Ctx, metav1.ListOptions{}); err != nil || len(deps.Items) != 3 {
+		t.Errorf("Deployments after the autoscaler went: %v (%v)", deps, err)
+	}
+}
+
+// getErr keeps the error of a Get.
+func getErr[T any](_ T, err error) error { return err }
