@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // Cluster is a HostedCluster: "I want a Kubernetes control plane at release X on platform P".
 // clusterd owns it (bucket "clusters", key = name).
@@ -134,6 +137,29 @@ func (s *ClusterSpec) EffectiveAutoscaling() ClusterAutoscaling {
 	}
 	out.MaxPodGracePeriodSeconds = &grace
 	return out
+}
+
+// AutoscalerFlags are the command-line settings of the autoscaler (cmd/hostplane-karpenter)
+// that come from these options, defaults filled in (a is EffectiveAutoscaling's).
+func (a ClusterAutoscaling) AutoscalerFlags() []string {
+	unneeded := time.Duration(DefaultUnneededDurationSeconds) * time.Second
+	if sd := a.ScaleDown; sd != nil && sd.UnneededDurationSeconds != nil {
+		unneeded = time.Duration(*sd.UnneededDurationSeconds) * time.Second
+	}
+	flags := []string{
+		"--scale-down=" + strconv.FormatBool(a.Scaling != ScaleUpOnly),
+		"--unneeded-time=" + unneeded.String(),
+	}
+	if a.MaxNodesTotal != nil {
+		flags = append(flags, "--max-nodes-total="+strconv.Itoa(int(*a.MaxNodesTotal)))
+	}
+	if g := a.MaxPodGracePeriodSeconds; g != nil {
+		flags = append(flags, "--max-pod-grace-period="+(time.Duration(*g)*time.Second).String())
+	}
+	if t := a.MaxNodeProvisionTime; t != "" {
+		flags = append(flags, "--max-node-provision-time="+t)
+	}
+	return flags
 }
 
 // Release names a Kubernetes version in the release catalogue.

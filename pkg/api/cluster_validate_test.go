@@ -298,3 +298,18 @@ func TestClusterSpec_EffectiveAutoscaling_FillsTheDefaults(t *testing.T) {
 		t.Errorf("effective = %+v, want ScaleUpOnly and 10s", a)
 	}
 }
+
+func TestClusterAutoscaling_AutoscalerFlags_CarryEveryOption(t *testing.T) {
+	var s api.ClusterSpec
+	if got, want := strings.Join(s.EffectiveAutoscaling().AutoscalerFlags(), " "),
+		"--scale-down=true --unneeded-time=10m0s --max-pod-grace-period=10m0s --max-node-provision-time=15m"; got != want {
+		t.Errorf("defaults: %s, want %s", got, want)
+	}
+	two, ten, grace := int32(2), int32(10), int32(30)
+	s.Autoscaling = &api.ClusterAutoscaling{Scaling: api.ScaleUpOnly, ScaleDown: &api.ScaleDownConfig{UnneededDurationSeconds: &ten},
+		MaxNodesTotal: &two, MaxPodGracePeriodSeconds: &grace, MaxNodeProvisionTime: "5m"}
+	if got, want := strings.Join(s.EffectiveAutoscaling().AutoscalerFlags(), " "),
+		"--scale-down=false --unneeded-time=10s --max-nodes-total=2 --max-pod-grace-period=30s --max-node-provision-time=5m"; got != want {
+		t.Errorf("set: %s, want %s", got, want)
+	}
+}

@@ -2,7 +2,6 @@ package kuberuntime
 
 import (
 	"strconv"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -48,11 +47,6 @@ func KarpenterRules() []rbacv1.PolicyRule {
 // (in-cluster config: no --management-kubeconfig). One replica, replaced by Recreate:
 // Karpenter's decisions are not split, so leader election is off.
 func (in *Inputs) karpenter() workload {
-	opts := in.Karpenter.Options
-	unneeded := time.Duration(api.DefaultUnneededDurationSeconds) * time.Second
-	if sd := opts.ScaleDown; sd != nil && sd.UnneededDurationSeconds != nil {
-		unneeded = time.Duration(*sd.UnneededDurationSeconds) * time.Second
-	}
 	env := func(name, value string) *corev1ac.EnvVarApplyConfiguration {
 		return corev1ac.EnvVar().WithName(name).WithValue(value)
 	}
@@ -60,13 +54,11 @@ func (in *Inputs) karpenter() workload {
 		component: api.ComponentKarpenter,
 		image:     in.Karpenter.Image,
 		command:   KarpenterBinary,
-		args: []string{
+		args: append([]string{
 			"--kubeconfig=" + secretFile(SecretKarpenterKubeconfig, KeyKubeconfig),
 			"--namespace=" + Namespace(in.Cluster),
 			"--cluster=" + in.Cluster,
-			"--scale-down=" + strconv.FormatBool(opts.Scaling != api.ScaleUpOnly),
-			"--unneeded-time=" + unneeded.String(),
-		},
+		}, in.Karpenter.Options.AutoscalerFlags()...),
 		env: []*corev1ac.EnvVarApplyConfiguration{
 			env("METRICS_PORT", strconv.Itoa(KarpenterMetricsPort)),
 			env("HEALTH_PROBE_PORT", strconv.Itoa(KarpenterHealthPort)),

@@ -12,6 +12,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -273,8 +274,19 @@ func (p *Provider) Create(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.No
 	if want > pl.max {
 		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("NodePool %s is at its maximum of %d machines", name, pl.max))
 	}
-	if err := p.scale(ctx, pl.md, want, fmt.Sprintf("NodeClaim %s: pods that fit no node", nc.Name)); err != nil {
-		return nil, err
+	// Another NodeClaim's scale-up (or nodepoold) may have written the deployment since it
+	// was read: read it again and scale over the newer version.
+	for attempt := 0; ; attempt++ {
+		err := p.scale(ctx, pl.md, want, fmt.Sprintf("NodeClaim %s: pods that fit no node", nc.Name))
+		if err == nil {
+			break
+		}
+		if !apierrors.IsConflict(err) || attempt == 4 {
+			return nil, err
+		}
+		if pl, err = p.pool(ctx, name); err != nil || pl == nil {
+			return nil, cmp.Or(err, fmt.Errorf("NodePool %s went away while scaling", name))
+		}
 	}
 	m, err := p.claimNew(ctx, pl, nc)
 	done()
@@ -331,7 +343,9 @@ func (p *Provider) claimed(ctx context.Context, poolName, claim string) (*cluste
 }
 
 // claimNew waits for a Machine of the pool that no NodeClaim has and that has not joined yet
-// (the one the scale-up made), and claims it for nc. It returns the Machine's name.
+// (the one the scale-up made), and claims it for nc. It returns the Machine's name. When no
+// such Machine exists but the pool has more unclaimed Machines than min (a Create that failed
+// after its scale-up, retried once the machine had joined), it claims the newest of those.
 func (p *Provider) claimNew(ctx context.Context, pl *pool, nc *karpv1.NodeClaim) (string, error) {
 	deadline := time.Now().Add(p.cfg.LaunchTimeout)
 	for {
@@ -339,12 +353,22 @@ func (p *Provider) claimNew(ctx context.Context, pl *pool, nc *karpv1.NodeClaim)
 		if err != nil {
 			return "", err
 		}
-		var free []*clusterv1.Machine
+		var free, unclaimed []*clusterv1.Machine
 		for i := range ms {
 			m := &ms[i]
-			if m.Annotations[AnnotationNodeClaim] == "" && m.DeletionTimestamp.IsZero() && m.Status.NodeRef.Name == "" {
+			if m.Annotations[AnnotationNodeClaim] != "" || !m.DeletionTimestamp.IsZero() {
+				continue
+			}
+			if _, going := m.Annotations[clusterv1.DeleteMachineAnnotation]; going {
+				continue
+			}
+			unclaimed = append(unclaimed, m)
+			if m.Status.NodeRef.Name == "" {
 				free = append(free, m)
 			}
+		}
+		if len(free) == 0 && len(unclaimed) > int(pl.min) {
+			free = unclaimed
 		}
 		// The newest first: it is the one this scale-up made.
 		slices.SortFunc(free, func(a, b *clusterv1.Machine) int { return b.CreationTimestamp.Compare(a.CreationTimestamp.Time) })

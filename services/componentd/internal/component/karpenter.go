@@ -68,28 +68,12 @@ func karpenterArgs(in *Inputs, _ int) ([]string, error) {
 	if a.ManagementKubeconfig == "" {
 		return nil, fmt.Errorf("%w: the autoscaler needs the management cluster's kubeconfig (--management-kubeconfig)", ErrCannotRun)
 	}
-	unneeded := time.Duration(api.DefaultUnneededDurationSeconds) * time.Second
-	if sd := a.Options.ScaleDown; sd != nil && sd.UnneededDurationSeconds != nil {
-		unneeded = time.Duration(*sd.UnneededDurationSeconds) * time.Second
-	}
-	args := []string{
+	return append([]string{
 		"--kubeconfig=" + in.path(KubeconfigFile(api.KubeconfigKarpenter)),
 		"--management-kubeconfig=" + a.ManagementKubeconfig,
 		"--namespace=" + a.Namespace,
 		"--cluster=" + in.Cluster,
-		"--scale-down=" + strconv.FormatBool(a.Options.Scaling != api.ScaleUpOnly),
-		"--unneeded-time=" + unneeded.String(),
-	}
-	if a.Options.MaxNodesTotal != nil {
-		args = append(args, "--max-nodes-total="+strconv.Itoa(int(*a.Options.MaxNodesTotal)))
-	}
-	if g := a.Options.MaxPodGracePeriodSeconds; g != nil {
-		args = append(args, "--max-pod-grace-period="+(time.Duration(*g)*time.Second).String())
-	}
-	if t := a.Options.MaxNodeProvisionTime; t != "" {
-		args = append(args, "--max-node-provision-time="+t)
-	}
-	return args, nil
+	}, a.Options.AutoscalerFlags()...), nil
 }
 
 // karpenterEnv is the environment of Karpenter's core, which reads its own settings from
