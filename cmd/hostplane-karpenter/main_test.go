@@ -1,9 +1,12 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hostplane/hostplane/pkg/api"
 )
 
 // clearEnv unsets every variable readSettings reads (t.Setenv restores them, and the
@@ -11,7 +14,8 @@ import (
 func clearEnv(t *testing.T) {
 	t.Helper()
 	for _, k := range []string{"KUBECONFIG", "HOSTPLANE_MANAGEMENT_KUBECONFIG", "HOSTPLANE_NAMESPACE", "HOSTPLANE_CLUSTER",
-		"HOSTPLANE_SCALE_DOWN", "HOSTPLANE_UNNEEDED_TIME"} {
+		"HOSTPLANE_SCALE_DOWN", "HOSTPLANE_UNNEEDED_TIME", "HOSTPLANE_MAX_NODES_TOTAL", "HOSTPLANE_MAX_POD_GRACE_PERIOD",
+		"HOSTPLANE_MAX_NODE_PROVISION_TIME"} {
 		t.Setenv(k, "")
 	}
 }
@@ -78,5 +82,34 @@ func TestReadSettings_RequiresTheGuestNamespaceAndCluster(t *testing.T) {
 				t.Errorf("readSettings without %s = %v, want an error naming it", missing, err)
 			}
 		})
+	}
+}
+
+// The version the API names when it refuses autoprovisioning is the one this module builds.
+func TestKarpenterVersion_IsTheOneThisModuleRequires(t *testing.T) {
+	mod, err := os.ReadFile("go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "sigs.k8s.io/karpenter " + api.KarpenterVersion + "\n"; !strings.Contains(string(mod), want) {
+		t.Errorf("go.mod does not require %q (api.KarpenterVersion)", strings.TrimSpace(want))
+	}
+}
+
+func TestReadSettings_TheClusterBounds(t *testing.T) {
+	clearEnv(t)
+	base := []string{"--kubeconfig=/g", "--namespace=hostplane-c1", "--cluster=c1"}
+	s, err := readSettings(append(base, "--max-nodes-total=7", "--max-pod-grace-period=45s", "--max-node-provision-time=3m"))
+	if err != nil {
+		t.Fatalf("readSettings: %v", err)
+	}
+	if s.maxNodesTotal != 7 || s.options.MaxPodGracePeriod != 45*time.Second || s.provisionTime != 3*time.Minute {
+		t.Errorf("settings %+v", s)
+	}
+	for _, bad := range []string{"--max-nodes-total=-1", "--max-nodes-total=many", "--max-pod-grace-period=soon", "--max-node-provision-time=-1m"} {
+		clearEnv(t)
+		if _, err := readSettings(append(base, bad)); err == nil || !strings.Contains(err.Error(), strings.SplitN(bad, "=", 2)[0]) {
+			t.Errorf("readSettings(%s) = %v, want an error naming the flag", bad, err)
+		}
 	}
 }

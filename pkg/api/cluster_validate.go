@@ -148,6 +148,11 @@ func validateClusterSpec(fe *FieldErrors, s *ClusterSpec, releases ReleaseCatalo
 			fe.Add("spec.autoNode.provisionerConfig.name", "%q is not an autoprovisioner; use %q", a.ProvisionerConfig.Name, ProvisionerKarpenter)
 		case s.Platform.Type != PlatformLocal:
 			fe.Add("spec.autoNode", "needs platform %q (Karpenter launches machines of the local instance types); the platform is %q", PlatformLocal, s.Platform.Type)
+		default:
+			if v, err := ParseVersion(s.Release.Version); err == nil && (v.Major() != 1 || v.Minor() < KarpenterMinMinor || v.Minor() > KarpenterMaxMinor) {
+				fe.Add("spec.autoNode", "the bundled Karpenter (%s) supports Kubernetes 1.%d to 1.%d, not release %s",
+					KarpenterVersion, KarpenterMinMinor, KarpenterMaxMinor, s.Release.Version)
+			}
 		}
 	}
 	if s.PKI != nil {
@@ -196,6 +201,14 @@ func validateSecretEncryption(fe *FieldErrors, e *SecretEncryptionSpec) {
 		fe.Add("spec.secretEncryption.type", "%q is not a Secret encryption type; use %q", e.Type, SecretEncryptionAESCBC)
 	}
 }
+
+// The Karpenter core bundled in hostplane-karpenter, and the Kubernetes minors it supports
+// (its compatibility matrix): autoprovisioning is refused on other releases.
+const (
+	KarpenterVersion  = "v1.8.2"
+	KarpenterMinMinor = 29
+	KarpenterMaxMinor = 34
+)
 
 // maxNodesTotal bounds spec.autoscaling.maxNodesTotal.
 const maxNodesTotal = 10000

@@ -313,3 +313,23 @@ func TestClusterAutoscaling_AutoscalerFlags_CarryEveryOption(t *testing.T) {
 		t.Errorf("set: %s, want %s", got, want)
 	}
 }
+
+func TestClusterSpec_AutoNode_OnlyOnReleasesTheBundledKarpenterSupports(t *testing.T) {
+	anyRelease := api.ReleaseCatalogue{Known: func(string) error { return nil }}
+	for _, tc := range []struct {
+		version string
+		want    []string
+	}{
+		{"1.34.4", nil},
+		{"1.29.0", nil},
+		{"1.35.0", []string{"spec.autoNode"}},
+		{"1.28.9", []string{"spec.autoNode"}},
+	} {
+		c := validCluster()
+		c.Spec.Release.Version = tc.version
+		c.Spec.AutoNode = &api.AutoNode{ProvisionerConfig: api.ProvisionerConfig{Name: api.ProvisionerKarpenter}}
+		if got := fields(t, api.ValidateCluster(c, anyRelease)); !slices.Equal(got, tc.want) {
+			t.Errorf("autoNode at %s: fields %v, want %v", tc.version, got, tc.want)
+		}
+	}
+}
