@@ -51,6 +51,9 @@ func (d *Daemon) inboundScale(ctx context.Context, cluster string, ev events.Eve
 	if err := ev.DecodeData(&data); err != nil {
 		return inbox.Rejectf("%v", err)
 	}
+	if err := refuseAutoNode(cluster, data.NodePool); err != nil {
+		return inbox.Rejectf("%v", err)
+	}
 	_, err := d.updateSpec(ctx, cluster, data.NodePool, func(spec api.NodePoolSpec) (api.NodePoolSpec, error) {
 		spec.Replicas = &data.Replicas
 		return spec, nil
