@@ -62,7 +62,10 @@ func TestAutoNodePool_FollowsSpecAutoNodeAndRefusesChangesByHand(t *testing.T) {
 		t.Errorf("POST a pool named %s: %d %s, want 400 (reserved)", api.AutoNodePoolName, code, body)
 	}
 	e.publishInbound("demo", events.InboundNodePoolScale, "scale-autonode", `{"nodePool":"autonode","replicas":3}`)
-	testenv.Eventually(t, 20*time.Second, func() bool { reason, _ := e.rejection("scale-autonode"); return strings.Contains(reason, "spec.autoNode") },
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		reason, _ := e.rejection("scale-autonode")
+		return strings.Contains(reason, "spec.autoNode")
+	},
 		"nodepool.scale of the autonode pool was not rejected")
 	if got := e.getPool("demo", api.AutoNodePoolName); got == nil || *got.Spec.Replicas != 0 || got.Generation != np.Generation {
 		t.Errorf("the autonode pool changed by hand: %+v", got)
