@@ -182,6 +182,8 @@ func (a *approver) start(cluster string, c *guest.Client) *csrWatcher {
 		if !cache.WaitForCacheSync(ctx.Done(), inf.Informer().HasSynced) {
 			return
 		}
+		// The guest answers now: give the identities pkid issues their permissions there.
+		go w.grant(ctx)
 		for w.next(ctx) {
 		}
 	}()

@@ -138,9 +138,8 @@ func leafSpecs(c *api.Cluster, inf *api.Infra) ([]leafSpec, []string, error) {
 		client(api.CertAdmin, api.CertRootCA, "kubernetes-admin", groupMasters),
 		client(api.CertControllerManager, api.CertRootCA, "system:kube-controller-manager"),
 		client(api.CertScheduler, api.CertRootCA, "system:kube-scheduler"),
-		// The autoscaler installs its CRDs, and reads and writes nodes, pods (evictions),
-		// NodePools and NodeClaims: cluster-admin, under a name of its own in the audit log.
-		client(api.CertKarpenter, api.CertRootCA, "system:hostplane:karpenter", groupMasters),
+		// The autoscaler: the guest RBAC pkid applies for it (grants.go), no group.
+		client(api.CertKarpenter, api.CertRootCA, KarpenterUser),
 		{Name: api.CertIgnitionServer, CA: api.CertRootCA, Req: ignition.request("hostplane-ignition-server", certs.UsageServer)},
 	}, problems, nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -350,4 +351,65 @@ func TestCSRApproval_ApprovesOnlyKubeletCSRsOfMachinesOfTheTokensNodePool(t *tes
 	// Each decision was counted once, however often the CSRs were looked at again.
 	g.waitDecisions(pkid.OutcomeUnknownMachine, 2)
 	g.waitDecisions(pkid.OutcomeWrongNodePool, 1)
+}
+
+// The autoscaler's identity (system:hostplane:karpenter, in no group) gets the guest RBAC
+// pkid applies: what Karpenter's work needs (nodes, pods' eviction, its CRDs, NodeClaims)
+// and nothing more (no Secrets, no RBAC, no other CRD).
+func TestGuestGrants_TheAutoscalerMayDoItsWorkAndNothingMore(t *testing.T) {
+	g := startGuest(t, "demo")
+	bundle, _, err := g.h.pki.Get(t.Context(), "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := bundle.Certs[api.CertKarpenter]
+	key, err := g.h.sealKey().Open(kc.SealedKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := g.certClient(kc.CertPEM, key)
+	if u := g.whoAmI(cs); u.Username != pkid.KarpenterUser || slices.Contains(u.Groups, "system:masters") {
+		t.Fatalf("the autoscaler authenticates as %+v, want %s outside system:masters", u, pkid.KarpenterUser)
+	}
+	allowed := func(verb, group, resource, ns, name string) bool {
+		r, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(t.Context(), &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Verb: verb, Group: group, Resource: resource, Namespace: ns, Name: name}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("access review: %v", err)
+		}
+		return r.Status.Allowed
+	}
+	may := []struct{ verb, group, resource, ns, name string }{
+		{"list", "", "nodes", "", ""},
+		{"delete", "", "nodes", "", ""},
+		{"create", "", "pods/eviction", "default", ""},
+		{"watch", "", "pods", "", ""},
+		{"create", "karpenter.sh", "nodeclaims", "", ""},
+		{"patch", "karpenter.sh", "nodepools", "", ""},
+		{"create", "karpenter.hostplane.dev", "hostplanenodeclasses", "", ""},
+		{"patch", "apiextensions.k8s.io", "customresourcedefinitions", "", "nodepools.karpenter.sh"},
+		{"list", "policy", "poddisruptionbudgets", "", ""},
+		{"delete", "coordination.k8s.io", "leases", "kube-node-lease", ""},
+	}
+	mayNot := []struct{ verb, group, resource, ns, name string }{
+		{"get", "", "secrets", "kube-system", ""},
+		{"create", "rbac.authorization.k8s.io", "clusterrolebindings", "", ""},
+		{"patch", "apiextensions.k8s.io", "customresourcedefinitions", "", "machines.cluster.x-k8s.io"},
+		{"delete", "", "namespaces", "", "default"},
+		{"delete", "coordination.k8s.io", "leases", "kube-system", ""},
+		{"create", "", "pods", "default", ""},
+	}
+	testenv.Eventually(t, time.Minute, func() bool { return allowed("list", "", "nodes", "", "") },
+		"the autoscaler's grants were never applied")
+	for _, a := range may {
+		if !allowed(a.verb, a.group, a.resource, a.ns, a.name) {
+			t.Errorf("the autoscaler may not %s %s.%s %s/%s; it needs to", a.verb, a.resource, a.group, a.ns, a.name)
+		}
+	}
+	for _, a := range mayNot {
+		if allowed(a.verb, a.group, a.resource, a.ns, a.name) {
+			t.Errorf("the autoscaler may %s %s.%s %s/%s", a.verb, a.resource, a.group, a.ns, a.name)
+		}
+	}
 }
