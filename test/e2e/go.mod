@@ -75,7 +75,7 @@ require (
 	github.com/hostplane/hostplane/cmd/hostplane v0.0.0
 	github.com/hostplane/hostplane/pkg v0.0.0
 	github.com/hostplane/hostplane/services/clusterd v0.0.0
-	github.com/hostplane/hostplane/services/componentd v0.0.0 // indirect
+	github.com/hostplane/hostplane/services/componentd v0.0.0
 	github.com/hostplane/hostplane/services/ignitiond v0.0.0 // indirect
 	github.com/hostplane/hostplane/services/infrad v0.0.0
 	github.com/hostplane/hostplane/services/localcloud v0.0.0 // indirect

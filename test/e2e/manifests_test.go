@@ -44,6 +44,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/natsauth"
 	"github.com/hostplane/hostplane/pkg/testenv"
 	"github.com/hostplane/hostplane/services/clusterd/crds"
+	"github.com/hostplane/hostplane/services/componentd/kuberuntime"
 	"github.com/hostplane/hostplane/services/infrad"
 )
 
@@ -618,14 +619,47 @@ func ingressAllowed(t *testing.T, idx objectIndex, to, from map[string]string, p
 	return false
 }
 
+// autoscalerBinding is the one RBAC access a daemon has: componentd binds, in a control-plane
+// namespace, the autoscaler's ServiceAccount to the ClusterRole hostplane-karpenter, and may
+// bind no other role (so it cannot grant more than that role).
+func autoscalerBinding(clusterRole string, r rbacv1.PolicyRule) bool {
+	if clusterRole != "hostplane-componentd" || !slices.Equal(r.APIGroups, []string{"rbac.authorization.k8s.io"}) {
+		return false
+	}
+	switch {
+	case slices.Equal(r.Resources, []string{"rolebindings"}):
+		return !slices.Contains(r.Verbs, "bind") && !slices.Contains(r.Verbs, "escalate")
+	case slices.Equal(r.Resources, []string{"clusterroles"}):
+		return slices.Equal(r.Verbs, []string{"bind"}) && slices.Equal(r.ResourceNames, []string{kuberuntime.KarpenterClusterRole})
+	}
+	return false
+}
+
+// checkKarpenterRole: the shipped ClusterRole hostplane-karpenter is what the autoscaler's
+// cloud provider does (kuberuntime.KarpenterRules), no more.
+func checkKarpenterRole(t *testing.T, idx objectIndex) {
+	cr := typed[rbacv1.ClusterRole](t, idx.get(t, "ClusterRole", kuberuntime.KarpenterClusterRole))
+	want := kuberuntime.KarpenterRules()
+	if len(cr.Rules) != len(want) {
+		t.Fatalf("ClusterRole %s has %d rules, want %d: %+v", cr.Name, len(cr.Rules), len(want), cr.Rules)
+	}
+	for i := range want {
+		if !slices.Equal(cr.Rules[i].APIGroups, want[i].APIGroups) || !slices.Equal(cr.Rules[i].Resources, want[i].Resources) ||
+			!slices.Equal(cr.Rules[i].Verbs, want[i].Verbs) || len(cr.Rules[i].ResourceNames) > 0 {
+			t.Errorf("ClusterRole %s rule %d = %+v, want %+v", cr.Name, i, cr.Rules[i], want[i])
+		}
+	}
+}
+
 func checkRBAC(t *testing.T, idx objectIndex) {
+	checkKarpenterRole(t, idx)
 	for _, o := range idx.all("ClusterRole") {
 		cr := typed[rbacv1.ClusterRole](t, o)
 		for _, r := range cr.Rules {
 			if slices.Contains(r.Verbs, "*") || slices.Contains(r.Resources, "*") || slices.Contains(r.APIGroups, "*") || len(r.NonResourceURLs) > 0 {
 				t.Errorf("ClusterRole %s grants a wildcard or non-resource URLs: %+v", cr.Name, r)
 			}
-			if slices.Contains(r.APIGroups, "rbac.authorization.k8s.io") {
+			if slices.Contains(r.APIGroups, "rbac.authorization.k8s.io") && !autoscalerBinding(cr.Name, r) {
 				t.Errorf("ClusterRole %s grants RBAC access: %+v", cr.Name, r)
 			}
 		}

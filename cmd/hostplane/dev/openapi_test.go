@@ -36,6 +36,8 @@ var goTypes = map[string]reflect.Type{
 	"api.PKISpec":                     reflect.TypeFor[api.PKISpec](),
 	"api.ClusterAutoscaling":          reflect.TypeFor[api.ClusterAutoscaling](),
 	"api.ScaleDownConfig":             reflect.TypeFor[api.ScaleDownConfig](),
+	"api.AutoNode":                    reflect.TypeFor[api.AutoNode](),
+	"api.ProvisionerConfig":           reflect.TypeFor[api.ProvisionerConfig](),
 	"api.ClusterConfiguration":        reflect.TypeFor[api.ClusterConfiguration](),
 	"api.APIServerConfiguration":      reflect.TypeFor[api.APIServerConfiguration](),
 	"api.Audit":                       reflect.TypeFor[api.Audit](),

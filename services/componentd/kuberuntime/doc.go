@@ -14,10 +14,11 @@
 //   - for HighlyAvailable, a PodDisruptionBudget per component;
 //   - while Inputs.Karpenter.Enabled, the autoscaler: the Deployment "karpenter" (one
 //     replica, Recreate) running hostplane-karpenter from Inputs.Karpenter.Image, the Secret
-//     "karpenter-kubeconfig" (its guest identity), and the ServiceAccount, Role
-//     (KarpenterRules: the Cluster API objects its cloud provider reads and writes in the
-//     namespace) and RoleBinding "karpenter" it reaches the management cluster with,
-//     in-cluster. Disabled, none of them is rendered, so Apply deletes them.
+//     "karpenter-kubeconfig" (its guest identity), and the ServiceAccount and
+//     RoleBinding "karpenter" it reaches the management cluster with, in-cluster: the
+//     binding grants, in the namespace only, the ClusterRole KarpenterClusterRole the
+//     deployment ships (KarpenterRules: the Cluster API objects its cloud provider reads and
+//     writes). Disabled, none of them is rendered, so Apply deletes them.
 //
 // Render is a pure function of Inputs: the same inputs give the same objects, byte for byte.
 // Each pod template carries the annotation hostplane.dev/config-hash, a digest of the pod

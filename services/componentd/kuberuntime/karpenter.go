@@ -12,11 +12,14 @@ import (
 )
 
 // The autoscaler's objects besides its Deployment: its guest kubeconfig and its identity in
-// the management cluster (the ServiceAccount, the Role and the RoleBinding all carry this
-// name).
+// the management cluster (the ServiceAccount and the RoleBinding carry this name). The
+// binding grants, in the cluster's namespace only, the ClusterRole KarpenterClusterRole that
+// the deployment ships (deploy/k8s, with KarpenterRules): componentd may bind that one role
+// and holds none of its permissions itself.
 const (
 	SecretKarpenterKubeconfig = "karpenter-kubeconfig"
 	KarpenterServiceAccount   = api.ComponentKarpenter
+	KarpenterClusterRole      = "hostplane-karpenter"
 )
 
 // KarpenterBinary is hostplane-karpenter's path in Karpenter.Image.
@@ -97,16 +100,13 @@ func (in *Inputs) karpenterSecret(r pkiReader, serverName string, rootCA []byte)
 		data: map[string][]byte{KeyKubeconfig: kc}}, nil
 }
 
-// karpenterIdentity is the autoscaler's ServiceAccount and what it may do in the namespace.
-func karpenterIdentity(cluster string) (*corev1ac.ServiceAccountApplyConfiguration, *rbacv1ac.RoleApplyConfiguration, *rbacv1ac.RoleBindingApplyConfiguration) {
+// karpenterIdentity is the autoscaler's ServiceAccount and its binding, in the namespace, to
+// the ClusterRole KarpenterClusterRole.
+func karpenterIdentity(cluster string) (*corev1ac.ServiceAccountApplyConfiguration, *rbacv1ac.RoleBindingApplyConfiguration) {
 	ns, l := Namespace(cluster), labels(cluster, api.ComponentKarpenter)
 	sa := corev1ac.ServiceAccount(KarpenterServiceAccount, ns).WithLabels(l)
-	role := rbacv1ac.Role(KarpenterServiceAccount, ns).WithLabels(l)
-	for _, r := range KarpenterRules() {
-		role.WithRules(rbacv1ac.PolicyRule().WithAPIGroups(r.APIGroups...).WithResources(r.Resources...).WithVerbs(r.Verbs...))
-	}
 	binding := rbacv1ac.RoleBinding(KarpenterServiceAccount, ns).WithLabels(l).
-		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(KarpenterServiceAccount)).
+		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("ClusterRole").WithName(KarpenterClusterRole)).
 		WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(KarpenterServiceAccount).WithNamespace(ns))
-	return sa, role, binding
+	return sa, binding
 }

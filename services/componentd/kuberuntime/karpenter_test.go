@@ -142,23 +142,19 @@ func TestRender_KarpenterEnabled_RunsOneRecreatedReplicaWithItsGuestKubeconfigAn
 	if len(o.ServiceAccounts) != 1 || *o.ServiceAccounts[0].Name != KarpenterServiceAccount || *o.ServiceAccounts[0].Namespace != ns {
 		t.Errorf("ServiceAccounts %+v", o.ServiceAccounts)
 	}
-	if len(o.Roles) != 1 {
-		t.Fatalf("%d Roles, want 1", len(o.Roles))
-	}
-	role := roundTrip[rbacv1.Role](t, o.Roles[0])
 	wantRules := []rbacv1.PolicyRule{
 		{APIGroups: []string{"cluster.x-k8s.io"}, Resources: []string{"machinedeployments"}, Verbs: []string{"get", "list", "patch"}},
 		{APIGroups: []string{"cluster.x-k8s.io"}, Resources: []string{"machines"}, Verbs: []string{"get", "list", "create", "patch", "delete"}},
 		{APIGroups: []string{"infrastructure.hostplane.dev"}, Resources: []string{"localmachines"}, Verbs: []string{"create"}},
 	}
-	if role.Name != KarpenterServiceAccount || role.Namespace != ns || !slices.EqualFunc(role.Rules, wantRules, rulesEqual) {
-		t.Errorf("Role %s/%s rules %+v, want %+v", role.Namespace, role.Name, role.Rules, wantRules)
+	if !slices.EqualFunc(KarpenterRules(), wantRules, rulesEqual) {
+		t.Errorf("KarpenterRules %+v, want %+v", KarpenterRules(), wantRules)
 	}
 	if len(o.RoleBindings) != 1 {
 		t.Fatalf("%d RoleBindings, want 1", len(o.RoleBindings))
 	}
 	rb := roundTrip[rbacv1.RoleBinding](t, o.RoleBindings[0])
-	if rb.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: KarpenterServiceAccount}) ||
+	if rb.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: KarpenterClusterRole}) || rb.Namespace != ns ||
 		len(rb.Subjects) != 1 || rb.Subjects[0] != (rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: KarpenterServiceAccount, Namespace: ns}) {
 		t.Errorf("RoleBinding %+v", rb)
 	}
@@ -176,8 +172,8 @@ func TestRender_KarpenterDisabled_RendersNoneOfItsObjects(t *testing.T) {
 	if d := deployment(t, o, api.ComponentKarpenter); d != nil {
 		t.Error("a karpenter Deployment while disabled")
 	}
-	if len(o.ServiceAccounts)+len(o.Roles)+len(o.RoleBindings) != 0 {
-		t.Errorf("%d ServiceAccounts, %d Roles, %d RoleBindings while disabled", len(o.ServiceAccounts), len(o.Roles), len(o.RoleBindings))
+	if len(o.ServiceAccounts)+len(o.RoleBindings) != 0 {
+		t.Errorf("%d ServiceAccounts, %d RoleBindings while disabled", len(o.ServiceAccounts), len(o.RoleBindings))
 	}
 	for _, s := range o.Secrets {
 		if *s.Name == SecretKarpenterKubeconfig {

@@ -27,7 +27,6 @@ type Objects struct {
 	Secrets              []*corev1ac.SecretApplyConfiguration
 	Services             []*corev1ac.ServiceApplyConfiguration
 	ServiceAccounts      []*corev1ac.ServiceAccountApplyConfiguration
-	Roles                []*rbacv1ac.RoleApplyConfiguration
 	RoleBindings         []*rbacv1ac.RoleBindingApplyConfiguration
 	StatefulSets         []*appsv1ac.StatefulSetApplyConfiguration
 	Deployments          []*appsv1ac.DeploymentApplyConfiguration
@@ -79,9 +78,8 @@ func Render(in Inputs) (*Objects, error) {
 	)
 
 	if in.Karpenter.Enabled {
-		sa, role, binding := karpenterIdentity(in.Cluster)
+		sa, binding := karpenterIdentity(in.Cluster)
 		o.ServiceAccounts = append(o.ServiceAccounts, sa)
-		o.Roles = append(o.Roles, role)
 		o.RoleBindings = append(o.RoleBindings, binding)
 	}
 

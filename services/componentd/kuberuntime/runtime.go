@@ -23,9 +23,8 @@ type Runtime struct {
 }
 
 // New returns a Runtime writing through restConfig (a management cluster identity that may
-// manage namespaces, Secrets, Services, ServiceAccounts, Roles, RoleBindings, Deployments,
-// StatefulSets and PodDisruptionBudgets, and holds what KarpenterRules grants, as RBAC
-// lets no one grant more than it may do itself).
+// manage namespaces, Secrets, Services, ServiceAccounts, RoleBindings, Deployments,
+// StatefulSets and PodDisruptionBudgets, and may bind the ClusterRole KarpenterClusterRole).
 func New(restConfig *rest.Config) (*Runtime, error) {
 	if restConfig == nil {
 		return nil, errors.New("kuberuntime: no rest config")
@@ -90,11 +89,6 @@ func (r *Runtime) Apply(ctx context.Context, in Inputs) (*Objects, error) {
 	for _, s := range o.ServiceAccounts {
 		if _, err := r.cs.CoreV1().ServiceAccounts(ns).Apply(ctx, s, applyOpts); err != nil {
 			return nil, fmt.Errorf("apply serviceaccount %s/%s: %w", ns, *s.Name, wrapTerminating(err, ns))
-		}
-	}
-	for _, ro := range o.Roles {
-		if _, err := r.cs.RbacV1().Roles(ns).Apply(ctx, ro, applyOpts); err != nil {
-			return nil, fmt.Errorf("apply role %s/%s: %w", ns, *ro.Name, wrapTerminating(err, ns))
 		}
 	}
 	for _, b := range o.RoleBindings {
@@ -195,15 +189,6 @@ func (r *Runtime) kinds() []kind {
 		}, func(ctx context.Context, ns, name string) error {
 			return r.cs.RbacV1().RoleBindings(ns).Delete(ctx, name, del)
 		}},
-		{"role", func(ctx context.Context, ns string, o metav1.ListOptions) ([]string, error) {
-			l, err := r.cs.RbacV1().Roles(ns).List(ctx, o)
-			if err != nil {
-				return nil, err
-			}
-			return names(len(l.Items), func(i int) string { return l.Items[i].Name }), nil
-		}, func(ctx context.Context, ns, name string) error {
-			return r.cs.RbacV1().Roles(ns).Delete(ctx, name, del)
-		}},
 		{"serviceaccount", func(ctx context.Context, ns string, o metav1.ListOptions) ([]string, error) {
 			l, err := r.cs.CoreV1().ServiceAccounts(ns).List(ctx, o)
 			if err != nil {
@@ -252,9 +237,6 @@ func (r *Runtime) prune(ctx context.Context, cluster string, o *Objects) error {
 	}
 	for _, s := range o.ServiceAccounts {
 		keep["serviceaccount"] = append(keep["serviceaccount"], *s.Name)
-	}
-	for _, ro := range o.Roles {
-		keep["role"] = append(keep["role"], *ro.Name)
 	}
 	for _, b := range o.RoleBindings {
 		keep["rolebinding"] = append(keep["rolebinding"], *b.Name)

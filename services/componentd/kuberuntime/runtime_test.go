@@ -321,21 +321,13 @@ func TestRuntime(t *testing.T) {
 			t.Fatalf("karpenter ServiceAccount: %v", err)
 		}
 		checkOwnerLabels(t, "serviceaccount karpenter", sa.ObjectMeta, "auto")
-		role, err := cs.RbacV1().Roles(ns).Get(ctx, KarpenterServiceAccount, metav1.GetOptions{})
-		if err != nil {
-			t.Fatalf("karpenter Role: %v", err)
-		}
-		checkOwnerLabels(t, "role karpenter", role.ObjectMeta, "auto")
-		if !slices.EqualFunc(role.Rules, KarpenterRules(), rulesEqual) {
-			t.Errorf("Role rules %+v, want %+v", role.Rules, KarpenterRules())
-		}
 		rb, err := cs.RbacV1().RoleBindings(ns).Get(ctx, KarpenterServiceAccount, metav1.GetOptions{})
 		if err != nil {
 			t.Fatalf("karpenter RoleBinding: %v", err)
 		}
 		checkOwnerLabels(t, "rolebinding karpenter", rb.ObjectMeta, "auto")
-		if rb.RoleRef.Name != role.Name || len(rb.Subjects) != 1 || rb.Subjects[0].Name != sa.Name || rb.Subjects[0].Namespace != ns {
-			t.Errorf("RoleBinding %+v does not bind the Role to the ServiceAccount", rb)
+		if rb.RoleRef.Kind != "ClusterRole" || rb.RoleRef.Name != KarpenterClusterRole || len(rb.Subjects) != 1 || rb.Subjects[0].Name != sa.Name || rb.Subjects[0].Namespace != ns {
+			t.Errorf("RoleBinding %+v does not bind ClusterRole %s to the ServiceAccount", rb, KarpenterClusterRole)
 		}
 		if _, err := cs.CoreV1().Secrets(ns).Get(ctx, SecretKarpenterKubeconfig, metav1.GetOptions{}); err != nil {
 			t.Errorf("Secret %s: %v", SecretKarpenterKubeconfig, err)
@@ -363,10 +355,6 @@ func TestRuntime(t *testing.T) {
 			},
 			"serviceaccount": func() error {
 				_, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, KarpenterServiceAccount, metav1.GetOptions{})
-				return err
-			},
-			"role": func() error {
-				_, err := cs.RbacV1().Roles(ns).Get(ctx, KarpenterServiceAccount, metav1.GetOptions{})
 				return err
 			},
 			"rolebinding": func() error {
@@ -496,11 +484,6 @@ func resourceVersions(t *testing.T, ctx context.Context, cs kubernetes.Interface
 		t.Fatal(err)
 	}
 	add("serviceaccount", ptrs(sas.Items))
-	roles, err := cs.RbacV1().Roles(ns).List(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	add("role", ptrs(roles.Items))
 	rbs, err := cs.RbacV1().RoleBindings(ns).List(ctx, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -264,7 +264,6 @@ func TestComponentd_KubernetesRuntime_RunsTheAutoscalerWhileAPoolAutoscales(t *t
 	}
 	for what, err := range map[string]error{
 		"serviceaccount": getErr(cs.CoreV1().ServiceAccounts(ns).Get(h.Ctx, kuberuntime.KarpenterServiceAccount, metav1.GetOptions{})),
-		"role":           getErr(cs.RbacV1().Roles(ns).Get(h.Ctx, kuberuntime.KarpenterServiceAccount, metav1.GetOptions{})),
 		"rolebinding":    getErr(cs.RbacV1().RoleBindings(ns).Get(h.Ctx, kuberuntime.KarpenterServiceAccount, metav1.GetOptions{})),
 		"secret":         getErr(cs.CoreV1().Secrets(ns).Get(h.Ctx, kuberuntime.SecretKarpenterKubeconfig, metav1.GetOptions{})),
 	} {
@@ -288,7 +287,6 @@ func TestComponentd_KubernetesRuntime_RunsTheAutoscalerWhileAPoolAutoscales(t *t
 		for _, err := range []error{
 			getErr(cs.AppsV1().Deployments(ns).Get(h.Ctx, api.ComponentKarpenter, metav1.GetOptions{})),
 			getErr(cs.CoreV1().ServiceAccounts(ns).Get(h.Ctx, kuberuntime.KarpenterServiceAccount, metav1.GetOptions{})),
-			getErr(cs.RbacV1().Roles(ns).Get(h.Ctx, kuberuntime.KarpenterServiceAccount, metav1.GetOptions{})),
 			getErr(cs.RbacV1().RoleBindings(ns).Get(h.Ctx, kuberuntime.KarpenterServiceAccount, metav1.GetOptions{})),
 			getErr(cs.CoreV1().Secrets(ns).Get(h.Ctx, kuberuntime.SecretKarpenterKubeconfig, metav1.GetOptions{})),
 		} {
