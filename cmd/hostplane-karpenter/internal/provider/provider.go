@@ -130,15 +130,20 @@ func (p *Provider) RepairPolicies() []cloudprovider.RepairPolicy { return nil }
 // MachineDeployment's rollouts, never Karpenter's drift; an autoprovisioned machine drifts
 // when the autonode pool's release or userdata moved on (a control-plane upgrade).
 func (p *Provider) IsDrifted(ctx context.Context, nc *karpv1.NodeClaim) (cloudprovider.DriftReason, error) {
-	ms, err := p.claimedMachines(ctx)
-	if err != nil {
-		return "", err
-	}
-	m := machineOfClaim(ms, nc)
-	if m == nil || !isAutoNode(m) {
+	// An autoprovisioned Machine is named after its NodeClaim: one read, not a list of every
+	// Machine for each NodeClaim Karpenter checks.
+	var m clusterv1.Machine
+	err := p.cfg.Management.Get(ctx, types.NamespacedName{Namespace: p.cfg.Namespace, Name: nc.Name}, &m)
+	if apierrors.IsNotFound(err) {
 		return "", nil
 	}
-	return p.autoNodeDrift(ctx, m)
+	if err != nil {
+		return "", fmt.Errorf("get Machine %s: %w", nc.Name, err)
+	}
+	if !isAutoNode(&m) || m.Annotations[AnnotationNodeClaim] != nc.Name {
+		return "", nil
+	}
+	return p.autoNodeDrift(ctx, &m)
 }
 
 // GetInstanceTypes implements cloudprovider.CloudProvider: the one instance type of the pool
