@@ -26,6 +26,10 @@ help: ## list the targets
 k8s-bins: ## build etcd and the Kubernetes release binaries into ~/.cache/hostplane (skips what is built)
 	@tools/k8s-bins/build.sh
 
+.PHONY: prometheus-tools
+prometheus-tools: ## install prometheus and promtool (Debian's prometheus package) when missing
+	@tools/prometheus.sh
+
 .PHONY: build
 build: ## build the hostplane CLI, the six daemons and the autoscaler (hostplane-karpenter) into bin/
 	@mkdir -p $(BIN)
@@ -47,7 +51,7 @@ run: ## run everything in one process: hostplane dev on http://127.0.0.1:8080 (C
 	  $(BIN)/hostplane dev $(RUN_FLAGS)
 
 .PHONY: test
-test: k8s-bins ## build what the tests need and run every test (the compose smoke test too)
+test: k8s-bins prometheus-tools ## build what the tests need and run every test (the compose smoke test too)
 	$(GO) vet $(PKGS)
 	$(GO) test $(TEST_FLAGS) $(PKGS)
 	$(MAKE) fuzz-short
