@@ -5,7 +5,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 MODULES   := pkg services/clusterd services/nodepoold services/componentd services/ignitiond \
-             services/pkid services/infrad services/localcloud cmd/hostplane cmd/hostplane-karpenter test/integration test/e2e bench
+             services/pkid services/infrad services/localcloud cmd/hostplane cmd/hostplane-karpenter test/apicheck test/integration test/e2e bench
 PKGS      := $(addprefix ./,$(addsuffix /...,$(MODULES)))
 DAEMONS   := clusterd nodepoold componentd ignitiond pkid infrad
 BIN       := bin

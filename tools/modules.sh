@@ -14,7 +14,7 @@ export GOWORK=off GOFLAGS=-mod=mod
 prefix=github.com/hostplane/hostplane
 # Dependency order: a module comes after the siblings it requires.
 modules=(pkg services/localcloud services/infrad services/pkid services/componentd services/clusterd
-         services/ignitiond services/nodepoold cmd/hostplane cmd/hostplane-karpenter test/integration test/e2e bench)
+         services/ignitiond services/nodepoold cmd/hostplane cmd/hostplane-karpenter test/apicheck test/integration test/e2e bench)
 daemons=(clusterd nodepoold componentd pkid infrad ignitiond)
 
 log() { printf '[modules] %s\n' "$*" >&2; }

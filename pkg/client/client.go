@@ -39,6 +39,9 @@ type Options struct {
 	// HTTPClient, when set, replaces the default client (30 s timeout for plain requests;
 	// streams have none).
 	HTTPClient *http.Client
+	// Transport, when set, sends the requests of the default clients (it is ignored when
+	// HTTPClient is set): a proxy, a recorder, or a test's checking RoundTripper.
+	Transport http.RoundTripper
 }
 
 // Client talks to one Hostplane API.
@@ -62,8 +65,8 @@ func New(opts Options) (*Client, error) {
 	u.Path = strings.TrimSuffix(u.Path, "/")
 	c := &Client{base: u, token: opts.Token, ua: opts.UserAgent, http: opts.HTTPClient, stream: opts.HTTPClient}
 	if c.http == nil {
-		c.http = &http.Client{Timeout: 30 * time.Second}
-		c.stream = &http.Client{}
+		c.http = &http.Client{Timeout: 30 * time.Second, Transport: opts.Transport}
+		c.stream = &http.Client{Transport: opts.Transport}
 	}
 	if c.ua == "" {
 		c.ua = "hostplane-cli"

@@ -96,6 +96,39 @@ func TestClient_SendsTheBearerToken(t *testing.T) {
 	}
 }
 
+// countingTransport counts the requests it sends.
+type countingTransport struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func TestClient_SendsPlainRequestsAndStreamsThroughTheTransport(t *testing.T) {
+	srv := httptest.NewServer(&sseServer{})
+	defer srv.Close()
+	tr := &countingTransport{}
+	c, _ := client.New(client.Options{Server: srv.URL, Transport: tr})
+	if _, _, err := c.Raw(context.Background(), http.MethodGet, "/v1/clusters", nil); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Events(context.Background(), "c1", client.StreamOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.n != 2 {
+		t.Errorf("the transport sent %d requests, want 2 (one plain, one stream)", tr.n)
+	}
+}
+
 func TestClient_UnreachableServerSaysWhere(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL

@@ -16,6 +16,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/kube"
 	"github.com/hostplane/hostplane/pkg/release"
 	"github.com/hostplane/hostplane/pkg/testenv"
+	"github.com/hostplane/hostplane/test/apicheck"
 )
 
 // stack starts `hostplane dev` for one test on random ports and a temp data dir.
@@ -40,7 +41,10 @@ type client struct {
 // newClient talks to the API at base with the bearer token; dataDir is the stack's, if any.
 func newClient(t *testing.T, base, token, dataDir string) *client {
 	t.Helper()
-	ac, err := hpclient.New(hpclient.Options{Server: base, Token: token, UserAgent: "hostplane-e2e"})
+	// Every request and answer is checked against the OpenAPI document: a drift fails the test.
+	ac, err := hpclient.New(hpclient.Options{
+		Server: base, Token: token, UserAgent: "hostplane-e2e", Transport: apicheck.ForTest(t, nil),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

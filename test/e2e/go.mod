@@ -18,6 +18,9 @@ require (
 	github.com/Azure/go-ansiterm v0.0.0-20230124172434-306776ec8161 // indirect
 	github.com/chai2010/gettext-go v1.0.2 // indirect
 	github.com/exponent-io/jsonpath v0.0.0-20210407135951-1de76d718b3f // indirect
+	github.com/getkin/kin-openapi v0.153.0 // indirect
+	github.com/go-openapi/swag/jsonname v0.25.5 // indirect
+	github.com/gorilla/mux v1.8.0 // indirect
 	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674 // indirect
 	github.com/gregjones/httpcache v0.0.0-20190611155906-901d90724c79 // indirect
 	github.com/liggitt/tabwriter v0.0.0-20181228230101-89fcab3d43de // indirect
@@ -27,6 +30,7 @@ require (
 	github.com/mxk/go-flowrate v0.0.0-20140419014527-cca7078d478f // indirect
 	github.com/peterbourgon/diskv v2.0.1+incompatible // indirect
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
+	go.yaml.in/yaml/v4 v4.0.0 // indirect
 	k8s.io/cli-runtime v0.34.3 // indirect
 	k8s.io/kubectl v0.34.3 // indirect
 )
@@ -60,7 +64,7 @@ require (
 	github.com/go-errors/errors v1.4.2 // indirect
 	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
-	github.com/go-openapi/jsonpointer v0.21.0 // indirect
+	github.com/go-openapi/jsonpointer v0.22.5 // indirect
 	github.com/go-openapi/jsonreference v0.20.2 // indirect
 	github.com/go-openapi/swag v0.23.0 // indirect
 	github.com/gobuffalo/flect v1.0.3 // indirect
@@ -81,6 +85,7 @@ require (
 	github.com/hostplane/hostplane/services/localcloud v0.0.0 // indirect
 	github.com/hostplane/hostplane/services/nodepoold v0.0.0 // indirect
 	github.com/hostplane/hostplane/services/pkid v0.0.0 // indirect
+	github.com/hostplane/hostplane/test/apicheck v0.0.0
 	github.com/huandu/xstrings v1.5.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/josharian/intern v1.0.0 // indirect
@@ -174,3 +179,5 @@ replace github.com/hostplane/hostplane/services/ignitiond => ../../services/igni
 replace github.com/hostplane/hostplane/services/nodepoold => ../../services/nodepoold
 
 replace github.com/hostplane/hostplane/cmd/hostplane => ../../cmd/hostplane
+
+replace github.com/hostplane/hostplane/test/apicheck => ../apicheck
