@@ -66,6 +66,8 @@ func New(ctx context.Context) (*Checker, error) {
 		IncludeResponseStatus: true,
 		MultiError:            true,
 		AuthenticationFunc:    bearerSent,
+		// Validate what was sent, not what the document's defaults would make of it.
+		SkipSettingDefaults: true,
 	}
 	opts.WithCustomSchemaErrorFunc(schemaError)
 	return &Checker{doc: doc, router: router, opts: opts}, nil
