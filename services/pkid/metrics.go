@@ -13,12 +13,14 @@ import (
 // metrics are pkid's own series. Certificate expiry is computed at scrape time from the
 // NotAfter of every certificate pkid last saw, so it never goes stale between reconciles.
 type metrics struct {
-	expiryDesc *prometheus.Desc
-	rotations  *prometheus.CounterVec
-	csrs       *prometheus.CounterVec
+	expiryDesc       *prometheus.Desc
+	nextRotationDesc *prometheus.Desc
+	rotations        *prometheus.CounterVec
+	csrs             *prometheus.CounterVec
 
-	mu       sync.Mutex
-	notAfter map[string]map[string]time.Time // cluster → cert → NotAfter
+	mu           sync.Mutex
+	notAfter     map[string]map[string]time.Time // cluster → cert → NotAfter
+	nextRotation map[string]time.Time            // cluster → ClusterPKI.NextRotation (none if zero)
 }
 
 func newMetrics() *metrics {
@@ -26,11 +28,15 @@ func newMetrics() *metrics {
 		expiryDesc: prometheus.NewDesc("hostplane_pki_cert_expiry_seconds",
 			"Seconds until the certificate's NotAfter (negative once expired).",
 			[]string{"cluster", "cert"}, nil),
+		nextRotationDesc: prometheus.NewDesc("hostplane_pki_next_rotation_timestamp_seconds",
+			"When the cluster's earliest leaf certificate is due for renewal (Unix time; RenewFraction of its lifetime). pkid renews it then, so a value in the past means a renewal is overdue.",
+			[]string{"cluster"}, nil),
 		rotations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hostplane_pki_rotations_total",
 			Help: "Times a cluster's PKI changed after its first issuance (renewals, reissues, requested rotations).",
 		}, []string{"cluster"}),
-		notAfter: map[string]map[string]time.Time{},
+		notAfter:     map[string]map[string]time.Time{},
+		nextRotation: map[string]time.Time{},
 	}
 	m.csrs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hostplane_pkid_csr_decisions_total",
@@ -57,7 +63,10 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 }
 
 // Describe implements prometheus.Collector.
-func (m *metrics) Describe(ch chan<- *prometheus.Desc) { ch <- m.expiryDesc }
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- m.expiryDesc
+	ch <- m.nextRotationDesc
+}
 
 // Collect implements prometheus.Collector.
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
@@ -69,6 +78,9 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(m.expiryDesc, prometheus.GaugeValue, na.Sub(now).Seconds(), cluster, name)
 		}
 	}
+	for cluster, at := range m.nextRotation {
+		ch <- prometheus.MustNewConstMetric(m.nextRotationDesc, prometheus.GaugeValue, float64(at.UnixMilli())/1e3, cluster)
+	}
 }
 
 // observe records the expiry of every certificate of p.
@@ -79,6 +91,11 @@ func (m *metrics) observe(cluster string, p *api.ClusterPKI) {
 	}
 	m.mu.Lock()
 	m.notAfter[cluster] = certs
+	if p.NextRotation.IsZero() { // no leaf is ever due (every one capped at its CA)
+		delete(m.nextRotation, cluster)
+	} else {
+		m.nextRotation[cluster] = p.NextRotation
+	}
 	m.mu.Unlock()
 	m.rotations.WithLabelValues(cluster) // exported at zero before the first rotation
 }
@@ -93,6 +110,7 @@ func (m *metrics) csrDecided(outcome string) { m.csrs.WithLabelValues(outcome).I
 func (m *metrics) forget(cluster string) {
 	m.mu.Lock()
 	delete(m.notAfter, cluster)
+	delete(m.nextRotation, cluster)
 	m.mu.Unlock()
 	m.rotations.DeleteLabelValues(cluster)
 }

@@ -60,13 +60,16 @@ var daemonPorts = map[string]int64{
 	"pkid": 8084, "infrad": 8085, "ignitiond": 8086,
 }
 
-// The ServiceMonitor CRD comes from prometheus-operator's module, at this version, through the
-// Go module proxy (or the module cache).
+// The ServiceMonitor and PrometheusRule CRDs come from prometheus-operator's module, at this
+// version, through the Go module proxy (or the module cache).
 const (
 	promOperatorModule  = "github.com/prometheus-operator/prometheus-operator"
 	promOperatorVersion = "v0.85.0"
-	serviceMonitorCRD   = "example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml"
+	promOperatorCRDDir  = "example/prometheus-operator-crd"
 )
+
+// The prometheus-operator kinds the manifests use: kind → plural.
+var promOperatorKinds = map[string]string{"ServiceMonitor": "servicemonitors", "PrometheusRule": "prometheusrules"}
 
 // TestManifestsPolicy checks what an operator relies on in every variant of deploy/k8s: each
 // daemon runs with probes, requests and a locked-down container on the port its Service, its
@@ -97,9 +100,9 @@ func TestManifestsServerDryRun(t *testing.T) {
 	ctx := ctx(t)
 
 	// What a management cluster provides before hostplane is installed: prometheus-operator's
-	// ServiceMonitor kind.
-	if err := crd.Install(ctx, admin, serviceMonitorCRDFS(t), "prometheus-operator"); err != nil {
-		t.Fatalf("install the ServiceMonitor CRD: %v", err)
+	// ServiceMonitor and PrometheusRule kinds.
+	if err := crd.Install(ctx, admin, promOperatorCRDFS(t), "prometheus-operator"); err != nil {
+		t.Fatalf("install the prometheus-operator CRDs: %v", err)
 	}
 	dyn, err := dynamic.NewForConfig(admin)
 	if err != nil {
@@ -225,10 +228,11 @@ func serviceAccountUser(daemon string) string {
 	return "system:serviceaccount:" + manifestNamespace + ":" + daemon
 }
 
-// serviceMonitorCRDFS is prometheus-operator's ServiceMonitor CRD from its module (downloaded
-// through the Go module proxy into the module cache once). Without the go command or the
-// network it is a minimal structural CRD of the same kind, and the test says so.
-func serviceMonitorCRDFS(t *testing.T) fs.FS {
+// promOperatorCRDFS holds prometheus-operator's ServiceMonitor and PrometheusRule CRDs from its
+// module (downloaded through the Go module proxy into the module cache once). Without the go
+// command or the network they are minimal structural CRDs of the same kinds, and the test says
+// so.
+func promOperatorCRDFS(t *testing.T) fs.FS {
 	t.Helper()
 	cmd := exec.Command("go", "mod", "download", "-json", promOperatorModule+"@"+promOperatorVersion)
 	cmd.Dir = t.TempDir()
@@ -243,24 +247,29 @@ func serviceMonitorCRDFS(t *testing.T) fs.FS {
 	if err == nil && mod.Error != "" {
 		err = fmt.Errorf("%s", mod.Error)
 	}
-	var b []byte
-	if err == nil {
-		b, err = os.ReadFile(filepath.Join(mod.Dir, filepath.FromSlash(serviceMonitorCRD)))
+	crds := fstest.MapFS{}
+	for kind, plural := range promOperatorKinds {
+		var b []byte
+		if err == nil {
+			b, err = os.ReadFile(filepath.Join(mod.Dir, filepath.FromSlash(promOperatorCRDDir), "monitoring.coreos.com_"+plural+".yaml"))
+		}
+		if err != nil {
+			t.Logf("prometheus-operator %s is not available (%v %s): using a minimal %s CRD that accepts any spec", promOperatorVersion, err, stderr.String(), kind)
+			b = []byte(minimalPromOperatorCRD(kind, plural))
+		}
+		crds[plural+".yaml"] = &fstest.MapFile{Data: b}
 	}
-	if err != nil {
-		t.Logf("prometheus-operator %s is not available (%v %s): using a minimal ServiceMonitor CRD that accepts any spec", promOperatorVersion, err, stderr.String())
-		b = []byte(minimalServiceMonitorCRD)
-	}
-	return fstest.MapFS{"servicemonitors.yaml": {Data: b}}
+	return crds
 }
 
-const minimalServiceMonitorCRD = `apiVersion: apiextensions.k8s.io/v1
+func minimalPromOperatorCRD(kind, plural string) string {
+	return `apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:
-  name: servicemonitors.monitoring.coreos.com
+  name: ` + plural + `.monitoring.coreos.com
 spec:
   group: monitoring.coreos.com
-  names: {kind: ServiceMonitor, listKind: ServiceMonitorList, plural: servicemonitors, singular: servicemonitor}
+  names: {kind: ` + kind + `, listKind: ` + kind + `List, plural: ` + plural + `, singular: ` + strings.ToLower(kind) + `}
   scope: Namespaced
   versions:
     - name: v1
@@ -274,6 +283,7 @@ spec:
               type: object
               x-kubernetes-preserve-unknown-fields: true
 `
+}
 
 // A check of one management-cluster request a daemon's code makes (allowed) or must not be
 // able to make (denied).

@@ -416,6 +416,14 @@ func TestPKI_RotateRequest_RenewsEveryLeafButNoCA(t *testing.T) {
 			t.Errorf("CA %s changed", ca)
 		}
 	}
+	// The renewal moved the next one: the alert on overdue renewals reads this gauge.
+	want := float64(renewed.NextRotation.UnixMilli()) / 1e3
+	testenv.Eventually(t, wait, func() bool {
+		return metricValue(t, d.reg, "hostplane_pki_next_rotation_timestamp_seconds", map[string]string{"cluster": "demo"}) == want
+	}, "hostplane_pki_next_rotation_timestamp_seconds is not the renewed PKI's next rotation %v (%v)", renewed.NextRotation, want)
+	if want <= float64(first.NextRotation.Unix()) {
+		t.Errorf("the next rotation %v did not move past the first one %v", renewed.NextRotation, first.NextRotation)
+	}
 	// The request also starts a Secret encryption key rotation: the new key is listed
 	// second, so the key that encrypted everything so far stays active (and every key stays
 	// readable) until kube-apiserver runs with the new one (no componentd here: it waits).
