@@ -58,7 +58,7 @@ type PrometheusEnv struct {
 
 // Prometheus starts a real Prometheus (the prometheus binary on PATH) on a free loopback port
 // with its data under t.TempDir(), scraping o.Target and evaluating o.RuleFiles, and waits until
-// it is ready. It stops at cleanup, or earlier with Stop; nothing is left running.
+// it has scraped the target once. It stops at cleanup, or earlier with Stop; nothing is left running.
 func Prometheus(t testing.TB, o PrometheusOptions) *PrometheusEnv {
 	t.Helper()
 	bin := PrometheusTool(t, "prometheus")
@@ -139,6 +139,15 @@ func Prometheus(t testing.TB, o PrometheusOptions) *PrometheusEnv {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	}, "prometheus at %s never became ready", p.URL)
+	// Prometheus scrapes a new target a few seconds after it is ready; what happens before
+	// that first scrape is lost to rates and histograms, so wait for it.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var up []PromSeries
+	Eventually(t, 30*time.Second, func() bool {
+		up, _ = p.Query(ctx, fmt.Sprintf("up{job=%q}", o.Job))
+		return len(up) == 1 && up[0].Values[0] == 1
+	}, "prometheus never scraped %s (up: %+v; is the token right, and does the target answer?)", o.Target, up)
 	return p
 }
 

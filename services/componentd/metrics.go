@@ -3,6 +3,7 @@ package componentd
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hostplane/hostplane/pkg/api"
 	obs "github.com/hostplane/hostplane/pkg/observe"
 )
 
@@ -45,6 +46,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}, []string{"cluster", "component", "state"}))
 	if err != nil {
 		return nil, err
+	}
+	// Every component's rollout histogram is exported at zero from the start: a series born at
+	// its first observation never shows that observation in a rate.
+	for _, c := range []string{api.ComponentEtcd, api.ComponentKubeAPIServer, api.ComponentControllerManager, api.ComponentScheduler, api.ComponentKarpenter} {
+		rollout.WithLabelValues(c)
 	}
 	return &metrics{available: available, rollout: rollout, restarts: restarts, replicas: replicas}, nil
 }

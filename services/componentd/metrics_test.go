@@ -29,3 +29,15 @@ func TestMetrics_ComponentReplicasShowRolloutProgress(t *testing.T) {
 		t.Error("a deleted cluster's replicas are still exported")
 	}
 }
+
+func TestMetrics_RolloutDurationOfEveryComponentIsExportedAtZero(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	if _, err := newMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "karpenter"} {
+		if n, ok := testenv.Metric(t, reg, "hostplane_component_rollout_duration_seconds", map[string]string{"component": c}); !ok || n != 0 {
+			t.Errorf("rollout duration of %s before any rollout: %v observations (present %v), want 0", c, n, ok)
+		}
+	}
+}

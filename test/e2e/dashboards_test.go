@@ -11,6 +11,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/hostplane/hostplane/pkg/testenv"
 )
 
 // dashboardDir holds the Grafana dashboards shipped in deploy/grafana.
@@ -28,8 +31,9 @@ type dashboard struct {
 }
 
 type templateVar struct {
-	Name string `json:"name"`
-	Type string `json:"type"`
+	Name     string `json:"name"`
+	Type     string `json:"type"`
+	AllValue string `json:"allValue,omitempty"` // what "All" stands for in a multi-value variable
 }
 
 type panel struct {
@@ -45,6 +49,7 @@ type target struct {
 	RefID      string      `json:"refId"`
 	Expr       string      `json:"expr"`
 	Datasource *datasource `json:"datasource"`
+	Instant    bool        `json:"instant"` // Grafana asks /api/v1/query, not query_range
 }
 
 type datasource struct {
@@ -172,7 +177,7 @@ func TestDashboards_AreWellFormed(t *testing.T) {
 			continue
 		}
 		for _, name := range []string{"cluster", "nodepool"} {
-			if !slices.Contains(d.Templating.List, templateVar{Name: name, Type: "query"}) {
+			if !slices.ContainsFunc(d.Templating.List, func(v templateVar) bool { return v.Name == name && v.Type == "query" }) {
 				t.Errorf("cluster-detail.json has no query variable %q", name)
 			}
 		}
@@ -347,5 +352,169 @@ func assertDashboardsQueryExportedMetrics(t *testing.T, c *client, files ...stri
 			}
 		}
 		t.Logf("%d panels query %d distinct metrics; %d series names exported", panels, len(checked), len(have))
+	})
+}
+
+// startPrometheus starts a real Prometheus (testenv.Prometheus) scraping the stack's front door
+// /metrics every second with the admin token, with deploy/prometheus/alerts.yml loaded. Start
+// it before what the dashboards show happens, so range queries see it happen.
+func startPrometheus(t *testing.T, c *client) *testenv.PrometheusEnv {
+	t.Helper()
+	return testenv.Prometheus(t, testenv.PrometheusOptions{
+		Target:      c.base + "/metrics",
+		BearerToken: c.token,
+		RuleFiles:   []string{alertsFile},
+		Interval:    time.Second,
+	})
+}
+
+// The values Grafana would give its own variables in the live test: $__rate_interval is at
+// least four scrape intervals (1 s here), and a range query steps every promStep.
+const (
+	promRateInterval = "30s"
+	promStep         = 2 * time.Second
+)
+
+// expandVariables replaces the Grafana variables of expr: the dashboard's own from values (or
+// their "All" value), Grafana's built-ins from the query's range. It returns the variables it
+// could not give a value.
+func expandVariables(expr string, d *dashboard, values map[string]string, rng time.Duration) (string, []string) {
+	var missing []string
+	out := variableRef.ReplaceAllStringFunc(expr, func(ref string) string {
+		m := variableRef.FindStringSubmatch(ref)
+		name := m[1] + m[2]
+		switch name {
+		case "__rate_interval":
+			return promRateInterval
+		case "__interval":
+			return promStep.String()
+		case "__range":
+			return fmt.Sprintf("%ds", int(rng.Seconds()))
+		case "__range_s":
+			return fmt.Sprintf("%d", int(rng.Seconds()))
+		}
+		if v, ok := values[name]; ok {
+			return v
+		}
+		for _, v := range d.Templating.List {
+			if v.Name == name && v.AllValue != "" {
+				return v.AllValue
+			}
+		}
+		missing = append(missing, name)
+		return ref
+	})
+	return out, missing
+}
+
+// assertDashboardsInPrometheus evaluates every query of every panel of the named dashboards
+// through prom's HTTP API the way Grafana does (an instant target with /api/v1/query, a range
+// target with /api/v1/query_range over everything prom scraped), with the dashboards'
+// variables set from values (cluster, nodepool) and Grafana's built-ins from the query. Each
+// query must answer at least one series with a number (not NaN): no panel shows "No data".
+func assertDashboardsInPrometheus(t *testing.T, prom *testenv.PrometheusEnv, values map[string]string, files ...string) {
+	t.Run("DashboardsInPrometheus", func(t *testing.T) {
+		c := ctx(t)
+		end := time.Now()
+		rng := end.Sub(prom.Started)
+		queries, instant := 0, 0
+		for _, d := range loadDashboards(t) {
+			if !slices.Contains(files, d.file) {
+				continue
+			}
+			for _, p := range d.allPanels() {
+				for _, tg := range p.Targets {
+					expr, missing := expandVariables(tg.Expr, &d, values, rng)
+					if len(missing) > 0 {
+						t.Errorf("%s: panel %q uses $%s, which the test gives no value (add it to the values of assertDashboardsInPrometheus)", d.file, p.Title, strings.Join(missing, ", $"))
+						continue
+					}
+					var series []testenv.PromSeries
+					var err error
+					if tg.Instant {
+						instant++
+						series, err = prom.Query(c, expr)
+					} else {
+						series, err = prom.QueryRange(c, expr, prom.Started, end, promStep)
+					}
+					queries++
+					what := "range"
+					if tg.Instant {
+						what = "instant"
+					}
+					switch {
+					case err != nil:
+						t.Errorf("%s: panel %q (%s query %s): %v", d.file, p.Title, what, expr, err)
+					case len(series) == 0:
+						t.Errorf("%s: panel %q: the %s query %s answers no series", d.file, p.Title, what, expr)
+					case !slices.ContainsFunc(series, testenv.PromSeries.HasNumber):
+						t.Errorf("%s: panel %q: the %s query %s answers only NaN (%d series)", d.file, p.Title, what, expr, len(series))
+					}
+				}
+			}
+		}
+		t.Logf("%d queries of %d dashboards evaluated by Prometheus (%d instant, %d over the last %s)", queries, len(files), instant, queries-instant, rng.Round(time.Second))
+	})
+}
+
+// assertAlertFires checks the alerting rules in prom over the running stack: every rule
+// evaluates without error and none fires in the healthy stack. Then a burst of Ignition
+// requests with a wrong token for cluster makes HostplaneIgnitionUnauthorizedBurst fire, as
+// GET /api/v1/alerts shows.
+func assertAlertFires(t *testing.T, c *client, prom *testenv.PrometheusEnv, cluster string) {
+	t.Run("AlertFires", func(t *testing.T) {
+		ctx := ctx(t)
+		var rules []testenv.PromRule
+		testenv.Eventually(t, 30*time.Second, func() bool {
+			var err error
+			rules, err = prom.Rules(ctx)
+			if err != nil || len(rules) == 0 {
+				return false
+			}
+			for _, r := range rules {
+				if r.Health != "ok" {
+					return false
+				}
+			}
+			return true
+		}, "not every rule of %s evaluates: %+v", alertsFile, rules)
+		alerts, err := prom.Alerts(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range alerts {
+			if a.State == "firing" {
+				t.Errorf("alert %s fires in a healthy stack: %v %v", a.Labels["alertname"], a.Labels, a.Annotations["description"])
+			}
+		}
+
+		const burst = 15 // the rule fires above 10 in 5 minutes
+		for range burst {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/ignition/"+cluster, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer not-a-token-of-this-cluster")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("GET /ignition/%s with a wrong token: %s, want 401", cluster, resp.Status)
+			}
+		}
+		start := time.Now()
+		var fired *testenv.PromAlert
+		testenv.Eventually(t, time.Minute, func() bool {
+			alerts, err := prom.Alerts(ctx)
+			for i, a := range alerts {
+				if err == nil && a.Labels["alertname"] == "HostplaneIgnitionUnauthorizedBurst" && a.State == "firing" {
+					fired = &alerts[i]
+				}
+			}
+			return fired != nil
+		}, "HostplaneIgnitionUnauthorizedBurst never fired after %d refused Ignition requests", burst)
+		t.Logf("HostplaneIgnitionUnauthorizedBurst fired %s after the burst: %s", time.Since(start).Round(100*time.Millisecond), fired.Annotations["summary"])
 	})
 }

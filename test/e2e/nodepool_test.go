@@ -155,6 +155,9 @@ const motdConfig = `{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":
 // Cluster API's real controllers, the HTTPS Ignition server and the local cloud's machines.
 func TestNodePool_JoinRollRelabelRepairInPlaceDrainDelete(t *testing.T) {
 	s, c := stack(t)
+	// A real Prometheus scrapes the stack from before the cluster exists to after the first
+	// rollout, with deploy/prometheus's rules loaded.
+	prom := startPrometheus(t, c)
 	const cl = "pools"
 	if code, body := c.do("POST", "/v1/clusters", `{"name":"`+cl+`","spec":{"release":{"version":"`+newRelease+`"}}}`, nil); code != http.StatusAccepted {
 		t.Fatalf("create cluster: %d %s", code, body)
@@ -220,6 +223,15 @@ func TestNodePool_JoinRollRelabelRepairInPlaceDrainDelete(t *testing.T) {
 		t.Errorf("at most %d machines at once during the rollout, want ≤ 3 + maxSurge 1", maxLive)
 	}
 	rolled := machineNames(c.poolMachines(cl, "workers"))
+	// Every panel of those dashboards through Prometheus, over a cluster, a ready pool and its
+	// rollout; then an alert fires.
+	assertDashboardsInPrometheus(t, prom, map[string]string{"cluster": cl, "nodepool": "workers"},
+		"cluster-detail.json", "fleet-overview.json", "ignition-pki.json", "nats-jetstream.json", "rollouts.json")
+	assertAlertFires(t, c, prom, cl)
+	prom.Stop()
+	if testenv.Alive(prom.Pid()) {
+		t.Errorf("prometheus (pid %d) still runs after Stop", prom.Pid())
+	}
 
 	// 3. A label change reaches every node without replacing a machine.
 	if code, body := c.do("PATCH", "/v1/clusters/"+cl+"/nodepools/workers", `{"spec":{"nodeLabels":{"tier":"gold"}}}`, nil); code != http.StatusOK {
