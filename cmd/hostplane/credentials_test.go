@@ -27,7 +27,7 @@ func TestCLI_Credentials_MintedIdentityWorksOnARunningDevStackUntilRevoked(t *te
 
 	out := hp.must(0, "credentials", "create", "inbox-publisher", "ingest", "--cluster", "demo", "--dir", dir).stdout
 	seed := filepath.Join(dir, "ingest"+natsauth.SeedExt)
-	for _, want := range []string{seed, "hostplane.in.demo.", "--inbox-prefix _INBOX_ingest"} {
+	for _, want := range []string{seed, "hostplane.in.demo.", "--inbox-prefix _INBOX_ingest", "tls://", "--tlsca " + s.NATSTLS.CAFile()} {
 		if !strings.Contains(out, want) {
 			t.Errorf("create says nothing of %q:\n%s", want, out)
 		}
@@ -46,7 +46,7 @@ func TestCLI_Credentials_MintedIdentityWorksOnARunningDevStackUntilRevoked(t *te
 	}
 
 	connect := func(file string) (*nats.Conn, chan struct{}, error) {
-		opts, err := natsauth.ClientOptions("ingest", file)
+		opts, err := natsauth.ClientOptions("ingest", file, s.NATSTLS.Client())
 		if err != nil {
 			return nil, nil, err
 		}

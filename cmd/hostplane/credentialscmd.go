@@ -46,6 +46,19 @@ standalone nats-server (docker compose, Kubernetes) on a configuration reload (S
 	}
 	cmd.PersistentFlags().StringVar(&dir, "dir", daemon.Env("HOSTPLANE_NATS_CREDS_DIR", defaultCredsDir),
 		"credentials directory: hostplane dev's is <data dir>/"+dev.NATSCredsDir+" (HOSTPLANE_NATS_CREDS_DIR)")
+	var tls natsauth.TLS
+	cmd.PersistentFlags().StringVar(&tls.CAFile, "nats-ca-file", daemon.Env("HOSTPLANE_NATS_CA_FILE", ""),
+		"CA of the NATS server's certificate (HOSTPLANE_NATS_CA_FILE; default: hostplane dev's <data dir>/"+dev.NATSTLSDir+"/"+natsauth.TLSCAFile+" beside --dir when it exists)")
+	cmd.PersistentFlags().StringVar(&tls.CertFile, "nats-cert-file", daemon.Env("HOSTPLANE_NATS_CERT_FILE", ""), "client certificate for NATS mutual TLS (HOSTPLANE_NATS_CERT_FILE)")
+	cmd.PersistentFlags().StringVar(&tls.KeyFile, "nats-key-file", daemon.Env("HOSTPLANE_NATS_KEY_FILE", ""), "its private key (HOSTPLANE_NATS_KEY_FILE)")
+	clientTLS := func() natsauth.TLS {
+		if tls.CAFile == "" {
+			if ca := filepath.Join(filepath.Dir(dir), dev.NATSTLSDir, natsauth.TLSCAFile); fileExists(ca) {
+				tls.CAFile = ca
+			}
+		}
+		return tls
+	}
 
 	var clusters []string
 	create := &cobra.Command{
@@ -57,7 +70,7 @@ standalone nats-server (docker compose, Kubernetes) on a configuration reload (S
 			if err != nil {
 				return usageError{err}
 			}
-			printMinted(cmd.OutOrStdout(), c, args[0], args[1], clusters)
+			printMinted(cmd.OutOrStdout(), c, clientTLS(), args[0], args[1], clusters)
 			return nil
 		},
 	}
@@ -126,7 +139,7 @@ up to --wait for the server. It is idempotent; docker compose runs it before the
 			ctx, cancel := context.WithTimeout(cmd.Context(), wait)
 			defer cancel()
 			log := observe.NewLogger(cmd.ErrOrStderr(), slog.LevelInfo)
-			if err := natsauth.LayOut(ctx, natsURL, filepath.Join(dir, natsauth.Bootstrap+natsauth.SeedExt), replicas, log); err != nil {
+			if err := natsauth.LayOut(ctx, natsURL, filepath.Join(dir, natsauth.Bootstrap+natsauth.SeedExt), clientTLS(), replicas, log); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "streams and buckets ready on %s (%d replica(s))\n", natsURL, replicas)
@@ -216,10 +229,16 @@ func k8sCredentialSecrets(c *natsauth.Credentials, namespace string) ([]byte, er
 }
 
 // printMinted says where the seed is and how to use it with the nats CLI.
-func printMinted(w io.Writer, c *natsauth.Credentials, kind, name string, clusters []string) {
+func printMinted(w io.Writer, c *natsauth.Credentials, tls natsauth.TLS, kind, name string, clusters []string) {
 	seed := c.SeedFile(name)
 	fmt.Fprintf(w, "identity  %s (%s)\npublic    %s\nseed      %s (mode 0600; keep it secret)\n", name, kind, c.PublicKey(name), seed)
 	common := fmt.Sprintf("nats --server nats://127.0.0.1:4222 --nkey %s --inbox-prefix %s", seed, natsauth.InboxPrefix(name))
+	if tls.CAFile != "" {
+		common = fmt.Sprintf("nats --server tls://127.0.0.1:4222 --tlsca %s --nkey %s --inbox-prefix %s", tls.CAFile, seed, natsauth.InboxPrefix(name))
+	}
+	if tls.CertFile != "" {
+		common += fmt.Sprintf(" --tlscert %s --tlskey %s", tls.CertFile, tls.KeyFile)
+	}
 	switch kind {
 	case natsauth.KindInboxPublisher:
 		cluster := "<cluster>"
@@ -231,4 +250,10 @@ func printMinted(w io.Writer, c *natsauth.Credentials, kind, name string, cluste
 		fmt.Fprintf(w, "read      %s consumer add HOSTPLANE_EVENTS %s --pull --deliver all --ack explicit --defaults\n          %s consumer next HOSTPLANE_EVENTS %s --count 10\n", common, name, common, name)
 	}
 	fmt.Fprintln(w, "hostplane dev accepts it within a second; a standalone nats-server once it reloads its configuration (SIGHUP).")
+}
+
+// fileExists reports whether path is an existing file.
+func fileExists(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
 }

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,8 +14,10 @@ import (
 )
 
 // Connect dials url, retrying with backoff (200ms doubling to 5s) until it succeeds, ctx
-// ends or the server refuses the credentials in opts (pkg/natsauth.ClientOptions). The connection reconnects forever afterwards. name identifies the client (the
-// daemon) in the server's monitoring.
+// ends, the server refuses the credentials in opts (pkg/natsauth.ClientOptions) or its TLS
+// certificate is not trusted (a CA that did not sign it): retrying will not change either. The
+// connection reconnects forever afterwards. name identifies the client (the daemon) in the
+// server's monitoring.
 func Connect(ctx context.Context, url, name string, log *slog.Logger, opts ...nats.Option) (*nats.Conn, error) {
 	if log == nil {
 		log = slog.Default()
@@ -41,6 +44,9 @@ func Connect(ctx context.Context, url, name string, log *slog.Logger, opts ...na
 		c, err := nats.Connect(url, append(base, opts...)...)
 		if errors.Is(err, nats.ErrAuthorization) {
 			return false, fmt.Errorf("%w: the server refused the credentials", err) // retrying will not help
+		}
+		if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
+			return false, fmt.Errorf("%w: the server's certificate is not trusted", err)
 		}
 		if err != nil {
 			lastErr = err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hostplane/hostplane/pkg/auth"
 	"github.com/hostplane/hostplane/pkg/bus"
+	"github.com/hostplane/hostplane/pkg/natsauth"
 )
 
 // Base is the configuration every daemon has. Zero values get defaults in Validate.
@@ -23,6 +24,13 @@ type Base struct {
 	// --nats-nkey-file): the daemon connects as its own identity, with the permissions
 	// pkg/natsauth generates for it. "" connects without credentials.
 	NATSNKeyFile string
+	// NATSTLS is how the daemon uses TLS to NATS: NATSTLS.CAFile (HOSTPLANE_NATS_CA_FILE,
+	// --nats-ca-file) is the CA that signed the server's certificate; CertFile and KeyFile
+	// (HOSTPLANE_NATS_CERT_FILE, HOSTPLANE_NATS_KEY_FILE, --nats-cert-file, --nats-key-file)
+	// are the daemon's client certificate for a server that asks for mutual TLS. Empty: the
+	// connection is plain text unless the server requires TLS (then the system's roots
+	// verify it).
+	NATSTLS natsauth.TLS
 	// NATSReplicas is how many copies JetStream keeps of hostplane's streams and buckets
 	// (HOSTPLANE_NATS_REPLICAS, 1 to 5, default 1): 3 on a 3-server NATS cluster.
 	NATSReplicas int
@@ -68,6 +76,9 @@ func (b *Base) Validate() error {
 	if b.NATSReplicas < 1 || b.NATSReplicas > bus.MaxReplicas {
 		return fmt.Errorf("NATS replicas (HOSTPLANE_NATS_REPLICAS) must be 1 to %d, not %d", bus.MaxReplicas, b.NATSReplicas)
 	}
+	if (b.NATSTLS.CertFile == "") != (b.NATSTLS.KeyFile == "") {
+		return errors.New("a NATS client certificate needs both HOSTPLANE_NATS_CERT_FILE and HOSTPLANE_NATS_KEY_FILE (--nats-cert-file, --nats-key-file)")
+	}
 	switch strings.ToLower(b.LogLevel) {
 	case "", "info", "debug", "warn", "error":
 	default:
@@ -88,6 +99,9 @@ func Flags(fs *flag.FlagSet, name string) *Base {
 	b := &Base{}
 	fs.StringVar(&b.NATSURL, "nats-url", env("HOSTPLANE_NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL (HOSTPLANE_NATS_URL)")
 	fs.StringVar(&b.NATSNKeyFile, "nats-nkey-file", env("HOSTPLANE_NATS_NKEY_FILE", ""), "file with the daemon's NATS nkey seed (HOSTPLANE_NATS_NKEY_FILE)")
+	fs.StringVar(&b.NATSTLS.CAFile, "nats-ca-file", env("HOSTPLANE_NATS_CA_FILE", ""), "PEM file of the CA that signed the NATS server's certificate (HOSTPLANE_NATS_CA_FILE)")
+	fs.StringVar(&b.NATSTLS.CertFile, "nats-cert-file", env("HOSTPLANE_NATS_CERT_FILE", ""), "PEM client certificate for NATS mutual TLS (HOSTPLANE_NATS_CERT_FILE)")
+	fs.StringVar(&b.NATSTLS.KeyFile, "nats-key-file", env("HOSTPLANE_NATS_KEY_FILE", ""), "PEM private key of --nats-cert-file (HOSTPLANE_NATS_KEY_FILE)")
 	fs.Var(&replicasFlag{&b.NATSReplicas}, "nats-replicas", "copies JetStream keeps of each stream and bucket, 1 to 5; 3 on a 3-server NATS cluster (HOSTPLANE_NATS_REPLICAS, default 1)")
 	if v := os.Getenv("HOSTPLANE_NATS_REPLICAS"); v != "" {
 		n, err := strconv.Atoi(v)

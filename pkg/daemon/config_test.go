@@ -38,3 +38,27 @@ func TestBase_NATSReplicas_FromEnvOrFlag_OneToFive(t *testing.T) {
 		t.Fatalf("default: replicas %d, err %v", zero.NATSReplicas, err)
 	}
 }
+
+func TestBase_NATSTLS_FromEnvOrFlags_CertificateNeedsItsKey(t *testing.T) {
+	t.Setenv("HOSTPLANE_NATS_CA_FILE", "/tls/ca.crt")
+	t.Setenv("HOSTPLANE_NATS_CERT_FILE", "/tls/pkid.crt")
+	t.Setenv("HOSTPLANE_NATS_KEY_FILE", "/tls/pkid.key")
+	fs := flag.NewFlagSet("pkid", flag.ContinueOnError)
+	b := daemon.Flags(fs, "pkid")
+	if err := fs.Parse([]string{"--nats-ca-file", "/other/ca.crt"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if b.NATSTLS.CAFile != "/other/ca.crt" || b.NATSTLS.CertFile != "/tls/pkid.crt" || b.NATSTLS.KeyFile != "/tls/pkid.key" {
+		t.Fatalf("NATSTLS = %+v", b.NATSTLS)
+	}
+
+	t.Setenv("HOSTPLANE_NATS_KEY_FILE", "")
+	fs = flag.NewFlagSet("pkid", flag.ContinueOnError)
+	b = daemon.Flags(fs, "pkid")
+	if err := b.Validate(); err == nil || !strings.Contains(err.Error(), "HOSTPLANE_NATS_KEY_FILE") {
+		t.Fatalf("certificate without a key: %v, want an error naming HOSTPLANE_NATS_KEY_FILE", err)
+	}
+}

@@ -219,12 +219,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 		tp, shutdownTracing = sdk, sdk.Shutdown
 	}
 
-	var natsOpts []nats.Option
-	if d.base.NATSNKeyFile != "" {
-		var err error
-		if natsOpts, err = natsauth.ClientOptions(d.spec.Name, d.base.NATSNKeyFile); err != nil {
-			return fmt.Errorf("%s: %w", d.spec.Name, err)
-		}
+	natsOpts, err := d.base.NATSTLS.Options()
+	if err == nil && d.base.NATSNKeyFile != "" {
+		natsOpts, err = natsauth.ClientOptions(d.spec.Name, d.base.NATSNKeyFile, d.base.NATSTLS)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", d.spec.Name, err)
 	}
 	nc, err := bus.Connect(ctx, d.base.NATSURL, "hostplane-"+d.spec.Name, log, natsOpts...)
 	if err != nil {

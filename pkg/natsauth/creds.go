@@ -144,11 +144,16 @@ func (c *Credentials) writeServerConfig() error {
 }
 
 // ClientOptions are the nats.go options that connect as identity name with the seed in
-// seedFile: nkey authentication and the identity's own reply inbox prefix.
-func ClientOptions(name, seedFile string) ([]nats.Option, error) {
+// seedFile, over tls: nkey authentication, the identity's own reply inbox prefix and
+// tls.Options().
+func ClientOptions(name, seedFile string, tls TLS) ([]nats.Option, error) {
 	auth, err := nats.NkeyOptionFromSeed(seedFile)
 	if err != nil {
 		return nil, fmt.Errorf("nats credentials of %s: %w", name, err)
 	}
-	return []nats.Option{auth, nats.CustomInboxPrefix(InboxPrefix(name))}, nil
+	tlsOpts, err := tls.Options()
+	if err != nil {
+		return nil, fmt.Errorf("nats credentials of %s: %w", name, err)
+	}
+	return append([]nats.Option{auth, nats.CustomInboxPrefix(InboxPrefix(name))}, tlsOpts...), nil
 }

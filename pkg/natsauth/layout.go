@@ -11,11 +11,11 @@ import (
 )
 
 // LayOut connects to the server at url as the Bootstrap identity, with its seed in seedFile,
-// and creates or updates the shared streams and the owners' buckets with replicas copies
+// over tls, and creates or updates the shared streams and the owners' buckets with replicas copies
 // (bus.EnsureLayout): what a deployment does once before its daemons start. It waits for the
 // server until ctx ends.
-func LayOut(ctx context.Context, url, seedFile string, replicas int, log *slog.Logger) error {
-	opts, err := ClientOptions(Bootstrap, seedFile)
+func LayOut(ctx context.Context, url, seedFile string, tls TLS, replicas int, log *slog.Logger) error {
+	opts, err := ClientOptions(Bootstrap, seedFile, tls)
 	if err != nil {
 		return err
 	}

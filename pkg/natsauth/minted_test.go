@@ -42,7 +42,7 @@ func standalone(t *testing.T, dir string) *server.Server {
 // connectSeed connects with the seed in file as identity name; errs gets the server's
 // asynchronous errors, closed is closed when the connection is.
 func connectSeed(srv *server.Server, name, file string) (nc *nats.Conn, errs chan error, closed chan struct{}, err error) {
-	opts, err := natsauth.ClientOptions(name, file)
+	opts, err := natsauth.ClientOptions(name, file, natsauth.TLS{})
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -32,7 +32,7 @@ type client struct {
 func connect(t *testing.T, env *testenv.NATSEnv, name string) *client {
 	t.Helper()
 	c := &client{name: name, errs: make(chan error, 64)}
-	opts, err := natsauth.ClientOptions(name, env.SeedFile(name))
+	opts, err := natsauth.ClientOptions(name, env.SeedFile(name), env.TLS)
 	if err != nil {
 		t.Fatal(err)
 	}

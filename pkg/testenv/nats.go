@@ -1,8 +1,14 @@
 package testenv
 
 import (
+	"bufio"
 	"context"
+	"errors"
+	"net"
+	neturl "net/url"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,6 +30,7 @@ type NATSEnv struct {
 	JS    jetstream.JetStream
 	Dir   string                // the JetStream store dir
 	Creds *natsauth.Credentials // every identity's seed (Creds.SeedFile(name))
+	TLS   natsauth.TLS          // how clients use TLS (NATSOptions.ClientTLS)
 	log   *natsauth.ServerLog
 }
 
@@ -37,6 +44,10 @@ type NATSOptions struct {
 	AllowViolations bool
 	// Record traces every client's publications and subscriptions (Usage).
 	Record bool
+	// TLS, when set, makes the server accept TLS clients only; ClientTLS is then how the
+	// layout, Conn and ConnectAs connect (NATSEnv.TLS).
+	TLS       *bus.ServerTLS
+	ClientTLS natsauth.TLS
 }
 
 // NATS starts an embedded nats-server with JetStream on a random port and a store dir in
@@ -55,7 +66,7 @@ func NATSWith(t testing.TB, o NATSOptions) *NATSEnv {
 		t.Fatalf("testenv: nats credentials: %v", err)
 	}
 	log := natsauth.NewServerLog(creds)
-	srv, err := bus.RunEmbedded(bus.EmbeddedConfig{Port: -1, StoreDir: dir, Users: creds.ServerNkeys(), Logger: log, Trace: o.Record})
+	srv, err := bus.RunEmbedded(bus.EmbeddedConfig{Port: -1, StoreDir: dir, Users: creds.ServerNkeys(), Logger: log, Trace: o.Record, TLS: o.TLS})
 	if err != nil {
 		t.Fatalf("testenv: start nats: %v", err)
 	}
@@ -68,7 +79,7 @@ func NATSWith(t testing.TB, o NATSOptions) *NATSEnv {
 		})
 	}
 	t.Cleanup(srv.Stop)
-	env := &NATSEnv{Server: srv, Dir: dir, Creds: creds, log: log}
+	env := &NATSEnv{Server: srv, Dir: dir, Creds: creds, TLS: o.ClientTLS, log: log}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	bnc, bjs := env.ConnectAs(t, natsauth.Bootstrap)
@@ -84,7 +95,7 @@ func NATSWith(t testing.TB, o NATSOptions) *NATSEnv {
 // at cleanup.
 func (e *NATSEnv) ConnectAs(t testing.TB, name string) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	opts, err := natsauth.ClientOptions(name, e.Creds.SeedFile(name))
+	opts, err := natsauth.ClientOptions(name, e.Creds.SeedFile(name), e.TLS)
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
@@ -114,6 +125,38 @@ func Connect(t testing.TB, url string, opts ...nats.Option) (*nats.Conn, jetstre
 		t.Fatalf("testenv: jetstream: %v", err)
 	}
 	return nc, js
+}
+
+// RequirePlainTextRefused fails the test unless the NATS server at url refuses a client that
+// speaks its protocol in plain text: the server's INFO must require TLS, and CONNECT, PING
+// and a PUB sent without TLS must get the connection closed, never a PONG.
+func RequirePlainTextRefused(t testing.TB, url string) {
+	t.Helper()
+	u, err := neturl.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	r := bufio.NewReader(conn)
+	info, err := r.ReadString('\n')
+	if err != nil || !strings.Contains(info, `"tls_required":true`) {
+		t.Fatalf("the server's INFO %q (%v) does not require TLS", info, err)
+	}
+	if _, err := conn.Write([]byte("CONNECT {\"verbose\":false}\r\nPING\r\nPUB hostplane.in.demo.x 1\r\nx\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	rest, err := r.ReadString('\n')
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		t.Fatal("the server neither answered nor closed a plain-text connection")
+	case err == nil || strings.Contains(rest, "PONG"):
+		t.Fatalf("a plain-text client got %q (%v), want the connection closed", rest, err)
+	}
 }
 
 // Eventually polls cond every 20ms until it holds or timeout passes, then fails the test

@@ -84,12 +84,16 @@ type Config struct {
 	TracerProvider func(daemon string) trace.TracerProvider
 }
 
-// startNATS generates (once) the NATS identities, starts the embedded server requiring them
-// and lays out the shared streams and buckets as the bootstrap identity.
+// startNATS generates (once) the NATS identities and the TLS CA and server certificate,
+// starts the embedded server requiring both and lays out the shared streams and buckets as
+// the bootstrap identity.
 func (s *Stack) startNATS(ctx context.Context, dataDir string) error {
 	var err error
 	credsDir := filepath.Join(dataDir, NATSCredsDir)
 	if s.NATSCreds, err = natsauth.Generate(credsDir); err != nil {
+		return err
+	}
+	if s.NATSTLS, err = natsauth.GenerateTLS(filepath.Join(dataDir, NATSTLSDir), natsHosts...); err != nil {
 		return err
 	}
 	s.natsLog = natsauth.NewServerLog(s.NATSCreds)
@@ -97,13 +101,17 @@ func (s *Stack) startNATS(ctx context.Context, dataDir string) error {
 		s.log.Error("nats permission violation", "identity", identity, "detail", line)
 	}
 	store := filepath.Join(dataDir, "nats")
-	s.NATS, err = bus.RunEmbedded(bus.EmbeddedConfig{Port: s.cfg.NATSPort, StoreDir: store, Users: s.NATSCreds.ServerNkeys(), Logger: s.natsLog, Trace: s.cfg.NATSTrace})
+	s.NATS, err = bus.RunEmbedded(bus.EmbeddedConfig{Port: s.cfg.NATSPort, StoreDir: store, Users: s.NATSCreds.ServerNkeys(), Logger: s.natsLog, Trace: s.cfg.NATSTrace,
+		TLS: s.NATSTLS.Server()})
 	if err != nil {
 		return err
 	}
-	s.log.Info("nats jetstream started", "url", s.NATS.URL(), "store", store, "credentials", credsDir)
-	return natsauth.LayOut(ctx, s.NATS.URL(), s.NATSCreds.SeedFile(natsauth.Bootstrap), 1, s.log)
+	s.log.Info("nats jetstream started", "url", s.NATS.URL(), "store", store, "credentials", credsDir, "ca", s.NATSTLS.CAFile())
+	return natsauth.LayOut(ctx, s.NATS.URL(), s.NATSCreds.SeedFile(natsauth.Bootstrap), s.NATSTLS.Client(), 1, s.log)
 }
+
+// natsHosts are the names the embedded server's certificate is for: it listens on loopback.
+var natsHosts = []string{"127.0.0.1", "localhost", "::1"}
 
 // credsReloadInterval is how often hostplane dev looks for identities minted or revoked with
 // `hostplane credentials` while it runs.
@@ -112,9 +120,11 @@ const credsReloadInterval = time.Second
 // reloadCredentials gives the embedded server the users of the credentials directory whenever
 // its auth.conf changes (hostplane credentials create/revoke write it), until ctx ends: a
 // minted identity may connect within a second and a revoked one is disconnected and refused.
+// Likewise it reloads the server's TLS certificate and key when their files change.
 func (s *Stack) reloadCredentials(ctx context.Context) {
 	conf := filepath.Join(s.NATSCreds.Dir, natsauth.ServerConfigFile)
 	last, _ := os.ReadFile(conf)
+	lastTLS := s.serverTLSFiles()
 	t := time.NewTicker(credsReloadInterval)
 	defer t.Stop()
 	for {
@@ -122,6 +132,14 @@ func (s *Stack) reloadCredentials(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if cur := s.serverTLSFiles(); !bytes.Equal(cur, lastTLS) {
+			if err := s.NATS.ReloadTLS(); err != nil {
+				s.log.Error("nats server certificate changed but could not be applied", "dir", s.NATSTLS.Dir, "err", err)
+			} else {
+				lastTLS = cur
+				s.log.Info("nats server certificate reloaded", "dir", s.NATSTLS.Dir)
+			}
 		}
 		cur, err := os.ReadFile(conf)
 		if err != nil || bytes.Equal(cur, last) {
@@ -141,13 +159,25 @@ func (s *Stack) reloadCredentials(ctx context.Context) {
 	}
 }
 
+// serverTLSFiles is the content of the embedded server's certificate and key files.
+func (s *Stack) serverTLSFiles() []byte {
+	st := s.NATSTLS.Server()
+	crt, _ := os.ReadFile(st.CertFile)
+	key, _ := os.ReadFile(st.KeyFile)
+	return append(crt, key...)
+}
+
 // NATSCredsDir is the directory under the data dir with the NATS identities' seeds.
 const NATSCredsDir = "nats-creds"
 
+// NATSTLSDir is the directory under the data dir with the NATS CA and the server's
+// certificate (pkg/natsauth.GenerateTLS).
+const NATSTLSDir = "nats-tls"
+
 // ConnectNATS connects to the embedded NATS as identity (natsauth.Admin to inspect
-// anything).
+// anything), over TLS.
 func (s *Stack) ConnectNATS(ctx context.Context, identity string) (*nats.Conn, error) {
-	opts, err := natsauth.ClientOptions(identity, s.NATSCreds.SeedFile(identity))
+	opts, err := natsauth.ClientOptions(identity, s.NATSCreds.SeedFile(identity), s.NATSTLS.Client())
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +209,10 @@ type Stack struct {
 	NATS *bus.Embedded
 	// NATSCreds are the NATS identities under <data dir>/nats-creds (pkg/natsauth): the
 	// embedded server accepts only them, each daemon connects as its own.
-	NATSCreds  *natsauth.Credentials
+	NATSCreds *natsauth.Credentials
+	// NATSTLS is the CA and the server certificate under <data dir>/nats-tls: the embedded
+	// server accepts TLS clients only, and every client verifies it with the CA.
+	NATSTLS    *natsauth.TLSFiles
 	natsLog    *natsauth.ServerLog
 	Management *localkube.Cluster
 	Daemons    []Daemon
@@ -273,7 +306,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		if cfg.TracerProvider != nil {
 			tp = cfg.TracerProvider(name)
 		}
-		return daemon.Base{NATSURL: s.NATS.URL(), NATSNKeyFile: s.NATSCreds.SeedFile(name), DataDir: dataDir, Logger: s.log, Registry: reg, ManagementKubeconfig: mgmtKubeconfig,
+		return daemon.Base{NATSURL: s.NATS.URL(), NATSNKeyFile: s.NATSCreds.SeedFile(name), NATSTLS: s.NATSTLS.Client(), DataDir: dataDir, Logger: s.log, Registry: reg, ManagementKubeconfig: mgmtKubeconfig,
 			OTLPEndpoint: cfg.OTLPEndpoint, TracerProvider: tp}
 	}, cd, infrad.Config{LocalCloudURL: s.Cloud.URL()})
 	if err != nil {

@@ -38,10 +38,16 @@ func getJSON(t *testing.T, url string, token ...string) (int, map[string]any, st
 
 func start(t *testing.T, dir string) *dev.Stack {
 	t.Helper()
-	s, err := dev.Start(context.Background(), dev.Config{
-		DataDir: dir, Addr: "127.0.0.1:0", NATSPort: -1,
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	return startConfig(t, dev.Config{DataDir: dir})
+}
+
+// startConfig starts a stack with cfg on free ports, logging warnings to the test; a NATS
+// permission violation fails the test.
+func startConfig(t *testing.T, cfg dev.Config) *dev.Stack {
+	t.Helper()
+	cfg.Addr, cfg.NATSPort = "127.0.0.1:0", -1
+	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	s, err := dev.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,162 @@
+package natsauth
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/hostplane/hostplane/pkg/atomicfile"
+	"github.com/hostplane/hostplane/pkg/bus"
+	"github.com/hostplane/hostplane/pkg/certs"
+)
+
+// TLS is how a client of hostplane's NATS uses TLS, from PEM files: the CA that signed the
+// server's certificate and, for mutual TLS, the client's own certificate and key. The zero
+// value is no TLS (the client still upgrades to TLS if the server requires it, trusting the
+// system's roots only).
+type TLS struct {
+	CAFile   string // HOSTPLANE_NATS_CA_FILE
+	CertFile string // HOSTPLANE_NATS_CERT_FILE (mutual TLS)
+	KeyFile  string // HOSTPLANE_NATS_KEY_FILE (mutual TLS)
+}
+
+// Options are the nats.go options of t: the one place a NATS client's TLS is built. The
+// files are checked now, so a missing or broken one is an error at once rather than a
+// connection retried forever, and read again at every (re)connection, so files replaced in
+// place (a rotated certificate or CA bundle) take effect at the next one.
+func (t TLS) Options() ([]nats.Option, error) {
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		return nil, fmt.Errorf("nats tls: %w", ErrTLSPair)
+	}
+	var opts []nats.Option
+	if t.CAFile != "" {
+		b, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("nats tls: CA: %w", err)
+		}
+		if !x509.NewCertPool().AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("nats tls: CA %s: %w", t.CAFile, certs.ErrNoPEM)
+		}
+		opts = append(opts, nats.RootCAs(t.CAFile))
+	}
+	if t.CertFile != "" {
+		if _, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err != nil {
+			return nil, fmt.Errorf("nats tls: client certificate: %w", err)
+		}
+		opts = append(opts, nats.ClientCert(t.CertFile, t.KeyFile))
+	}
+	return opts, nil
+}
+
+// The files of a NATS TLS directory (GenerateTLS).
+const (
+	TLSCAFile   = "ca.crt"
+	TLSCAKey    = "ca.key"
+	TLSCertFile = "server.crt"
+	TLSKeyFile  = "server.key"
+)
+
+// Lifetimes of what GenerateTLS issues, and how long before expiry it issues again.
+const (
+	tlsCALifetime     = 10 * 365 * 24 * time.Hour
+	tlsServerLifetime = 365 * 24 * time.Hour
+	tlsRenewBefore    = 30 * 24 * time.Hour
+)
+
+// TLSFiles is a NATS TLS directory: a CA (ca.crt, ca.key) and the server's certificate it
+// signed (server.crt, server.key).
+type TLSFiles struct{ Dir string }
+
+// CAFile is the CA certificate clients trust.
+func (f *TLSFiles) CAFile() string { return filepath.Join(f.Dir, TLSCAFile) }
+
+// Client is what a client needs to verify the server (no client certificate).
+func (f *TLSFiles) Client() TLS { return TLS{CAFile: f.CAFile()} }
+
+// Server is the server's TLS for bus.EmbeddedConfig (no client certificates asked).
+func (f *TLSFiles) Server() *bus.ServerTLS {
+	return &bus.ServerTLS{CertFile: filepath.Join(f.Dir, TLSCertFile), KeyFile: filepath.Join(f.Dir, TLSKeyFile)}
+}
+
+// GenerateTLS makes dir hold a NATS CA and a server certificate it signed for hosts (IP
+// addresses or DNS names). Both are created once and kept across restarts, like the seeds of
+// Generate; the server certificate is issued again when it is missing, was not signed by the
+// CA, does not name every host or expires within 30 days, and the CA when it is missing or
+// expires within 30 days. Keys are mode 0600, the directory 0700. To rotate the server's
+// certificate, delete server.crt and run GenerateTLS again; to rotate the CA, delete ca.crt.
+func GenerateTLS(dir string, hosts ...string) (*TLSFiles, error) {
+	if len(hosts) == 0 {
+		return nil, fmt.Errorf("nats tls: %w", ErrTLSHosts)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("nats tls: %w", err)
+	}
+	f := &TLSFiles{Dir: dir}
+	ca, err := f.loadOrIssue(TLSCAFile, TLSCAKey, func(kp *certs.KeyPair) bool { return kp.Cert.IsCA },
+		func() (*certs.KeyPair, error) { return certs.NewCA("hostplane NATS CA", tlsCALifetime) })
+	if err != nil {
+		return nil, err
+	}
+	req := certs.Request{CommonName: "hostplane NATS server", Usage: certs.UsageServer, Lifetime: tlsServerLifetime}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			req.IPs = append(req.IPs, ip)
+		} else {
+			req.DNSNames = append(req.DNSNames, h)
+		}
+	}
+	_, err = f.loadOrIssue(TLSCertFile, TLSKeyFile, func(kp *certs.KeyPair) bool {
+		if kp.Cert.CheckSignatureFrom(ca.Cert) != nil {
+			return false
+		}
+		return !slices.ContainsFunc(hosts, func(h string) bool { return kp.Cert.VerifyHostname(h) != nil })
+	}, func() (*certs.KeyPair, error) { return ca.Issue(req) })
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// loadOrIssue returns the key pair in certName and keyName when it parses, passes ok and is
+// not about to expire; else it issues one and writes it (the key first: a server reloading
+// meanwhile sees the old pair or a mismatch it refuses, never half a file).
+func (f *TLSFiles) loadOrIssue(certName, keyName string, ok func(*certs.KeyPair) bool, issue func() (*certs.KeyPair, error)) (*certs.KeyPair, error) {
+	certPath, keyPath := filepath.Join(f.Dir, certName), filepath.Join(f.Dir, keyName)
+	certPEM, cerr := os.ReadFile(certPath)
+	keyPEM, kerr := os.ReadFile(keyPath)
+	for _, err := range []error{cerr, kerr} {
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("nats tls: %w", err)
+		}
+	}
+	if cerr == nil && kerr == nil {
+		kp, err := certs.ParseKeyPair(certPEM, keyPEM)
+		if err == nil && ok(kp) && time.Until(kp.Cert.NotAfter) > tlsRenewBefore {
+			return kp, nil
+		}
+	}
+	kp, err := issue()
+	if err != nil {
+		return nil, fmt.Errorf("nats tls: %s: %w", certName, err)
+	}
+	keyPEM, err = kp.KeyPEM()
+	if err != nil {
+		return nil, fmt.Errorf("nats tls: %s: %w", keyName, err)
+	}
+	if err := atomicfile.Write(keyPath, keyPEM, 0o600); err != nil {
+		return nil, fmt.Errorf("nats tls: %w", err)
+	}
+	if err := atomicfile.Write(certPath, kp.CertPEM(), 0o644); err != nil {
+		return nil, fmt.Errorf("nats tls: %w", err)
+	}
+	return kp, nil
+}
