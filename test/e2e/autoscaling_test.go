@@ -68,6 +68,7 @@ func scaleDeployment(t *testing.T, kc *kubernetes.Clientset, name string, n int3
 // pod that only it can hold.
 func TestNodePool_Autoscaling_GrowsForPendingPodsAndShrinksToMin(t *testing.T) {
 	s, c := stack(t)
+	prom := startPrometheus(t, c) // the autoscaling dashboard through a real Prometheus, below
 	const cl = "autoscale"
 	if code, body := c.do("POST", "/v1/clusters", `{"name":"`+cl+`","spec":{"release":{"version":"`+newRelease+`"},
 		"autoscaling":{"scaleDown":{"unneededDurationSeconds":10}}}}`, nil); code != http.StatusAccepted {
@@ -114,6 +115,8 @@ func TestNodePool_Autoscaling_GrowsForPendingPodsAndShrinksToMin(t *testing.T) {
 
 	// The autoscaling dashboard's panels have their series now (scale events up and down).
 	assertDashboardsQueryExportedMetrics(t, c, "autoscaling.json")
+	assertDashboardsInPrometheus(t, prom, map[string]string{"cluster": cl}, "autoscaling.json")
+	prom.Stop()
 
 	// 3. A pool at min 0 grows to one node for a pod that only it holds.
 	if code, body := c.do("POST", "/v1/clusters/"+cl+"/nodepools", `{"name":"big","spec":{

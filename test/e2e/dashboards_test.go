@@ -360,12 +360,15 @@ func assertDashboardsQueryExportedMetrics(t *testing.T, c *client, files ...stri
 // it before what the dashboards show happens, so range queries see it happen.
 func startPrometheus(t *testing.T, c *client) *testenv.PrometheusEnv {
 	t.Helper()
-	return testenv.Prometheus(t, testenv.PrometheusOptions{
+	start := time.Now()
+	p := testenv.Prometheus(t, testenv.PrometheusOptions{
 		Target:      c.base + "/metrics",
 		BearerToken: c.token,
 		RuleFiles:   []string{alertsFile},
 		Interval:    time.Second,
 	})
+	t.Logf("prometheus on %s (pid %d) scraping %s/metrics, %s after its start", p.URL, p.Pid(), c.base, time.Since(start).Round(100*time.Millisecond))
+	return p
 }
 
 // The values Grafana would give its own variables in the live test: $__rate_interval is at
