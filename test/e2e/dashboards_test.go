@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hostplane/hostplane/pkg/testenv"
+	"github.com/hostplane/hostplane/test/apicheck"
 )
 
 // dashboardDir holds the Grafana dashboards shipped in deploy/grafana.
@@ -291,7 +292,8 @@ func exportedSeries(t *testing.T, c *client) map[string]bool {
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
-	resp, err := http.DefaultClient.Do(req)
+	// Through the OpenAPI check like every other API request of the e2e tests.
+	resp, err := (&http.Client{Transport: apicheck.ForTest(t, nil)}).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
