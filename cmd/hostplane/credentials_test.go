@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/hostplane/hostplane/pkg/certs"
 	"github.com/hostplane/hostplane/pkg/natsauth"
 	"github.com/hostplane/hostplane/pkg/testenv"
 )
@@ -153,4 +155,31 @@ func keys[V any](m map[string]V) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestCLI_Credentials_InitWithTLSHosts_WritesACAAndAServerCertificateOnce: what docker
+// compose's nats-creds one-shot runs; a second run keeps the files.
+func TestCLI_Credentials_InitWithTLSHosts_WritesACAAndAServerCertificateOnce(t *testing.T) {
+	hp := newCLI(t, "", "")
+	dir := filepath.Join(t.TempDir(), "creds")
+	hp.must(0, "credentials", "init", "--dir", dir, "--tls-host", "nats", "--tls-host", "127.0.0.1")
+	tlsDir := filepath.Join(dir, "tls")
+	crt, err := os.ReadFile(filepath.Join(tlsDir, natsauth.TLSCertFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := certs.ParseCertificate(crt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if leaf.VerifyHostname("nats") != nil || leaf.VerifyHostname("127.0.0.1") != nil {
+		t.Errorf("server certificate for %v %v, want nats and 127.0.0.1", leaf.DNSNames, leaf.IPAddresses)
+	}
+	if fi, err := os.Stat(filepath.Join(tlsDir, natsauth.TLSKeyFile)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("server key: %v, want mode 0600", err)
+	}
+	hp.must(0, "credentials", "init", "--dir", dir, "--tls-host", "nats", "--tls-host", "127.0.0.1")
+	if again, _ := os.ReadFile(filepath.Join(tlsDir, natsauth.TLSCertFile)); !bytes.Equal(again, crt) {
+		t.Error("a second init replaced the server certificate")
+	}
 }

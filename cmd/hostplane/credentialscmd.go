@@ -111,9 +111,10 @@ standalone nats-server (docker compose, Kubernetes) on a configuration reload (S
 		},
 	}
 
+	var tlsHosts []string
 	initCmd := &cobra.Command{
 		Use:   "init",
-		Short: "Create the built-in identities' seeds (kept if they exist) and write auth.conf for nats-server",
+		Short: "Create the built-in identities' seeds (kept if they exist) and write auth.conf for nats-server; with --tls-host, a NATS CA and server certificate too",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := natsauth.Generate(dir)
@@ -121,9 +122,18 @@ standalone nats-server (docker compose, Kubernetes) on a configuration reload (S
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "seeds and %s in %s\n", natsauth.ServerConfigFile, c.Dir)
+			if len(tlsHosts) == 0 {
+				return nil
+			}
+			f, err := natsauth.GenerateTLS(filepath.Join(dir, credsTLSDir), tlsHosts...)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "TLS: CA %s, server certificate %s for %s\n", f.CAFile(), f.Server().CertFile, strings.Join(tlsHosts, ", "))
 			return nil
 		},
 	}
+	initCmd.Flags().StringSliceVar(&tlsHosts, "tls-host", nil, "also make (once; renewed before expiry) a NATS CA and a server certificate for this host name or IP under <dir>/"+credsTLSDir+" (repeatable)")
 
 	var natsURL string
 	var replicas int
@@ -180,6 +190,10 @@ and other systems' seeds stay in --dir. Run init (or create/revoke) first:
 	cmd.AddCommand(create, revoke, list, initCmd, bootstrap, k8sSecrets)
 	return cmd
 }
+
+// credsTLSDir is where `credentials init --tls-host` writes the NATS CA and server
+// certificate, under the credentials directory.
+const credsTLSDir = "tls"
 
 // The Secrets of deploy/k8s: nats-auth (auth.conf) and nats-creds-<identity> (the seed under
 // key nkey).
