@@ -45,6 +45,8 @@ func newDevCommand() *cobra.Command {
 	f.IntVar(&cfg.NATSPort, "nats-port", 4222, "port of the embedded NATS server (-1: any free port)")
 	f.StringVar(&cfg.Runtime, "runtime", daemon.Env("HOSTPLANE_COMPONENTD_RUNTIME", componentd.RuntimeProcess),
 		"control-plane runtime: process (child processes) or kubernetes (workloads in the management kube-apiserver) (HOSTPLANE_COMPONENTD_RUNTIME)")
+	f.StringVar(&cfg.GrafanaURL, "grafana-url", daemon.Env("HOSTPLANE_GRAFANA_URL", ""),
+		"base URL of a Grafana with hostplane's dashboards; the web console (/ui) links into them (HOSTPLANE_GRAFANA_URL)")
 	f.StringVar(&logLevel, "log-level", daemon.Env("HOSTPLANE_LOG_LEVEL", "info"), "debug, info, warn or error")
 	return cmd
 }

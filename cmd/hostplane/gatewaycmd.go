@@ -21,7 +21,7 @@ func backendEnv(daemon string) string {
 }
 
 func newGatewayCommand() *cobra.Command {
-	var addr, logLevel, otlp string
+	var addr, logLevel, otlp, grafana string
 	owners, err := gateway.Owners()
 	if err != nil {
 		panic(err) // the embedded OpenAPI document is checked by tests
@@ -32,7 +32,7 @@ func newGatewayCommand() *cobra.Command {
 		Short: "Serve the API in front of separately running daemons, routing each path to the daemon that owns it",
 		Long: "gateway routes every /v1 operation (and /ignition/{cluster}) to the daemon the OpenAPI document names as its owner,\n" +
 			"passing the Authorization header through (each daemon checks tokens), and answers /healthz, /readyz (every daemon ready),\n" +
-			"/metrics and /openapi.json itself. docker compose and the Kubernetes manifests run it in front of the six daemons.",
+			"/metrics, /openapi.json and the web console (/ui) itself. docker compose and the Kubernetes manifests run it in front of the six daemons.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var level slog.Level
@@ -40,7 +40,7 @@ func newGatewayCommand() *cobra.Command {
 				return usageError{err}
 			}
 			log := observe.NewLogger(os.Stderr, level).With("daemon", gateway.Name)
-			cfg := gateway.Config{Backends: map[string]string{}, Logger: log, Registry: observe.NewRegistry()}
+			cfg := gateway.Config{Backends: map[string]string{}, Logger: log, Registry: observe.NewRegistry(), GrafanaURL: grafana}
 			for name, u := range backends {
 				cfg.Backends[name] = *u
 			}
@@ -71,6 +71,8 @@ func newGatewayCommand() *cobra.Command {
 		backends[name] = f.String(name+"-url", daemon.Env(backendEnv(name), ""), "base URL of "+name+"'s admin port, e.g. http://127.0.0.1:8081 ("+backendEnv(name)+")")
 	}
 	f.StringVar(&otlp, "otlp-endpoint", daemon.Env("HOSTPLANE_OTLP_ENDPOINT", ""), "OTLP/HTTP trace endpoint host:port (HOSTPLANE_OTLP_ENDPOINT)")
+	f.StringVar(&grafana, "grafana-url", daemon.Env("HOSTPLANE_GRAFANA_URL", ""),
+		"base URL of a Grafana with hostplane's dashboards; the web console (/ui) links into them (HOSTPLANE_GRAFANA_URL)")
 	f.StringVar(&logLevel, "log-level", daemon.Env("HOSTPLANE_LOG_LEVEL", "info"), "debug, info, warn or error (HOSTPLANE_LOG_LEVEL)")
 	return cmd
 }

@@ -197,6 +197,11 @@ func TestMiddleware_ChallengesAndOpenPaths(t *testing.T) {
 		{"/v1/clusters/demo", "Bearer " + tok, 200, ""},
 		{"/v1/clusters/demo", "bearer " + tok, 200, ""},
 		{"/nowhere", "", 401, `Bearer realm="hostplane"`},
+		// The console's files are open (this router serves none, so: not found, unchallenged);
+		// a path that only starts with the same letters is not.
+		{"/ui", "", 404, ""},
+		{"/ui/app.js", "", 404, ""},
+		{"/uix", "", 401, `Bearer realm="hostplane"`},
 		{"/nowhere", "Bearer " + tok, 404, ""},
 	}
 	for _, tc := range tests {

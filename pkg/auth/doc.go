@@ -16,10 +16,10 @@
 // other route that names no cluster; it may list clusters, and clusterd lists only the
 // clusters in its scope (see Allowed).
 //
-// /healthz, /readyz, /openapi.json and /ignition/{cluster} (a machine's Ignition token, which
-// ignitiond checks) are open; /metrics is open unless Config.MetricsRequireAuth is set, then
-// any valid token may scrape it. Every other path,
-// unknown ones included, needs a valid token: authentication comes before routing, so an
+// /healthz, /readyz, /openapi.json, /ignition/{cluster} (a machine's Ignition token, which
+// ignitiond checks) and the web console's static files (/ui and below) are open; /metrics is
+// open unless Config.MetricsRequireAuth is set, then any valid token may scrape it. Every
+// other path, unknown ones included, needs a valid token: authentication comes before routing, so an
 // anonymous caller learns nothing about which routes or clusters exist.
 //
 // Answers: 401 application/problem+json with WWW-Authenticate: Bearer without a token or with

@@ -43,6 +43,10 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 // /ignition/{cluster}); they are open to API tokens' access control.
 const PathIgnitionPrefix = "/ignition/"
 
+// PathConsole is where the web console is served (/ui and every path below it): static files
+// only, open like /healthz; the API calls the page makes carry the user's bearer token.
+const PathConsole = "/ui"
+
 // open reports whether path needs no token.
 func (a *Authenticator) open(path string) bool {
 	switch path {
@@ -50,6 +54,9 @@ func (a *Authenticator) open(path string) bool {
 		return true
 	case httpapi.PathMetrics:
 		return !a.metricsAuth
+	}
+	if path == PathConsole || strings.HasPrefix(path, PathConsole+"/") {
+		return true
 	}
 	// A machine's Ignition request carries its node pool's Ignition token, which ignitiond
 	// checks itself; it is not an API token.

@@ -1,7 +1,7 @@
 // Package dev is `hostplane dev`: the whole of Hostplane in one process — an embedded NATS
 // JetStream server, a local management kube-apiserver (etcd + kube-apiserver through the
 // process supervisor), all six daemons, and one HTTP front door that serves every daemon's
-// /v1 routes, an aggregate /healthz, /readyz and /metrics.
+// /v1 routes, an aggregate /healthz, /readyz and /metrics, and the web console at /ui.
 //
 // Stopping it stops everything it started; starting it again on the same data dir resumes.
 package dev
@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/hostplane/hostplane/cmd/hostplane/internal/console"
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/auth"
 	"github.com/hostplane/hostplane/pkg/bus"
@@ -69,6 +70,9 @@ type Config struct {
 	TokensFile string
 	// MetricsRequireAuth makes the front door's /metrics need a token.
 	MetricsRequireAuth bool
+	// GrafanaURL is the base URL of a Grafana with the dashboards of deploy/grafana; the web
+	// console (/ui) links into them. Empty hides the links.
+	GrafanaURL string
 
 	// NATSTrace makes the embedded NATS record every subject each identity publishes and
 	// subscribes to (Stack.NATSUsage), for tests that compare the natsauth table with what
@@ -247,6 +251,9 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	if cfg.OTLPEndpoint == "" {
 		cfg.OTLPEndpoint = os.Getenv("HOSTPLANE_OTLP_ENDPOINT")
 	}
+	if err := (console.Config{GrafanaURL: cfg.GrafanaURL}).Validate(); err != nil {
+		return nil, fmt.Errorf("grafana URL: %w", err)
+	}
 	if cfg.Runtime == componentd.RuntimeKubernetes && cfg.NoManagementAPIServer {
 		return nil, fmt.Errorf("the %s runtime runs the control planes in the management kube-apiserver: it cannot go without one", cfg.Runtime)
 	}
@@ -320,6 +327,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		Ready:    s.Ready,
 		Health:   s.health,
 	}, authn, s.Daemons...)
+	console.Mount(router, console.Config{GrafanaURL: cfg.GrafanaURL})
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel

@@ -2,9 +2,9 @@
 // processes (docker compose, Kubernetes). Every operation of the OpenAPI document names the
 // daemon that owns it (x-owner); the gateway routes each to that daemon's admin port with a
 // reverse proxy, leaves access control to the daemons (the Authorization header passes
-// through), continues the caller's trace, and answers /healthz, /readyz, /metrics and
-// /openapi.json itself. `hostplane gateway` runs it; `hostplane dev` does not need it (its
-// front door serves the daemons in-process).
+// through), continues the caller's trace, and answers /healthz, /readyz, /metrics,
+// /openapi.json and the web console (/ui, static files) itself. `hostplane gateway` runs it;
+// `hostplane dev` does not need it (its front door serves the daemons in-process).
 package gateway
 
 import (
@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/hostplane/hostplane/cmd/hostplane/internal/console"
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/httpapi"
 	"github.com/hostplane/hostplane/pkg/observe"
@@ -56,6 +57,9 @@ type Config struct {
 	// ProbeTimeout bounds each backend probe of /readyz and /healthz (default
 	// DefaultProbeTimeout).
 	ProbeTimeout time.Duration
+	// GrafanaURL is the base URL of a Grafana with the dashboards of deploy/grafana; the web
+	// console (/ui) links into them. Empty hides the links.
+	GrafanaURL string
 }
 
 // Owners returns the daemons the OpenAPI document routes to, sorted.
@@ -117,6 +121,9 @@ func New(cfg Config) (http.Handler, error) {
 			problems = append(problems, fmt.Sprintf("backend %q owns no route (the daemons are %s)", name, strings.Join(owners, ", ")))
 		}
 	}
+	if err := (console.Config{GrafanaURL: cfg.GrafanaURL}).Validate(); err != nil {
+		problems = append(problems, "grafana URL: "+err.Error())
+	}
 	if len(problems) > 0 {
 		sort.Strings(problems)
 		return nil, fmt.Errorf("%w: %s", ErrConfig, strings.Join(problems, "; "))
@@ -138,6 +145,7 @@ func New(cfg Config) (http.Handler, error) {
 	for _, rt := range routes {
 		r.Method(rt.Method, rt.Pattern, proxies[rt.Owner])
 	}
+	console.Mount(r, console.Config{GrafanaURL: cfg.GrafanaURL})
 	return r, nil
 }
 

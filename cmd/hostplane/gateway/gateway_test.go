@@ -153,3 +153,29 @@ func TestGateway_RefusesAConfigurationThatLeavesADaemonUnrouted(t *testing.T) {
 		}
 	}
 }
+
+func TestGateway_ServesTheWebConsoleItself(t *testing.T) {
+	h, err := gateway.New(gateway.Config{Backends: backends(t), GrafanaURL: "http://grafana:3000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := httptest.NewServer(h)
+	defer gw.Close()
+	for path, want := range map[string]string{
+		"/ui/":            "<title>Hostplane console</title>",
+		"/ui/config.json": `"grafanaURL":"http://grafana:3000"`,
+	} {
+		resp, err := http.Get(gw.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), want) {
+			t.Errorf("GET %s = %d %q, want 200 with %q", path, resp.StatusCode, b, want)
+		}
+	}
+	if _, err := gateway.New(gateway.Config{Backends: backends(t), GrafanaURL: "grafana:3000"}); !errors.Is(err, gateway.ErrConfig) {
+		t.Errorf("a Grafana URL without a scheme: err = %v, want ErrConfig", err)
+	}
+}
