@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/x509"
 	"errors"
 	"os"
 	"path/filepath"
@@ -92,12 +93,18 @@ func TestCLI_Credentials_MintedIdentityWorksOnARunningDevStackUntilRevoked(t *te
 }
 
 // TestCLI_Credentials_K8sSecrets_GiveEachPodOnlyItsOwnSeed: the Secrets deploy/k8s mounts
-// carry the server's auth.conf and one seed each for bootstrap and every daemon, exactly the
-// files `credentials init` made; the admin's and other systems' seeds never leave the directory.
+// carry the server's auth.conf, the NATS members' TLS files (never the CA key) and one seed
+// (with the CA certificate) each for bootstrap and every daemon, exactly the files
+// `credentials init` made; the admin's and other systems' seeds never leave the directory.
 func TestCLI_Credentials_K8sSecrets_GiveEachPodOnlyItsOwnSeed(t *testing.T) {
 	hp := newCLI(t, "", "")
 	dir := filepath.Join(t.TempDir(), "creds")
 	hp.must(0, "credentials", "init", "--dir", dir)
+	// deploy/k8s is TLS-only: without the TLS files there is nothing to print.
+	if r := hp.run("credentials", "k8s-secrets", "--dir", dir); r.code == 0 || !strings.Contains(r.stderr, "--tls-route-host") {
+		t.Errorf("k8s-secrets without TLS files: exit %d, stderr %q; want a failure naming --tls-route-host", r.code, r.stderr)
+	}
+	hp.must(0, "credentials", "init", "--dir", dir, "--tls-host", "nats", "--tls-route-host", "*.nats-headless")
 	hp.must(0, "credentials", "create", "event-consumer", "audit", "--dir", dir)
 	out := hp.must(0, "credentials", "k8s-secrets", "--dir", dir, "--namespace", "hp").stdout
 
@@ -115,24 +122,44 @@ func TestCLI_Credentials_K8sSecrets_GiveEachPodOnlyItsOwnSeed(t *testing.T) {
 		}
 		got[s.Name] = s.Data
 	}
-	want := map[string]string{"nats-auth": filepath.Join(dir, natsauth.ServerConfigFile)}
+	// Secret → key → the file it must hold.
+	tlsDir := filepath.Join(dir, "tls")
+	ca := filepath.Join(tlsDir, natsauth.TLSCAFile)
+	want := map[string]map[string]string{
+		"nats-auth": {natsauth.ServerConfigFile: filepath.Join(dir, natsauth.ServerConfigFile)},
+		"nats-tls":  {},
+	}
+	for _, f := range []string{natsauth.TLSCAFile, natsauth.TLSCertFile, natsauth.TLSKeyFile, natsauth.TLSRouteCertFile, natsauth.TLSRouteKeyFile} {
+		want["nats-tls"][f] = filepath.Join(tlsDir, f)
+	}
 	for _, name := range append([]string{natsauth.Bootstrap}, daemonNames()...) {
-		want["nats-creds-"+name] = filepath.Join(dir, name+natsauth.SeedExt)
+		want["nats-creds-"+name] = map[string]string{"nkey": filepath.Join(dir, name+natsauth.SeedExt), natsauth.TLSCAFile: ca}
 	}
 	if len(got) != len(want) {
 		t.Errorf("Secrets %v, want exactly %v", keys(got), keys(want))
 	}
-	for name, file := range want {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
+	caKey, err := os.ReadFile(filepath.Join(tlsDir, natsauth.TLSCAKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, files := range want {
+		data, ok := got[name]
+		if !ok || len(data) != len(files) {
+			t.Errorf("Secret %s has keys %v, want exactly %v", name, keys(data), keys(files))
 		}
-		key := "nkey"
-		if name == "nats-auth" {
-			key = natsauth.ServerConfigFile
+		for key, file := range files {
+			b, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(data[key]) != string(b) {
+				t.Errorf("Secret %s does not hold %s under %s", name, file, key)
+			}
 		}
-		if data, ok := got[name]; !ok || len(data) != 1 || string(data[key]) != string(b) {
-			t.Errorf("Secret %s does not hold exactly %s under %s", name, file, key)
+		for key, v := range data {
+			if bytes.Equal(v, caKey) {
+				t.Errorf("Secret %s holds the NATS CA's private key under %s", name, key)
+			}
 		}
 	}
 	if !strings.Contains(string(got["nats-auth"][natsauth.ServerConfigFile]), "# audit") {
@@ -181,5 +208,62 @@ func TestCLI_Credentials_InitWithTLSHosts_WritesACAAndAServerCertificateOnce(t *
 	hp.must(0, "credentials", "init", "--dir", dir, "--tls-host", "nats", "--tls-host", "127.0.0.1")
 	if again, _ := os.ReadFile(filepath.Join(tlsDir, natsauth.TLSCertFile)); !bytes.Equal(again, crt) {
 		t.Error("a second init replaced the server certificate")
+	}
+}
+
+// TestCLI_Credentials_InitWithTLSRouteHosts_WritesARouteCertificateForEveryMember: what
+// deploy/k8s needs for its three NATS members' routes: one certificate from the same CA,
+// server and client (nats-server runs routes with mutual TLS), for every member's name
+// through a wildcard; kept by a second run; refused without --tls-host.
+func TestCLI_Credentials_InitWithTLSRouteHosts_WritesARouteCertificateForEveryMember(t *testing.T) {
+	hp := newCLI(t, "", "")
+	dir := filepath.Join(t.TempDir(), "creds")
+	if r := hp.run("credentials", "init", "--dir", dir, "--tls-route-host", "*.nats-headless"); r.code != 2 {
+		t.Errorf("--tls-route-host without --tls-host: exit %d (%s), want 2", r.code, r.stderr)
+	}
+	args := []string{"credentials", "init", "--dir", dir, "--tls-host", "nats",
+		"--tls-route-host", "*.nats-headless", "--tls-route-host", "*.nats-headless.hostplane-system.svc"}
+	hp.must(0, args...)
+	tlsDir := filepath.Join(dir, "tls")
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join(tlsDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	crt := read(natsauth.TLSRouteCertFile)
+	leaf, err := certs.ParseCertificate(crt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := certs.ParseCertificate(read(natsauth.TLSCAFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := leaf.CheckSignatureFrom(ca); err != nil {
+		t.Errorf("route certificate not signed by the NATS CA: %v", err)
+	}
+	for _, h := range []string{"nats-0.nats-headless", "nats-2.nats-headless", "nats-1.nats-headless.hostplane-system.svc"} {
+		if err := leaf.VerifyHostname(h); err != nil {
+			t.Errorf("route certificate does not name %s: %v", h, err)
+		}
+	}
+	if leaf.VerifyHostname("nats") == nil {
+		t.Error("route certificate names the client Service nats: it is for the routes only")
+	}
+	usages := map[x509.ExtKeyUsage]bool{}
+	for _, u := range leaf.ExtKeyUsage {
+		usages[u] = true
+	}
+	if !usages[x509.ExtKeyUsageServerAuth] || !usages[x509.ExtKeyUsageClientAuth] {
+		t.Errorf("route certificate usages %v, want server and client authentication", leaf.ExtKeyUsage)
+	}
+	if fi, err := os.Stat(filepath.Join(tlsDir, natsauth.TLSRouteKeyFile)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("route key: %v, want mode 0600", err)
+	}
+	hp.must(0, args...)
+	if !bytes.Equal(read(natsauth.TLSRouteCertFile), crt) {
+		t.Error("a second init replaced the route certificate")
 	}
 }

@@ -111,7 +111,7 @@ standalone nats-server (docker compose, Kubernetes) on a configuration reload (S
 		},
 	}
 
-	var tlsHosts []string
+	var tlsHosts, tlsRouteHosts []string
 	initCmd := &cobra.Command{
 		Use:   "init",
 		Short: "Create the built-in identities' seeds (kept if they exist) and write auth.conf for nats-server; with --tls-host, a NATS CA and server certificate too",
@@ -122,6 +122,9 @@ standalone nats-server (docker compose, Kubernetes) on a configuration reload (S
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "seeds and %s in %s\n", natsauth.ServerConfigFile, c.Dir)
+			if len(tlsRouteHosts) > 0 && len(tlsHosts) == 0 {
+				return usageError{fmt.Errorf("--tls-route-host needs --tls-host: routes are TLS only where clients are")}
+			}
 			if len(tlsHosts) == 0 {
 				return nil
 			}
@@ -130,10 +133,18 @@ standalone nats-server (docker compose, Kubernetes) on a configuration reload (S
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "TLS: CA %s, server certificate %s for %s\n", f.CAFile(), f.Server().CertFile, strings.Join(tlsHosts, ", "))
+			if len(tlsRouteHosts) == 0 {
+				return nil
+			}
+			if _, err := natsauth.GenerateRouteTLS(f.Dir, tlsRouteHosts...); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "TLS: route certificate %s for %s\n", filepath.Join(f.Dir, natsauth.TLSRouteCertFile), strings.Join(tlsRouteHosts, ", "))
 			return nil
 		},
 	}
 	initCmd.Flags().StringSliceVar(&tlsHosts, "tls-host", nil, "also make (once; renewed before expiry) a NATS CA and a server certificate for this host name or IP under <dir>/"+credsTLSDir+" (repeatable)")
+	initCmd.Flags().StringSliceVar(&tlsRouteHosts, "tls-route-host", nil, "also make a certificate for the NATS cluster routes (server and client, same CA) for this host name (a wildcard such as *.nats-headless covers a StatefulSet's members) (repeatable)")
 
 	var natsURL string
 	var replicas int
@@ -163,13 +174,17 @@ up to --wait for the server. It is idempotent; docker compose runs it before the
 	var namespace string
 	k8sSecrets := &cobra.Command{
 		Use:   "k8s-secrets",
-		Short: "Print the Kubernetes Secrets deploy/k8s needs: nats-auth (auth.conf) and nats-creds-<identity> for bootstrap and each daemon",
+		Short: "Print the Kubernetes Secrets deploy/k8s needs: nats-auth (auth.conf), nats-tls and nats-creds-<identity> for bootstrap and each daemon",
 		Long: `Prints, as YAML for kubectl apply -f -, the Secrets deploy/k8s mounts: nats-auth (the
-server's auth.conf, in every NATS member) and nats-creds-<identity> (key nkey: that identity's
-seed) for the bootstrap Job and each daemon, so a pod holds only its own seed. The admin seed
-and other systems' seeds stay in --dir. Run init (or create/revoke) first:
+server's auth.conf, in every NATS member), nats-tls (the NATS CA certificate, the server's and
+the routes' certificates and keys, in every NATS member; never the CA's key) and
+nats-creds-<identity> (key nkey: that identity's seed; key ca.crt: the NATS CA it verifies the
+server with) for the bootstrap Job and each daemon, so a pod holds only its own seed. The admin
+seed, other systems' seeds and the CA key stay in --dir. Run init (or create/revoke) first:
 
-  hostplane credentials init --dir nats-creds
+  hostplane credentials init --dir nats-creds \
+    --tls-host nats --tls-host nats.hostplane-system.svc \
+    --tls-route-host '*.nats-headless' --tls-route-host '*.nats-headless.hostplane-system.svc'
   hostplane credentials k8s-secrets --dir nats-creds | kubectl apply -f -`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -195,16 +210,19 @@ and other systems' seeds stay in --dir. Run init (or create/revoke) first:
 // certificate, under the credentials directory.
 const credsTLSDir = "tls"
 
-// The Secrets of deploy/k8s: nats-auth (auth.conf) and nats-creds-<identity> (the seed under
-// key nkey).
+// The Secrets of deploy/k8s: nats-auth (auth.conf), nats-tls (the NATS members' CA,
+// certificates and keys) and nats-creds-<identity> (the seed under key nkey, the CA under
+// ca.crt).
 const (
 	k8sSecretPrefix = "nats-creds-"
 	k8sSeedKey      = "nkey"
 	k8sAuthSecret   = "nats-auth"
+	k8sTLSSecret    = "nats-tls"
 )
 
-// k8sCredentialSecrets renders the Secrets of deploy/k8s from c: nats-auth and one
-// nats-creds-<identity> for bootstrap and every daemon.
+// k8sCredentialSecrets renders the Secrets of deploy/k8s from c: nats-auth, nats-tls (from
+// c's tls directory, without the CA key) and one nats-creds-<identity> for bootstrap and
+// every daemon.
 func k8sCredentialSecrets(c *natsauth.Credentials, namespace string) ([]byte, error) {
 	auth, err := os.ReadFile(filepath.Join(c.Dir, natsauth.ServerConfigFile))
 	if err != nil {
@@ -218,7 +236,19 @@ func k8sCredentialSecrets(c *natsauth.Credentials, namespace string) ([]byte, er
 			Data:       data,
 		}
 	}
-	out := []corev1.Secret{secret(k8sAuthSecret, map[string][]byte{natsauth.ServerConfigFile: auth})}
+	tlsData := map[string][]byte{}
+	tlsDir := filepath.Join(c.Dir, credsTLSDir)
+	for _, f := range []string{natsauth.TLSCAFile, natsauth.TLSCertFile, natsauth.TLSKeyFile, natsauth.TLSRouteCertFile, natsauth.TLSRouteKeyFile} {
+		b, err := os.ReadFile(filepath.Join(tlsDir, f))
+		if err != nil {
+			return nil, fmt.Errorf("deploy/k8s runs NATS with TLS on clients and routes: %w (run credentials init with --tls-host and --tls-route-host first)", err)
+		}
+		tlsData[f] = b
+	}
+	out := []corev1.Secret{
+		secret(k8sAuthSecret, map[string][]byte{natsauth.ServerConfigFile: auth}),
+		secret(k8sTLSSecret, tlsData),
+	}
 	names := []string{natsauth.Bootstrap}
 	for _, d := range natsauth.Daemons {
 		names = append(names, d.Name)
@@ -228,7 +258,7 @@ func k8sCredentialSecrets(c *natsauth.Credentials, namespace string) ([]byte, er
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, secret(k8sSecretPrefix+name, map[string][]byte{k8sSeedKey: seed}))
+		out = append(out, secret(k8sSecretPrefix+name, map[string][]byte{k8sSeedKey: seed, natsauth.TLSCAFile: tlsData[natsauth.TLSCAFile]}))
 	}
 	var buf bytes.Buffer
 	for _, s := range out {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,13 @@ import (
 // loopback, and returns them once JetStream has a meta leader.
 func natsCluster(t *testing.T, n int) []*server.Server {
 	t.Helper()
+	return natsClusterWith(t, n, "127.0.0.1", nil)
+}
+
+// natsClusterWith is natsCluster with the routes dialled by routeHost and each server's
+// options changed by opt (when not nil) before it starts.
+func natsClusterWith(t *testing.T, n int, routeHost string, opt func(*server.Options)) []*server.Server {
+	t.Helper()
 	ports := make([]int, n)
 	for i := range ports {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -33,16 +41,20 @@ func natsCluster(t *testing.T, n int) []*server.Server {
 	}
 	var routes []*url.URL
 	for _, p := range ports {
-		routes = append(routes, &url.URL{Scheme: "nats-route", Host: fmt.Sprintf("127.0.0.1:%d", p)})
+		routes = append(routes, &url.URL{Scheme: "nats-route", Host: net.JoinHostPort(routeHost, strconv.Itoa(p))})
 	}
 	servers := make([]*server.Server, n)
 	for i := range servers {
-		s, err := server.NewServer(&server.Options{
+		o := &server.Options{
 			ServerName: fmt.Sprintf("nats-%d", i), Host: "127.0.0.1", Port: -1,
 			JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
 			Cluster: server.ClusterOpts{Name: "hostplane", Host: "127.0.0.1", Port: ports[i]},
 			Routes:  routes,
-		})
+		}
+		if opt != nil {
+			opt(o)
+		}
+		s, err := server.NewServer(o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,8 +73,10 @@ func natsCluster(t *testing.T, n int) []*server.Server {
 	return servers
 }
 
-func TestEnsureReplicated_ThreeCopiesOnAClusterSurviveAServerLoss(t *testing.T) {
-	servers := natsCluster(t, 3)
+// clusterJS connects to every server of a cluster (reconnecting to another when one goes) and
+// returns JetStream over it; the connection closes when the test ends.
+func clusterJS(t *testing.T, servers []*server.Server) jetstream.JetStream {
+	t.Helper()
 	var urls []string
 	for _, s := range servers {
 		urls = append(urls, s.ClientURL())
@@ -71,11 +85,17 @@ func TestEnsureReplicated_ThreeCopiesOnAClusterSurviveAServerLoss(t *testing.T) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
+	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return js
+}
+
+func TestEnsureReplicated_ThreeCopiesOnAClusterSurviveAServerLoss(t *testing.T) {
+	servers := natsCluster(t, 3)
+	js := clusterJS(t, servers)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	start := time.Now()

@@ -63,6 +63,10 @@ const (
 	TLSCAKey    = "ca.key"
 	TLSCertFile = "server.crt"
 	TLSKeyFile  = "server.key"
+	// The cluster routes' certificate (GenerateRouteTLS): each member presents it both as a
+	// server and as a client, so it carries both usages.
+	TLSRouteCertFile = "route.crt"
+	TLSRouteKeyFile  = "route.key"
 )
 
 // Lifetimes of what GenerateTLS issues, and how long before expiry it issues again.
@@ -94,6 +98,21 @@ func (f *TLSFiles) Server() *bus.ServerTLS {
 // expires within 30 days. Keys are mode 0600, the directory 0700. To rotate the server's
 // certificate, delete server.crt and run GenerateTLS again; to rotate the CA, delete ca.crt.
 func GenerateTLS(dir string, hosts ...string) (*TLSFiles, error) {
+	return generateLeaf(dir, TLSCertFile, TLSKeyFile, "hostplane NATS server", certs.UsageServer, hosts)
+}
+
+// GenerateRouteTLS makes dir hold the NATS CA (as GenerateTLS does) and the certificate of
+// the cluster routes, route.crt and route.key, for hosts: the names members dial each other
+// by (a wildcard such as *.nats-headless covers every member of a StatefulSet). nats-server
+// runs routes with mutual TLS, so it is both a server and a client certificate; it is kept
+// and issued again like the server's.
+func GenerateRouteTLS(dir string, hosts ...string) (*TLSFiles, error) {
+	return generateLeaf(dir, TLSRouteCertFile, TLSRouteKeyFile, "hostplane NATS route", certs.UsageClientServer, hosts)
+}
+
+// generateLeaf makes dir hold the CA and a leaf certificate it signed for hosts, under
+// certName and keyName, each kept while valid.
+func generateLeaf(dir, certName, keyName, commonName string, usage certs.Usage, hosts []string) (*TLSFiles, error) {
 	if len(hosts) == 0 {
 		return nil, fmt.Errorf("nats tls: %w", ErrTLSHosts)
 	}
@@ -106,7 +125,7 @@ func GenerateTLS(dir string, hosts ...string) (*TLSFiles, error) {
 	if err != nil {
 		return nil, err
 	}
-	req := certs.Request{CommonName: "hostplane NATS server", Usage: certs.UsageServer, Lifetime: tlsServerLifetime}
+	req := certs.Request{CommonName: commonName, Usage: usage, Lifetime: tlsServerLifetime}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
 			req.IPs = append(req.IPs, ip)
@@ -114,7 +133,7 @@ func GenerateTLS(dir string, hosts ...string) (*TLSFiles, error) {
 			req.DNSNames = append(req.DNSNames, h)
 		}
 	}
-	_, err = f.loadOrIssue(TLSCertFile, TLSKeyFile, func(kp *certs.KeyPair) bool {
+	_, err = f.loadOrIssue(certName, keyName, func(kp *certs.KeyPair) bool {
 		if kp.Cert.CheckSignatureFrom(ca.Cert) != nil {
 			return false
 		}

@@ -3,12 +3,14 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,6 +40,7 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
+	"github.com/hostplane/hostplane/pkg/certs"
 	"github.com/hostplane/hostplane/pkg/crd"
 	"github.com/hostplane/hostplane/pkg/crd/capi"
 	"github.com/hostplane/hostplane/pkg/kube"
@@ -540,6 +543,23 @@ func checkDaemon(t *testing.T, idx objectIndex, daemon string, port int64) {
 			t.Errorf("mounts the Secret %s: a daemon holds only its own NATS seed", v.Secret.SecretName)
 		}
 	}
+	// Over TLS: it verifies the server with the NATS CA from its own Secret.
+	if url := natsURL(t, idx, c); !strings.HasPrefix(url, "tls://") {
+		t.Errorf("HOSTPLANE_NATS_URL=%q, want tls://: NATS accepts TLS clients only", url)
+	}
+	if f := envValue(c, "HOSTPLANE_NATS_CA_FILE"); !mountsSecretKey(pod.Spec, c, f, "nats-creds-"+daemon, natsauth.TLSCAFile) {
+		t.Errorf("HOSTPLANE_NATS_CA_FILE=%q is not the key %s of the Secret nats-creds-%s mounted in the container", f, natsauth.TLSCAFile, daemon)
+	}
+}
+
+// natsURL is the NATS URL container c connects to: its own HOSTPLANE_NATS_URL, else the
+// hostplane-config ConfigMap's.
+func natsURL(t *testing.T, idx objectIndex, c corev1.Container) string {
+	t.Helper()
+	if v := envValue(c, "HOSTPLANE_NATS_URL"); v != "" {
+		return v
+	}
+	return typed[corev1.ConfigMap](t, idx.generated(t, "ConfigMap", "hostplane-config")).Data["HOSTPLANE_NATS_URL"]
 }
 
 // mountsSecretKey reports whether file is, in container c of pod, the key of the Secret
@@ -564,20 +584,25 @@ func mountsProjectedSecretKey(pod corev1.PodSpec, c corev1.Container, file, secr
 	})
 }
 
-// mountedVolume is the volume file lies in, in container c of pod, and file's path in it.
+// mountedVolume is the volume file lies in, in container c of pod, and file's path in it:
+// the deepest mount holding it (a mount inside another hides what is beneath).
 func mountedVolume(pod corev1.PodSpec, c corev1.Container, file string) (*corev1.Volume, string) {
+	var vol *corev1.Volume
+	var path string
+	depth := -1
 	for _, m := range c.VolumeMounts {
-		rel, ok := strings.CutPrefix(file, strings.TrimSuffix(m.MountPath, "/")+"/")
-		if !ok {
+		dir := strings.TrimSuffix(m.MountPath, "/")
+		rel, ok := strings.CutPrefix(file, dir+"/")
+		if !ok || len(dir) <= depth {
 			continue
 		}
 		for i := range pod.Volumes {
 			if pod.Volumes[i].Name == m.Name {
-				return &pod.Volumes[i], rel
+				vol, path, depth = &pod.Volumes[i], rel, len(dir)
 			}
 		}
 	}
-	return nil, ""
+	return vol, path
 }
 
 func hasItem(items []corev1.KeyToPath, key, path string) bool {
@@ -739,6 +764,7 @@ func checkNATS(t *testing.T, idx objectIndex) {
 		t.Error("the gateway may reach NATS: only the daemons should")
 	}
 	checkNATSAuth(t, idx, sts, conf)
+	checkNATSTLS(t, idx, sts, conf)
 }
 
 // checkNATSAuth: every NATS member loads the auth.conf of the Secret nats-auth beside its
@@ -753,19 +779,7 @@ func checkNATSAuth(t *testing.T, idx objectIndex, sts *appsv1.StatefulSet, conf 
 	if !mountsProjectedSecretKey(sts.Spec.Template.Spec, c, "/etc/nats/auth.conf", "nats-auth", "auth.conf") {
 		t.Error("the NATS members do not mount the Secret nats-auth's auth.conf beside nats.conf (/etc/nats)")
 	}
-	dir := t.TempDir()
-	creds, err := natsauth.Generate(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "nats.conf"), []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("POD_NAME", "nats-0")
-	opts, err := server.ProcessConfigFile(filepath.Join(dir, "nats.conf"))
-	if err != nil {
-		t.Fatalf("nats-server rejects nats.conf with a generated auth.conf: %v", err)
-	}
+	opts, creds, _ := loadNATSConf(t, conf)
 	if len(opts.Nkeys) != len(creds.ServerNkeys()) {
 		t.Errorf("nats.conf with auth.conf accepts %d identities, want %d", len(opts.Nkeys), len(creds.ServerNkeys()))
 	}
@@ -788,6 +802,98 @@ func checkNATSAuth(t *testing.T, idx objectIndex, sts *appsv1.StatefulSet, conf 
 	if !ingressAllowed(t, idx, sts.Spec.Template.Labels, pod.Labels, 4222) {
 		t.Error("no NetworkPolicy lets the bootstrap Job reach NATS on 4222")
 	}
+	if i := slices.Index(jc.Args, "--nats-url"); i < 0 || i+1 >= len(jc.Args) || !strings.HasPrefix(jc.Args[i+1], "tls://") {
+		t.Errorf("the bootstrap Job runs %q, want --nats-url tls://…", args)
+	}
+	if f := envValue(jc, "HOSTPLANE_NATS_CA_FILE"); !mountsSecretKey(pod.Spec, jc, f, "nats-creds-bootstrap", natsauth.TLSCAFile) {
+		t.Errorf("the bootstrap Job's HOSTPLANE_NATS_CA_FILE=%q is not the key %s of the Secret nats-creds-bootstrap", f, natsauth.TLSCAFile)
+	}
+}
+
+// natsTLSFile matches the files nats.conf names in its tls blocks.
+var natsTLSFile = regexp.MustCompile(`(?m)^\s*(?:cert_file|key_file|ca_file):\s*(\S+)\s*$`)
+
+// checkNATSTLS: nats.conf requires TLS of clients and of the cluster routes (mutual, with the
+// NATS CA), with files every member mounts from the Secret nats-tls; nats-server accepts the
+// configuration with the files `hostplane credentials init --tls-host … --tls-route-host …`
+// makes, and the route certificate names every route of nats.conf. No manifest carries a
+// private key or a NATS Secret: they come from hostplane credentials k8s-secrets.
+func checkNATSTLS(t *testing.T, idx objectIndex, sts *appsv1.StatefulSet, conf string) {
+	c := sts.Spec.Template.Spec.Containers[0]
+	files := natsTLSFile.FindAllStringSubmatch(conf, -1)
+	if len(files) == 0 {
+		t.Fatal("nats.conf names no TLS files: NATS would accept plain text")
+	}
+	for _, m := range files {
+		if !mountsSecretKey(sts.Spec.Template.Spec, c, m[1], "nats-tls", filepath.Base(m[1])) {
+			t.Errorf("nats.conf reads %s, which is not the key %s of the Secret nats-tls mounted in the NATS members", m[1], filepath.Base(m[1]))
+		}
+	}
+
+	opts, _, route := loadNATSConf(t, conf)
+	if opts.TLSConfig == nil {
+		t.Error("nats.conf does not require TLS of clients")
+	}
+	if opts.Cluster.TLSConfig == nil || opts.Cluster.TLSConfig.ClientAuth != tls.RequireAndVerifyClientCert || opts.Cluster.TLSConfig.RootCAs == nil {
+		t.Fatal("nats.conf does not require mutual TLS, verified by the NATS CA, on the cluster routes")
+	}
+	crt, err := os.ReadFile(filepath.Join(route.Dir, natsauth.TLSRouteCertFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := certs.ParseCertificate(crt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range opts.Routes {
+		if err := leaf.VerifyHostname(r.Hostname()); err != nil {
+			t.Errorf("a route certificate for *.nats-headless does not serve the route %s: %v", r, err)
+		}
+	}
+
+	for _, o := range idx.objs {
+		b, err := json.Marshal(o.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte("PRIVATE KEY")) {
+			t.Errorf("%s %s carries a private key", o.GetKind(), o.GetName())
+		}
+		if o.GetKind() == "Secret" && strings.HasPrefix(o.GetName(), "nats-") {
+			t.Errorf("the manifests carry the Secret %s: it comes from hostplane credentials k8s-secrets", o.GetName())
+		}
+	}
+}
+
+// loadNATSConf parses conf in nats-server's own reader as member nats-0 would, beside a
+// generated auth.conf and with the TLS files `hostplane credentials init --tls-host nats
+// --tls-route-host '*.nats-headless'` makes in place of the mounted ones.
+func loadNATSConf(t *testing.T, conf string) (*server.Options, *natsauth.Credentials, *natsauth.TLSFiles) {
+	t.Helper()
+	dir := t.TempDir()
+	creds, err := natsauth.Generate(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsFiles, err := natsauth.GenerateTLS(filepath.Join(dir, "tls"), "nats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := natsauth.GenerateRouteTLS(tlsFiles.Dir, "*.nats-headless"); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range natsTLSFile.FindAllStringSubmatch(conf, -1) {
+		conf = strings.ReplaceAll(conf, m[1], filepath.Join(tlsFiles.Dir, filepath.Base(m[1])))
+	}
+	if err := os.WriteFile(filepath.Join(dir, "nats.conf"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("POD_NAME", "nats-0")
+	opts, err := server.ProcessConfigFile(filepath.Join(dir, "nats.conf"))
+	if err != nil {
+		t.Fatalf("nats-server rejects nats.conf with a generated auth.conf and TLS files: %v", err)
+	}
+	return opts, creds, tlsFiles
 }
 
 // checkManagementKubeconfig loads the kubeconfig the daemons mount the way they do
