@@ -3,7 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/hostplane/hostplane/pkg/bus"
 	"github.com/hostplane/hostplane/pkg/events"
+	"github.com/hostplane/hostplane/pkg/natsauth"
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/testenv"
 )
@@ -88,39 +91,93 @@ func wait(b *testing.B, l *latencies) {
 	}
 }
 
+// natsSecurity is how a benchmark's NATS server is secured.
+type natsSecurity struct {
+	name string
+	// start returns JetStream for the controller and the publisher, each its own connection
+	// as the identity clusterd (the daemon whose consumer and subjects the benchmark uses).
+	start func(b *testing.B) (consumer, publisher jetstream.JetStream)
+}
+
+// securities: the server without TLS or authentication (anyone may connect and do anything),
+// with nkey identities and permissions (testenv.NATS: what the tests use), and with TLS on
+// top of them (what hostplane dev, compose and deploy/k8s run).
+var securities = []natsSecurity{
+	{"plain", func(b *testing.B) (jetstream.JetStream, jetstream.JetStream) {
+		srv, err := bus.RunEmbedded(bus.EmbeddedConfig{Port: -1, StoreDir: b.TempDir()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(srv.Stop)
+		_, cjs := testenv.Connect(b, srv.URL())
+		_, pjs := testenv.Connect(b, srv.URL())
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := bus.EnsureLayout(ctx, cjs, 1); err != nil {
+			b.Fatal(err)
+		}
+		return cjs, pjs
+	}},
+	{"nkeys", func(b *testing.B) (jetstream.JetStream, jetstream.JetStream) {
+		return asClusterd(b, testenv.NATS(b))
+	}},
+	{"tls+nkeys", func(b *testing.B) (jetstream.JetStream, jetstream.JetStream) {
+		f, err := natsauth.GenerateTLS(filepath.Join(b.TempDir(), "tls"), "127.0.0.1")
+		if err != nil {
+			b.Fatal(err)
+		}
+		env := testenv.NATSWith(b, testenv.NATSOptions{TLS: f.Server(), ClientTLS: f.Client()})
+		if !strings.HasPrefix(env.Server.URL(), "tls://") {
+			b.Fatalf("NATS at %s, want tls://", env.Server.URL())
+		}
+		return asClusterd(b, env)
+	}},
+}
+
+// asClusterd connects twice to env as clusterd.
+func asClusterd(b *testing.B, env *testenv.NATSEnv) (jetstream.JetStream, jetstream.JetStream) {
+	_, cjs := env.ConnectAs(b, "clusterd")
+	_, pjs := env.ConnectAs(b, "clusterd")
+	return cjs, pjs
+}
+
 // BenchmarkPublishToReconcile measures publish → Reconciler.Reconcile latency through
 // hostplane's reconcile controller (durable consumer, keyed queue, 4 workers), one key per
-// event, at 1, 100 and 1,000 events/s.
+// event, at 1, 100 and 1,000 events/s, with the NATS server plain, with nkey identities and
+// with TLS and nkey identities (each rate runs the three in turn, each on a server of its
+// own; the controller and the publisher are clusterd).
 func BenchmarkPublishToReconcile(b *testing.B) {
 	for _, r := range rates {
-		b.Run(fmt.Sprintf("rate=%d/s", r.perSecond), func(b *testing.B) {
-			env := testenv.NATS(b)
-			l := newLatencies(r.events)
-			c, err := reconcile.New(env.JS, reconcile.Config{
-				Name: "bench", FilterSubjects: []string{events.ClusterFilter(events.ResourceCluster)}, Resync: -1,
-			}, reconcile.Func(func(_ context.Context, key string) (reconcile.Result, error) {
-				l.receive(key)
-				return reconcile.Result{}, nil
-			}))
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			go func() { _ = c.Start(ctx) }()
-			testenv.Eventually(b, 10*time.Second, c.Started, "controller did not start")
-			p := bus.NewPublisher(env.JS, "bench")
-			b.ResetTimer()
-			pace(b, r.events, r.perSecond, func(i int) error {
-				key := fmt.Sprintf("c-%d", i)
-				l.send(key)
-				_, err := p.Publish(ctx, key, events.ResourceCluster, "updated", key, nil)
-				return err
+		for _, sec := range securities {
+			b.Run(fmt.Sprintf("rate=%d/s/nats=%s", r.perSecond, sec.name), func(b *testing.B) {
+				cjs, pjs := sec.start(b)
+				l := newLatencies(r.events)
+				c, err := reconcile.New(cjs, reconcile.Config{
+					Name: "clusterd", FilterSubjects: []string{events.ClusterFilter(events.ResourceCluster)}, Resync: -1,
+				}, reconcile.Func(func(_ context.Context, key string) (reconcile.Result, error) {
+					l.receive(key)
+					return reconcile.Result{}, nil
+				}))
+				if err != nil {
+					b.Fatal(err)
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				go func() { _ = c.Start(ctx) }()
+				testenv.Eventually(b, 10*time.Second, c.Started, "controller did not start")
+				p := bus.NewPublisher(pjs, "bench")
+				b.ResetTimer()
+				pace(b, r.events, r.perSecond, func(i int) error {
+					key := fmt.Sprintf("c-%d", i)
+					l.send(key)
+					_, err := p.Publish(ctx, key, events.ResourceCluster, "updated", key, nil)
+					return err
+				})
+				wait(b, l)
+				b.StopTimer()
+				l.report(b)
 			})
-			wait(b, l)
-			b.StopTimer()
-			l.report(b)
-		})
+		}
 	}
 }
 
