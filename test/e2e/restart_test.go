@@ -16,13 +16,17 @@ import (
 )
 
 // startStackAt starts `hostplane dev` on dir (a restart when dir holds an earlier stack's
-// state) and returns it with a client; the caller stops it.
-func startStackAt(t *testing.T, dir string) (*dev.Stack, *client) {
+// state) and returns it with a client; the caller stops it. opts change the configuration.
+func startStackAt(t *testing.T, dir string, opts ...func(*dev.Config)) (*dev.Stack, *client) {
 	t.Helper()
-	s, err := dev.Start(context.Background(), dev.Config{
+	cfg := dev.Config{
 		DataDir: dir, Addr: "127.0.0.1:0", NATSPort: -1, KarpenterBinary: testenv.KarpenterBinary(t),
 		Logger: slog.New(slog.NewJSONHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	s, err := dev.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

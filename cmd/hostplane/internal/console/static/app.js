@@ -72,23 +72,32 @@ function el(tag, attrs, ...children) {
 
 function condition(conds, type) { return (conds || []).find(c => c.type === type); }
 
-function badge(c, label) {
-  const status = c ? c.status : 'Unknown';
-  const cls = status === 'True' ? 'ok' : status === 'False' ? 'bad' : 'unknown';
-  return el('span', { class: 'badge ' + cls, title: c ? [c.reason, c.message].filter(Boolean).join(': ') : 'not reported yet',
-    'data-type': label, 'data-status': status }, label ? label : status);
-}
-
 // Conditions whose "good" status is False.
 const NEGATIVE = new Set(['Degraded', 'Progressing', 'Deleting', 'UpdatingVersion', 'UpdatingConfig']);
 
+// Conditions that only say whether a feature is on: False is neither good nor bad.
+const FEATURE = new Set(['AutoscalingEnabled', 'AutorepairEnabled']);
+
+// tone is a condition's colour: ok, warn (a negative condition that holds), bad or unknown.
+function tone(c) {
+  if (!c || c.status === 'Unknown') return 'unknown';
+  const good = NEGATIVE.has(c.type) ? c.status === 'False' : c.status === 'True';
+  if (good) return 'ok';
+  if (FEATURE.has(c.type)) return 'unknown';
+  return NEGATIVE.has(c.type) ? 'warn' : 'bad';
+}
+
+// badge shows one condition's status, labelled with label or the status.
+function badge(c, label) {
+  const status = c ? c.status : 'Unknown';
+  return el('span', { class: 'badge ' + tone(c), title: c ? [c.reason, c.message].filter(Boolean).join(': ') : 'not reported yet',
+    'data-type': label, 'data-status': status }, label ? label : status);
+}
+
 function conditionBadges(conds) {
-  return el('span', { class: 'conds' }, (conds || []).map(c => {
-    const good = NEGATIVE.has(c.type) ? c.status === 'False' : c.status === 'True';
-    const cls = c.status === 'Unknown' ? 'unknown' : good ? 'ok' : (NEGATIVE.has(c.type) ? 'warn' : 'bad');
-    return el('span', { class: 'badge ' + cls, title: [c.status, c.reason, c.message].filter(Boolean).join(': '),
-      'data-type': c.type, 'data-status': c.status }, c.type);
-  }));
+  return el('span', { class: 'conds' }, (conds || []).map(c =>
+    el('span', { class: 'badge ' + tone(c), title: [c.status, c.reason, c.message].filter(Boolean).join(': '),
+      'data-type': c.type, 'data-status': c.status }, c.type)));
 }
 
 function ago(t) {
@@ -160,8 +169,11 @@ function showError(form, err) {
       rest.push(fe.field + ': ' + fe.detail);
     }
   }
+  // The problem's detail ("the request has invalid fields") says nothing more when every
+  // field error is shown at its field.
+  const placed = (problem.errors || []).length - rest.length;
   const line = $(':scope > .form-error', form);
-  if (line) line.textContent = [err.message].concat(rest).join(' \u2014 ');
+  if (line) line.textContent = (placed > 0 ? rest : [err.message].concat(rest)).join(' \u2014 ');
 }
 
 function onSubmit(form, fn) {
@@ -364,7 +376,17 @@ function nodePoolRow(cluster, name) {
   const del = el('form', { class: 'inline delete' },
     el('button', { type: 'submit', class: 'danger' }, 'Delete'),
     el('p', { class: 'form-error', role: 'alert' }));
-  onSubmit(del, async () => { await api('DELETE', path); });
+  onSubmit(del, async f => {
+    const b = $('button', f);
+    if (!f.dataset.armed) { // a second click deletes
+      f.dataset.armed = 'true';
+      b.textContent = 'Really delete ' + name;
+      return;
+    }
+    delete f.dataset.armed;
+    b.textContent = 'Delete';
+    await api('DELETE', path);
+  });
   return el('tr', { 'data-nodepool': name },
     el('td', {}, name), el('td', { class: 'ready' }), el('td', { class: 'version' }), el('td', { class: 'conditions' }),
     el('td', {}, scale), el('td', {}, del));
