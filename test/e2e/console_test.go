@@ -122,9 +122,10 @@ func TestConsole_DrivesAClusterFromCreateToDeleteWithoutBrowserErrors(t *testing
 		`document.querySelector('#clusters tr[data-cluster="`+cl+`"] .available [data-status="True"]') !== null`)
 	p.screenshot("fleet")
 
-	p.run("open the cluster and delete it",
-		click(`#clusters tr[data-cluster="`+cl+`"] a`),
-		waitVisible("#delete-cluster-button"),
+	p.run("open the cluster", click(`#clusters tr[data-cluster="`+cl+`"] a`))
+	p.waitFor("the cluster's page shown again", 30*time.Second,
+		`location.hash === '#/clusters/`+cl+`' && document.querySelectorAll('#cluster-conditions tbody tr').length > 0`)
+	p.run("delete the cluster",
 		click("#delete-cluster-button"),
 		waitVisible("#delete-cluster-confirm"),
 		click("#delete-cluster-confirm"))
@@ -153,16 +154,26 @@ func chromiumPath(t *testing.T) string {
 	return ""
 }
 
-// The page's elements, by CSS selector.
+// setValue sets the value of the input sel selects.
 func setValue(sel, v string) chromedp.Action[chromedp.Void] {
 	return chromedp.SetValue(chromedp.CSS(sel), v)
 }
-func click(sel string) chromedp.Action[chromedp.Void] { return chromedp.Click(chromedp.CSS(sel)) }
+
+// waitVisible waits until the element sel selects is shown.
 func waitVisible(sel string) chromedp.Action[chromedp.Void] {
 	return chromedp.WaitVisible(chromedp.CSS(sel))
 }
-func scrollTo(sel string) chromedp.Action[chromedp.Void] {
-	return chromedp.ScrollIntoView(chromedp.CSS(sel))
+
+// click clicks the element sel selects as the page's own script would (element.click()): a
+// mouse event at coordinates could land beside a button that a refresh just moved.
+func click(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		found, err := chromedp.Evaluate[bool](`((e) => { if (!e) return false; e.click(); return true; })(document.querySelector(`+strconv.Quote(sel)+`))`)(ctx, t)
+		if err == nil && !found {
+			err = fmt.Errorf("no element %s to click", sel)
+		}
+		return err
+	})
 }
 
 // browserPage is one headless Chromium tab and what its console said.
