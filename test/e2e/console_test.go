@@ -33,8 +33,9 @@ const envScreenshots = "HOSTPLANE_CONSOLE_SCREENSHOTS"
 
 // The web console (/ui) drives a cluster's life through the page in headless Chromium, as a
 // person would: sign in with the admin token, see the API's field error next to the name
-// field, create a cluster and watch it become Available, create a node pool and scale it
-// (again with a field error for a bad size), delete the cluster and see it gone. Any error in
+// field, create a cluster and watch it become Available, be refused a downgrade (the field
+// error beside the release), create a node pool and scale it (again with a field error for a
+// bad size), download the kubeconfig, delete the cluster and see it gone. Any error in
 // the browser's console or an uncaught exception fails the test.
 func TestConsole_DrivesAClusterFromCreateToDeleteWithoutBrowserErrors(t *testing.T) {
 	testenv.RequireBinaries(t, release.Latest(), release.Components()...)
@@ -77,6 +78,14 @@ func TestConsole_DrivesAClusterFromCreateToDeleteWithoutBrowserErrors(t *testing
 		`document.querySelector('#cluster-available [data-status="True"]') !== null`)
 	p.waitFor("the components and the certificates", time.Minute,
 		`document.querySelectorAll('#components tbody tr').length >= 4 && document.querySelectorAll('#certificates tbody tr').length > 0`)
+	// The upgrade form sends the PATCH; a downgrade comes back as a field error beside it.
+	if older := olderRelease(); older != "" {
+		p.run("downgrade the cluster",
+			setValue("#upgrade-cluster-release", older),
+			click(`#upgrade-cluster button[type=submit]`))
+		p.waitFor("the release's field error", 30*time.Second,
+			`document.querySelector('#upgrade-cluster [data-error-for="spec.release.version"]').textContent.includes('cannot downgrade')`)
+	}
 	if href := p.attr("#grafana-cluster a", "href"); !strings.Contains(href, "/d/hostplane-cluster-detail?var-cluster="+cl) {
 		t.Errorf("the cluster's Grafana link is %q", href)
 	}
@@ -137,6 +146,16 @@ func TestConsole_DrivesAClusterFromCreateToDeleteWithoutBrowserErrors(t *testing
 		t.Errorf("GET the deleted cluster answered %d, want 404", code)
 	}
 	p.checkConsole()
+}
+
+// olderRelease is a release older than the latest, or "" when there is none.
+func olderRelease() string {
+	for _, v := range release.Versions() {
+		if v != release.Latest().Version {
+			return v
+		}
+	}
+	return ""
 }
 
 // chromiumPath finds the browser, or fails saying how to install it.
