@@ -34,6 +34,10 @@ prometheus-tools: ## install prometheus and promtool (Debian's prometheus packag
 chromium-tools: ## install headless Chromium (Debian's chromium package) for the web console's e2e test, when missing
 	@tools/chromium.sh
 
+.PHONY: clusterctl
+clusterctl: ## build Cluster API's clusterctl (the version nodepoold runs) into ~/.cache/hostplane for its e2e test (skips it when built)
+	@tools/clusterctl/build.sh
+
 .PHONY: build
 build: ## build the hostplane CLI, the six daemons and the autoscaler (hostplane-karpenter) into bin/
 	@mkdir -p $(BIN)
@@ -55,7 +59,7 @@ run: ## run everything in one process: hostplane dev on http://127.0.0.1:8080 (C
 	  $(BIN)/hostplane dev $(RUN_FLAGS)
 
 .PHONY: test
-test: k8s-bins prometheus-tools chromium-tools ## build what the tests need and run every test (the compose smoke test too)
+test: k8s-bins prometheus-tools chromium-tools clusterctl ## build what the tests need and run every test (the compose smoke test too)
 	$(GO) vet $(PKGS)
 	$(GO) test $(TEST_FLAGS) $(PKGS)
 	$(MAKE) fuzz-short
