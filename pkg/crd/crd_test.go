@@ -22,7 +22,8 @@ func TestLoad_EveryEmbeddedClusterAPIFileIsACRD(t *testing.T) {
 	}
 	want := map[string]bool{"clusters.cluster.x-k8s.io": false, "machines.cluster.x-k8s.io": false,
 		"machinesets.cluster.x-k8s.io": false, "machinedeployments.cluster.x-k8s.io": false,
-		"machinehealthchecks.cluster.x-k8s.io": false, "machinedrainrules.cluster.x-k8s.io": false}
+		"machinehealthchecks.cluster.x-k8s.io": false, "machinedrainrules.cluster.x-k8s.io": false,
+		"machinepools.cluster.x-k8s.io": false}
 	for _, c := range crds {
 		if _, ok := want[c.Name]; ok {
 			want[c.Name] = true

@@ -155,11 +155,17 @@ func renderHostedControlPlane(in capiInputs) (spec, status *unstructured.Unstruc
 		st["upToDateReplicas"] = int64(upToDate)
 	}
 	if cond, ok := c.Status.Conditions.Get(api.ConditionAvailable); ok {
+		msg := cond.Message
+		if cond.Status == api.ConditionTrue {
+			// Cluster API's convention: a condition in its healthy state says nothing, else
+			// the message reaches the Cluster's Available summary (clusterctl describe cluster).
+			msg = ""
+		}
 		st["conditions"] = []any{map[string]any{
 			"type":               api.ConditionAvailable,
 			"status":             string(cond.Status),
 			"reason":             cond.Reason,
-			"message":            cond.Message,
+			"message":            msg,
 			"lastTransitionTime": cond.LastTransitionTime.UTC().Format(time.RFC3339),
 		}}
 	}

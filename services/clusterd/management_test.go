@@ -153,7 +153,8 @@ func TestManagement_WritesClusterAPIObjectsAndDeletesThemOnceTheNodePoolsAreGone
 		}
 	}
 	conds, _ := field(hcp, "status", "conditions").([]any)
-	if len(conds) != 1 || conds[0].(map[string]any)["type"] != "Available" || conds[0].(map[string]any)["status"] != "True" {
+	if len(conds) != 1 || conds[0].(map[string]any)["type"] != "Available" || conds[0].(map[string]any)["status"] != "True" ||
+		conds[0].(map[string]any)["message"] != "" {
 		t.Errorf("HostedControlPlane conditions %v", conds)
 	}
 

@@ -299,6 +299,11 @@ func TestLocalCluster_FollowsTheInfraRecordAndGoesWithTheCluster(t *testing.T) {
 	if lc.Labels[api.LabelOwner] != infrad.Name || lc.Labels[clusterv1.ClusterNameLabel] != "demo" {
 		t.Errorf("LocalCluster labels %v", lc.Labels)
 	}
+	// Cluster API's tools (clusterctl describe cluster) show an infrastructure cluster by its
+	// v1beta2 Ready condition.
+	if c := meta.FindStatusCondition(lc.Status.Conditions, infrad.ConditionReady); c == nil || c.Status != metav1.ConditionTrue || c.Reason != infrad.ReasonProvisioned {
+		t.Errorf("LocalCluster Ready condition %+v; want True, %s", c, infrad.ReasonProvisioned)
+	}
 	var ns corev1.Namespace
 	if err := me.kube.Get(t.Context(), types.NamespacedName{Name: key.Namespace}, &ns); err != nil || ns.Labels[api.LabelOwner] != infrad.Name {
 		t.Errorf("namespace %s: %v, labels %v; want it created by infrad", key.Namespace, err, ns.Labels)

@@ -17,6 +17,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -278,11 +279,50 @@ func (p *provider) applyLocalCluster(ctx context.Context, cluster string, inf *a
 		return fmt.Errorf("apply LocalCluster %s/%s: %w", ns, cluster, err)
 	}
 	status := obj()
-	status.Object["status"] = map[string]any{"initialization": map[string]any{"provisioned": true}}
+	status.Object["status"] = map[string]any{
+		"initialization": map[string]any{"provisioned": true},
+		"conditions":     localClusterConditions(spec),
+	}
 	if err := p.client.Status().Patch(ctx, status, client.Apply, client.FieldOwner(Name), client.ForceOwnership); err != nil {
 		return fmt.Errorf("apply LocalCluster %s/%s status: %w", ns, cluster, err)
 	}
 	return nil
+}
+
+// localClusterConditions are the LocalCluster's v1beta2 conditions: Ready True once its
+// endpoint is allocated, as Cluster API's tools (clusterctl describe cluster) show an
+// infrastructure cluster by its Ready condition (no message: Cluster API's convention for a
+// healthy condition, whose message would reach the Cluster's Available summary). cur is the LocalCluster as the apiserver
+// answered the spec's apply; its Ready condition's lastTransitionTime is kept while the
+// status stays the same.
+func localClusterConditions(cur *unstructured.Unstructured) []any {
+	var conds []metav1.Condition
+	if raw, ok, _ := unstructured.NestedSlice(cur.Object, "status", "conditions"); ok {
+		for _, r := range raw {
+			m, ok := r.(map[string]any)
+			if !ok {
+				continue
+			}
+			var c metav1.Condition
+			if runtime.DefaultUnstructuredConverter.FromUnstructured(m, &c) == nil {
+				conds = append(conds, c)
+			}
+		}
+	}
+	meta.SetStatusCondition(&conds, metav1.Condition{
+		Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonProvisioned, ObservedGeneration: cur.GetGeneration(),
+	})
+	out := make([]any, 0, len(conds))
+	for _, c := range conds {
+		if c.Type != ConditionReady { // only what infrad owns: the apply's list is its own
+			continue
+		}
+		out = append(out, map[string]any{
+			"type": c.Type, "status": string(c.Status), "reason": c.Reason, "message": c.Message,
+			"observedGeneration": c.ObservedGeneration, "lastTransitionTime": c.LastTransitionTime.UTC().Format(time.RFC3339),
+		})
+	}
+	return out
 }
 
 // deleteLocalCluster deletes the cluster's LocalCluster; gone already (Cluster API deleted it

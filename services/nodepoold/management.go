@@ -221,7 +221,8 @@ func (m *management) build(ctx context.Context) (manager.Manager, error) {
 // without webhooks, metrics or the kinds hostplane does not use (MachinePool,
 // ClusterResourceSet, ClusterClass and topology, the runtime SDK).
 func setupClusterAPI(ctx context.Context, mgr manager.Manager) error {
-	// hostplane installs no MachinePool CRD: the controllers must not watch it.
+	// hostplane uses no MachinePool: the controllers must not watch it (its CRD is installed
+	// only because clusterctl describe lists MachinePools; see pkg/crd/capi).
 	gatesOnce.Do(func() { gatesErr = feature.MutableGates.Set(string(feature.MachinePool) + "=false") })
 	if gatesErr != nil {
 		return gatesErr
