@@ -1,12 +1,9 @@
 package bus_test
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -106,11 +103,7 @@ func TestRouteTLS_ThreeServers_ReplicateOverMutualTLS_RefusePlainTextAndForeignR
 	// A route in plain text: a member starts route connections with the TLS handshake, so a
 	// peer's CONNECT and PING in plain text get the connection closed, never an INFO or PONG.
 	routeAddr := servers[0].ClusterAddr().String()
-	if got, err := routeAttempt(t, routeAddr, nil); err == nil || strings.Contains(got, "PONG") || strings.Contains(got, "INFO") {
-		t.Fatalf("a plain-text route got %q (%v), want the connection closed", got, err)
-	} else {
-		t.Logf("a plain-text route: refused: %v", err)
-	}
+	testenv.RequirePlainTextRouteRefused(t, routeAddr)
 
 	// Over TLS, trusting the member: with the members' route certificate the member answers
 	// (its INFO); with another CA's route certificate it refuses the handshake.
@@ -127,10 +120,10 @@ func TestRouteTLS_ThreeServers_ReplicateOverMutualTLS_RefusePlainTextAndForeignR
 		}
 		return &tls.Config{ServerName: "localhost", RootCAs: roots, Certificates: []tls.Certificate{crt}, MinVersion: tls.VersionTLS12}
 	}
-	if got, err := routeAttempt(t, routeAddr, peer(f)); err != nil || !strings.HasPrefix(got, "INFO ") {
+	if got, err := testenv.RouteAttempt(t, routeAddr, peer(f)); err != nil || !strings.HasPrefix(got, "INFO ") {
 		t.Fatalf("a route with the members' certificate got %q (%v), want the member's INFO", got, err)
 	}
-	_, err = routeAttempt(t, routeAddr, peer(routeTLS(t)))
+	_, err = testenv.RouteAttempt(t, routeAddr, peer(routeTLS(t)))
 	if err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("a route with another CA's certificate: %v, want refused for its certificate", err)
 	}
@@ -147,32 +140,4 @@ func TestRouteTLS_ThreeServers_ReplicateOverMutualTLS_RefusePlainTextAndForeignR
 			}
 		}
 	}
-}
-
-// routeAttempt opens a route connection to addr as a peer member would (over TLS with cfg,
-// or in plain text when cfg is nil) and sends a CONNECT and a PING; it returns what the member
-// answered, and the error that ended the attempt.
-func routeAttempt(t *testing.T, addr string, cfg *tls.Config) (string, error) {
-	t.Helper()
-	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if cfg != nil {
-		tc := tls.Client(conn, cfg)
-		if err := tc.Handshake(); err != nil {
-			return "", err
-		}
-		conn = tc
-	}
-	if _, err := conn.Write([]byte("CONNECT {\"verbose\":false,\"name\":\"impostor\"}\r\nPING\r\n")); err != nil {
-		return "", err
-	}
-	got, err := bufio.NewReader(conn).ReadString('\n')
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatal("the member neither answered nor closed the route connection")
-	}
-	return got, err
 }

@@ -3,6 +3,7 @@ package testenv
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	neturl "net/url"
@@ -157,6 +158,46 @@ func RequirePlainTextRefused(t testing.TB, url string) {
 	case err == nil || strings.Contains(rest, "PONG"):
 		t.Fatalf("a plain-text client got %q (%v), want the connection closed", rest, err)
 	}
+}
+
+// RequirePlainTextRouteRefused fails the test unless the NATS cluster (route) port at addr
+// (host:port) refuses a peer that speaks plain text: a member whose routes require TLS starts
+// with the TLS handshake, so a route CONNECT and PING in plain text get the connection closed,
+// never an INFO (what a plain-text route port sends first) or a PONG.
+func RequirePlainTextRouteRefused(t testing.TB, addr string) {
+	t.Helper()
+	if got, err := RouteAttempt(t, addr, nil); err == nil || strings.Contains(got, "INFO") || strings.Contains(got, "PONG") {
+		t.Fatalf("a plain-text route got %q (%v), want the connection closed", got, err)
+	}
+}
+
+// RouteAttempt opens a route connection to addr as a peer member would, over TLS with cfg
+// (in plain text when cfg is nil), and sends a CONNECT and a PING; it returns the first line
+// the member answered, and the error that ended the attempt (a refused handshake, or the
+// connection closed).
+func RouteAttempt(t testing.TB, addr string, cfg *tls.Config) (string, error) {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if cfg != nil {
+		tc := tls.Client(conn, cfg)
+		if err := tc.Handshake(); err != nil {
+			return "", err
+		}
+		conn = tc
+	}
+	if _, err := conn.Write([]byte("CONNECT {\"verbose\":false,\"name\":\"impostor\"}\r\nPING\r\n")); err != nil {
+		return "", err
+	}
+	got, err := bufio.NewReader(conn).ReadString('\n')
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatal("the route port neither answered nor closed the connection")
+	}
+	return got, err
 }
 
 // Eventually polls cond every 20ms until it holds or timeout passes, then fails the test

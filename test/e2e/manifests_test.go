@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,8 +18,10 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -40,6 +44,7 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
+	"github.com/hostplane/hostplane/pkg/bus"
 	"github.com/hostplane/hostplane/pkg/certs"
 	"github.com/hostplane/hostplane/pkg/crd"
 	"github.com/hostplane/hostplane/pkg/crd/capi"
@@ -867,7 +872,9 @@ func checkNATSTLS(t *testing.T, idx objectIndex, sts *appsv1.StatefulSet, conf s
 
 // loadNATSConf parses conf in nats-server's own reader as member nats-0 would, beside a
 // generated auth.conf and with the TLS files `hostplane credentials init --tls-host nats
-// --tls-route-host '*.nats-headless'` makes in place of the mounted ones.
+// --tls-route-host '*.nats-headless'` makes in place of the mounted ones (each also for
+// localhost, so members on this machine can use them). The configuration is written to
+// natsConfPath(tlsFiles).
 func loadNATSConf(t *testing.T, conf string) (*server.Options, *natsauth.Credentials, *natsauth.TLSFiles) {
 	t.Helper()
 	dir := t.TempDir()
@@ -875,25 +882,131 @@ func loadNATSConf(t *testing.T, conf string) (*server.Options, *natsauth.Credent
 	if err != nil {
 		t.Fatal(err)
 	}
-	tlsFiles, err := natsauth.GenerateTLS(filepath.Join(dir, "tls"), "nats")
+	tlsFiles, err := natsauth.GenerateTLS(filepath.Join(dir, "tls"), "nats", "localhost")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := natsauth.GenerateRouteTLS(tlsFiles.Dir, "*.nats-headless"); err != nil {
+	if _, err := natsauth.GenerateRouteTLS(tlsFiles.Dir, "*.nats-headless", "localhost"); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range natsTLSFile.FindAllStringSubmatch(conf, -1) {
 		conf = strings.ReplaceAll(conf, m[1], filepath.Join(tlsFiles.Dir, filepath.Base(m[1])))
 	}
-	if err := os.WriteFile(filepath.Join(dir, "nats.conf"), []byte(conf), 0o600); err != nil {
+	if err := os.WriteFile(natsConfPath(tlsFiles), []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("POD_NAME", "nats-0")
-	opts, err := server.ProcessConfigFile(filepath.Join(dir, "nats.conf"))
+	return parseNATSConf(t, tlsFiles, "nats-0"), creds, tlsFiles
+}
+
+// natsConfPath is where loadNATSConf wrote nats.conf.
+func natsConfPath(f *natsauth.TLSFiles) string {
+	return filepath.Join(filepath.Dir(f.Dir), "nats.conf")
+}
+
+// parseNATSConf reads loadNATSConf's nats.conf as the member pod would.
+func parseNATSConf(t *testing.T, f *natsauth.TLSFiles, pod string) *server.Options {
+	t.Helper()
+	t.Setenv("POD_NAME", pod)
+	opts, err := server.ProcessConfigFile(natsConfPath(f))
 	if err != nil {
 		t.Fatalf("nats-server rejects nats.conf with a generated auth.conf and TLS files: %v", err)
 	}
-	return opts, creds, tlsFiles
+	return opts
+}
+
+// TestManifestsNATS_ShippedConfigFormsATLSClusterTheBootstrapJobLaysOut runs three
+// nats-servers from deploy/k8s's own nats.conf (with generated auth.conf and TLS files, on
+// this machine: loopback ports, a store dir each, the members dialled as localhost instead
+// of nats-<n>.nats-headless): they route to each other over mutual TLS, `credentials
+// bootstrap`'s layout (natsauth.LayOut, as the Job runs it) creates every stream and bucket
+// with HOSTPLANE_NATS_REPLICAS copies over TLS, a daemon's identity writes its bucket through
+// one member and reads it through another, and a plain-text client or route is refused.
+func TestManifestsNATS_ShippedConfigFormsATLSClusterTheBootstrapJobLaysOut(t *testing.T) {
+	idx := indexObjects(renderManifests(t, "base"))
+	conf := typed[corev1.ConfigMap](t, idx.generated(t, "ConfigMap", "nats-config")).Data["nats.conf"]
+	replicas, err := strconv.Atoi(typed[corev1.ConfigMap](t, idx.generated(t, "ConfigMap", "hostplane-config")).Data["HOSTPLANE_NATS_REPLICAS"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, creds, tlsFiles := loadNATSConf(t, conf)
+	// Route ports chosen now, so that every member dials all three as nats.conf's routes do
+	// (by name: localhost for nats-<n>.nats-headless).
+	var ports []int
+	var routes []string
+	for range 3 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+		routes = append(routes, fmt.Sprintf("nats://localhost:%d", ports[len(ports)-1]))
+		ln.Close()
+	}
+	var members []*server.Server
+	for i := range 3 {
+		o := parseNATSConf(t, tlsFiles, fmt.Sprintf("nats-%d", i))
+		if len(o.Routes) != len(routes) {
+			t.Fatalf("nats.conf has %d routes, want one per member", len(o.Routes))
+		}
+		o.Host, o.Port, o.HTTPPort = "127.0.0.1", -1, 0
+		o.Cluster.Host, o.Cluster.Port = "127.0.0.1", ports[i]
+		o.Routes = server.RoutesFromStr(strings.Join(routes, ","))
+		o.StoreDir, o.NoSigs, o.NoLog = t.TempDir(), true, true
+		s, err := server.NewServer(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Start()
+		t.Cleanup(s.Shutdown)
+		members = append(members, s)
+	}
+	testenv.Eventually(t, 60*time.Second, func() bool {
+		for _, s := range members {
+			if s.NumRoutes() < 2 || !s.JetStreamIsCurrent() {
+				return false
+			}
+		}
+		return slices.ContainsFunc(members, (*server.Server).JetStreamIsLeader)
+	}, "the three members never routed to each other and elected a JetStream meta leader")
+	url := func(s *server.Server) string { return fmt.Sprintf("tls://localhost:%d", s.Addr().(*net.TCPAddr).Port) }
+	clientTLS := natsauth.TLS{CAFile: tlsFiles.CAFile()}
+
+	ctx, cancel := context.WithTimeout(ctx(t), 2*time.Minute)
+	defer cancel()
+	if err := natsauth.LayOut(ctx, url(members[0]), creds.SeedFile(natsauth.Bootstrap), clientTLS, replicas, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatalf("the bootstrap Job's layout on the TLS cluster: %v", err)
+	}
+	asClusterd := func(s *server.Server) jetstream.JetStream {
+		opts, err := natsauth.ClientOptions("clusterd", creds.SeedFile("clusterd"), clientTLS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, js := testenv.Connect(t, url(s), opts...)
+		return js
+	}
+	kv := func(s *server.Server) jetstream.KeyValue {
+		b, err := asClusterd(s).KeyValue(ctx, bus.BucketClusters)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if _, err := kv(members[1]).Put(ctx, "demo", []byte(`{"v":1}`)); err != nil {
+		t.Fatalf("clusterd writes its bucket over TLS: %v", err)
+	}
+	// Another member's copy catches up (a direct get may be answered by any replica).
+	other := kv(members[2])
+	var lastErr error
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		got, err := other.Get(ctx, "demo")
+		lastErr = err
+		return err == nil && string(got.Value()) == `{"v":1}`
+	}, "clusterd never read its write through another member: %v", &lastErr)
+	if st, err := asClusterd(members[2]).Stream(ctx, "KV_"+bus.BucketClusters); err != nil || st.CachedInfo().Config.Replicas != replicas {
+		t.Errorf("bucket %s: stream %v (%v), want %d replicas", bus.BucketClusters, st, err, replicas)
+	}
+	testenv.RequirePlainTextRefused(t, fmt.Sprintf("nats://127.0.0.1:%d", members[0].Addr().(*net.TCPAddr).Port))
+	testenv.RequirePlainTextRouteRefused(t, members[0].ClusterAddr().String())
 }
 
 // checkManagementKubeconfig loads the kubeconfig the daemons mount the way they do
