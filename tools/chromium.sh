@@ -13,24 +13,6 @@ if command -v chromium >/dev/null; then
   exit 0
 fi
 
-if ! command -v apt-get >/dev/null; then
-  log "chromium is missing and this machine has no apt-get."
-  log "Install Chromium (or Google Chrome) so that a 'chromium' executable is on PATH, or set"
-  log "HOSTPLANE_CHROMIUM to its path, and run this again."
-  exit 1
-fi
-
-sudo=()
-if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null || { log "installing needs root: run as root or install sudo"; exit 1; }
-  sudo=(sudo)
-fi
-
-export DEBIAN_FRONTEND=noninteractive
-if ! apt-cache policy chromium 2>/dev/null | grep -q 'Candidate: [0-9]'; then
-  log "apt-get update (the package index does not list chromium yet)"
-  "${sudo[@]}" apt-get update -q
-fi
-log "apt-get install -y --no-install-recommends chromium"
-"${sudo[@]}" apt-get install -y -q --no-install-recommends chromium
+. "$(dirname "$0")/lib/debian.sh"
+apt_install chromium "Install Chromium (or Google Chrome) so that a 'chromium' executable is on PATH, or set HOSTPLANE_CHROMIUM to its path, and run this again."
 log "installed: $(command -v chromium) ($(chromium --version 2>/dev/null | head -n1))"
