@@ -17,7 +17,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -296,33 +295,23 @@ func (p *provider) applyLocalCluster(ctx context.Context, cluster string, inf *a
 // answered the spec's apply; its Ready condition's lastTransitionTime is kept while the
 // status stays the same.
 func localClusterConditions(cur *unstructured.Unstructured) []any {
-	var conds []metav1.Condition
-	if raw, ok, _ := unstructured.NestedSlice(cur.Object, "status", "conditions"); ok {
-		for _, r := range raw {
-			m, ok := r.(map[string]any)
-			if !ok {
-				continue
-			}
-			var c metav1.Condition
-			if runtime.DefaultUnstructuredConverter.FromUnstructured(m, &c) == nil {
-				conds = append(conds, c)
-			}
-		}
-	}
-	meta.SetStatusCondition(&conds, metav1.Condition{
-		Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonProvisioned, ObservedGeneration: cur.GetGeneration(),
-	})
-	out := make([]any, 0, len(conds))
-	for _, c := range conds {
-		if c.Type != ConditionReady { // only what infrad owns: the apply's list is its own
+	since := time.Now().UTC()
+	raw, _, _ := unstructured.NestedSlice(cur.Object, "status", "conditions")
+	for _, r := range raw {
+		m, ok := r.(map[string]any)
+		if !ok || m["type"] != ConditionReady || m["status"] != string(metav1.ConditionTrue) {
 			continue
 		}
-		out = append(out, map[string]any{
-			"type": c.Type, "status": string(c.Status), "reason": c.Reason, "message": c.Message,
-			"observedGeneration": c.ObservedGeneration, "lastTransitionTime": c.LastTransitionTime.UTC().Format(time.RFC3339),
-		})
+		if ts, ok := m["lastTransitionTime"].(string); ok {
+			if t, err := time.Parse(time.RFC3339, ts); err == nil {
+				since = t
+			}
+		}
 	}
-	return out
+	return []any{map[string]any{
+		"type": ConditionReady, "status": string(metav1.ConditionTrue), "reason": ReasonProvisioned, "message": "",
+		"observedGeneration": cur.GetGeneration(), "lastTransitionTime": since.UTC().Format(time.RFC3339),
+	}}
 }
 
 // deleteLocalCluster deletes the cluster's LocalCluster; gone already (Cluster API deleted it
