@@ -4,7 +4,6 @@ go 1.26.0
 
 require (
 	github.com/awslabs/operatorpkg v0.0.0-20250909182303-e8e550b6f339
-	github.com/hostplane/hostplane/pkg v0.0.0
 	k8s.io/api v0.34.3
 	k8s.io/apiextensions-apiserver v0.34.3
 	k8s.io/apimachinery v0.34.3
@@ -34,6 +33,7 @@ require (
 	github.com/google/btree v1.1.3 // indirect
 	github.com/google/gnostic-models v0.7.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/hostplane/hostplane/pkg v0.0.0
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/josharian/intern v1.0.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect

@@ -43,6 +43,7 @@ func newDevCommand() *cobra.Command {
 	f.StringVar(&cfg.DataDir, "data-dir", daemon.Env("HOSTPLANE_DATA_DIR", ".hostplane"), "data directory; state survives restarts (HOSTPLANE_DATA_DIR)")
 	f.StringVar(&cfg.Addr, "addr", daemon.Env("HOSTPLANE_ADDR", "127.0.0.1:8080"), "address of the HTTP API (HOSTPLANE_ADDR)")
 	f.IntVar(&cfg.NATSPort, "nats-port", 4222, "port of the embedded NATS server (-1: any free port)")
+	f.IntVar(&cfg.Replicas, "replicas", 1, "replicas of each daemon, in-process: one leads, the others stand by and take over when it stops (see docs/resilience.md)")
 	f.StringVar(&cfg.Runtime, "runtime", daemon.Env("HOSTPLANE_COMPONENTD_RUNTIME", componentd.RuntimeProcess),
 		"control-plane runtime: process (child processes) or kubernetes (workloads in the management kube-apiserver) (HOSTPLANE_COMPONENTD_RUNTIME)")
 	f.StringVar(&cfg.GrafanaURL, "grafana-url", daemon.Env("HOSTPLANE_GRAFANA_URL", ""),

@@ -68,7 +68,7 @@ func newGatewayCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&addr, "addr", daemon.Env("HOSTPLANE_GATEWAY_ADDR", "127.0.0.1:8080"), "listen address (HOSTPLANE_GATEWAY_ADDR)")
 	for _, name := range owners {
-		backends[name] = f.String(name+"-url", daemon.Env(backendEnv(name), ""), "base URL of "+name+"'s admin port, e.g. http://127.0.0.1:8081 ("+backendEnv(name)+")")
+		backends[name] = f.String(name+"-url", daemon.Env(backendEnv(name), ""), "base URL of "+name+"'s admin port, e.g. http://127.0.0.1:8081, or its replicas' separated by commas: calls go to the ready one, the leader ("+backendEnv(name)+")")
 	}
 	f.StringVar(&otlp, "otlp-endpoint", daemon.Env("HOSTPLANE_OTLP_ENDPOINT", ""), "OTLP/HTTP trace endpoint host:port (HOSTPLANE_OTLP_ENDPOINT)")
 	f.StringVar(&grafana, "grafana-url", daemon.Env("HOSTPLANE_GRAFANA_URL", ""),

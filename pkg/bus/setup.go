@@ -24,6 +24,28 @@ const (
 // Buckets are the six owners' buckets.
 var Buckets = []string{BucketClusters, BucketNodePools, BucketControlPlane, BucketPKI, BucketInfra, BucketIgnition}
 
+// BucketLeases holds one lease per daemon (pkg/leader): the replica that holds its daemon's
+// lease is the one that works. Its entries expire LeaseTTL after their last renewal, so a
+// dead holder's lease is gone by then. Bootstrap creates it (EnsureLayout); each daemon may
+// read and write its own key only.
+const BucketLeases = "leases"
+
+// LeaseTTL is how long a lease outlives its holder's last renewal: the longest a crashed
+// replica's work waits for a standby.
+const LeaseTTL = 10 * time.Second
+
+// EnsureLeaseBucket creates or opens the lease bucket with replicas copies.
+func EnsureLeaseBucket(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.KeyValue, error) {
+	return EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
+		Bucket:      BucketLeases,
+		Description: "hostplane daemon leases: the replica that holds one works",
+		History:     1,
+		TTL:         LeaseTTL,
+		Storage:     jetstream.FileStorage,
+		Replicas:    max(replicas, 1),
+	})
+}
+
 // DuplicateWindow is how long JetStream remembers a Nats-Msg-Id: a publish retried within it
 // is stored once.
 const DuplicateWindow = 2 * time.Minute
@@ -79,8 +101,8 @@ func EnsureStreamsReplicated(ctx context.Context, js jetstream.JetStream, replic
 	return nil
 }
 
-// EnsureLayout creates or updates what no single daemon owns: the shared streams and the six
-// owners' buckets. A deployment with NATS permissions runs it as the bootstrap identity
+// EnsureLayout creates or updates what no single daemon owns: the shared streams, the six
+// owners' buckets and the lease bucket. A deployment with NATS permissions runs it as the bootstrap identity
 // (pkg/natsauth) before the daemons start; the daemons then only look them up.
 func EnsureLayout(ctx context.Context, js jetstream.JetStream, replicas int) error {
 	if err := EnsureStreamsReplicated(ctx, js, replicas); err != nil {
@@ -91,7 +113,8 @@ func EnsureLayout(ctx context.Context, js jetstream.JetStream, replicas int) err
 			return err
 		}
 	}
-	return nil
+	_, err := EnsureLeaseBucket(ctx, js, replicas)
+	return err
 }
 
 // EnsureStream creates or updates one stream (an error names the stream and, when cfg asks

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -44,6 +45,11 @@ type Base struct {
 	// reports so in its status.
 	ManagementKubeconfig string
 
+	// ReplicaID names this replica in its daemon's leader election (HOSTPLANE_REPLICA_ID,
+	// --replica-id; default <host name>:<data dir>). Replicas of one daemon need different
+	// ones; a replica restarted with the same one takes its lease back at once (pkg/leader).
+	ReplicaID string
+
 	// Access control of the admin router (only used with an AdminAddr). Auth, when set, is
 	// used as is; else TokensFile and AdminToken, when either is set, make one (see
 	// pkg/auth). Without any of them, a daemon started by Main (the daemon binaries) refuses
@@ -72,6 +78,14 @@ func (b *Base) Validate() error {
 	}
 	if b.NATSReplicas == 0 {
 		b.NATSReplicas = 1
+	}
+	if b.ReplicaID == "" {
+		host, _ := os.Hostname()
+		dir, err := filepath.Abs(b.DataDir)
+		if err != nil {
+			dir = b.DataDir
+		}
+		b.ReplicaID = host + ":" + dir
 	}
 	if b.NATSReplicas < 1 || b.NATSReplicas > bus.MaxReplicas {
 		return fmt.Errorf("NATS replicas (HOSTPLANE_NATS_REPLICAS) must be 1 to %d, not %d", bus.MaxReplicas, b.NATSReplicas)
@@ -113,6 +127,8 @@ func Flags(fs *flag.FlagSet, name string) *Base {
 	fs.StringVar(&b.DataDir, "data-dir", env("HOSTPLANE_DATA_DIR", ".hostplane"), "data directory (HOSTPLANE_DATA_DIR)")
 	addrEnv := "HOSTPLANE_" + strings.ToUpper(name) + "_ADDR"
 	fs.StringVar(&b.AdminAddr, "addr", env(addrEnv, "127.0.0.1:0"), "admin and API listen address ("+addrEnv+")")
+	fs.StringVar(&b.ReplicaID, "replica-id", env("HOSTPLANE_REPLICA_ID", ""),
+		"this replica's name in the daemon's leader election; unique per replica (HOSTPLANE_REPLICA_ID, default <host name>:<data dir>)")
 	fs.StringVar(&b.LogLevel, "log-level", env("HOSTPLANE_LOG_LEVEL", "info"), "debug, info, warn or error (HOSTPLANE_LOG_LEVEL)")
 	fs.StringVar(&b.ManagementKubeconfig, "management-kubeconfig", env("HOSTPLANE_MANAGEMENT_KUBECONFIG", ""), "kubeconfig of the management cluster (HOSTPLANE_MANAGEMENT_KUBECONFIG)")
 	fs.StringVar(&b.OTLPEndpoint, "otlp-endpoint", env("HOSTPLANE_OTLP_ENDPOINT", ""), "OTLP/HTTP trace endpoint host:port (HOSTPLANE_OTLP_ENDPOINT)")

@@ -20,6 +20,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/auth"
 	"github.com/hostplane/hostplane/pkg/bus"
 	"github.com/hostplane/hostplane/pkg/httpapi"
+	"github.com/hostplane/hostplane/pkg/leader"
 	"github.com/hostplane/hostplane/pkg/natsauth"
 	"github.com/hostplane/hostplane/pkg/observe"
 	"github.com/hostplane/hostplane/pkg/outbox"
@@ -109,6 +110,7 @@ type Daemon struct {
 	controllers []*reconcile.Controller
 	mu          sync.Mutex
 	running     atomic.Bool
+	standbyOf   atomic.Pointer[string] // the leader's identity while this replica stands by
 	adminAddr   chan string
 	auth        *auth.Authenticator // nil: the admin router has no access control
 }
@@ -150,6 +152,9 @@ func (d *Daemon) Runtime() (*Runtime, error) {
 	if rt := d.rt.Load(); rt != nil {
 		return rt, nil
 	}
+	if holder := d.standbyOf.Load(); holder != nil {
+		return nil, api.Errorf(api.CodeUnavailable, "this %s replica stands by (%s leads); retry shortly", d.spec.Name, *holder)
+	}
 	return nil, api.Errorf(api.CodeUnavailable, "%s is starting; retry shortly", d.spec.Name)
 }
 
@@ -176,6 +181,9 @@ func (d *Daemon) tracerProvider() trace.TracerProvider {
 // Ready reports nil once the daemon is connected, every controller consumes and the
 // daemon's own check passes.
 func (d *Daemon) Ready(ctx context.Context) error {
+	if holder := d.standbyOf.Load(); holder != nil {
+		return fmt.Errorf("%s: %w (%s leads)", d.spec.Name, ErrStandby, *holder)
+	}
 	if d.rt.Load() == nil || !d.running.Load() {
 		return fmt.Errorf("%s: not started", d.spec.Name)
 	}
@@ -195,6 +203,10 @@ func (d *Daemon) Ready(ctx context.Context) error {
 	return nil
 }
 
+// Leading reports whether this replica holds its daemon's lease and works (its routes
+// answer); false while it starts, stands by or stops.
+func (d *Daemon) Leading() bool { return d.rt.Load() != nil && d.running.Load() }
+
 // AdminAddr returns the admin server's listen address once it listens ("" when none).
 func (d *Daemon) AdminAddr(ctx context.Context) string {
 	select {
@@ -206,7 +218,10 @@ func (d *Daemon) AdminAddr(ctx context.Context) string {
 	}
 }
 
-// Run connects, sets up and serves until ctx ends, then shuts down in order.
+// Run connects, serves its admin port, waits to lead (pkg/leader: one replica of a daemon
+// works, the others stand by), sets up and works until ctx ends or the lease is lost, then
+// shuts down in order and gives the lease back. It returns an error wrapping leader.ErrLost
+// when the lease was lost: the process should exit and start again as a standby.
 func (d *Daemon) Run(ctx context.Context) error {
 	log := d.log
 	tp := d.tp
@@ -218,6 +233,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 		tp, shutdownTracing = sdk, sdk.Shutdown
 	}
+	defer func() {
+		if shutdownTracing != nil {
+			_ = shutdownTracing(context.WithoutCancel(ctx))
+		}
+	}()
 
 	natsOpts, err := d.base.NATSTLS.Options()
 	if err == nil && d.base.NATSNKeyFile != "" {
@@ -230,7 +250,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", d.spec.Name, err)
 	}
-	defer nc.Close()
+	defer func() {
+		if err := nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+			log.Debug("nats drain", "err", err)
+		}
+	}()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return fmt.Errorf("%s: jetstream: %w", d.spec.Name, err)
@@ -240,6 +264,53 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err := bus.EnsureStreamsReplicated(setupCtx, js, d.base.NATSReplicas); err != nil {
 		return fmt.Errorf("%s: %w", d.spec.Name, err)
 	}
+	elector, err := d.elector(setupCtx, js)
+	if err != nil {
+		return fmt.Errorf("%s: %w", d.spec.Name, err)
+	}
+
+	// The admin port serves from the start: a standby answers /healthz, and /readyz and the
+	// /v1 routes with 503 naming the leader.
+	httpCtx, cancelHTTP := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelHTTP()
+	httpDone := d.serveAdmin(httpCtx, tp)
+	stopHTTP := func() {
+		cancelHTTP()
+		if httpDone == nil {
+			return
+		}
+		select {
+		case <-httpDone:
+		case <-time.After(10 * time.Second):
+		}
+	}
+	defer stopHTTP()
+
+	if err := elector.Acquire(ctx, func(holder string) { d.standbyOf.Store(&holder) }); err != nil {
+		log.Info("daemon stopped while standing by")
+		return nil
+	}
+	d.standbyOf.Store(nil)
+	// Keep the lease until the daemon's own cleanup is done, then give it back.
+	holdCtx, stopHolding := context.WithCancel(context.WithoutCancel(ctx))
+	lost := make(chan error, 1)
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		if err := elector.Hold(holdCtx); err != nil {
+			lost <- err
+		}
+	}()
+	defer func() {
+		stopHolding()
+		<-held
+		releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := elector.Release(releaseCtx); err != nil {
+			log.Warn("giving the lease back", "err", err)
+		}
+	}()
+
 	rt := &Runtime{
 		Name: d.spec.Name, Log: log, Registry: d.registry, TracerProvider: tp,
 		Conn: nc, JS: js,
@@ -295,34 +366,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 			}
 		}()
 	}
-
-	var srv *httpapi.Server
-	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopHTTP()
-	var httpDone chan error // nil (never ready) without an admin server
-	if d.base.AdminAddr != "" {
-		httpDone = make(chan error, 1)
-		hcfg := httpapi.Config{Name: d.spec.Name, Logger: log, Registry: d.registry, Ready: d.Ready, TracerProvider: tp,
-			OpenAPI: api.OpenAPI()}
-		if d.auth != nil {
-			hcfg.Middlewares = append(hcfg.Middlewares, d.auth.Middleware)
-		} else {
-			log.Warn("the admin API has no access control: anyone who reaches it may change every cluster", "addr", d.base.AdminAddr)
-		}
-		router := httpapi.NewRouter(hcfg)
-		if d.spec.Routes != nil {
-			d.spec.Routes(router) // the router's own spans are the daemon's
-		}
-		srv = httpapi.NewServer(d.base.AdminAddr, router, log)
-		go func() { httpDone <- srv.Start(httpCtx) }()
-		go func() {
-			if a := srv.Addr(); a != "" {
-				d.adminAddr <- a
-			}
-		}()
-	}
 	d.running.Store(true)
-	log.Info("daemon started", "nats", d.base.NATSURL, "admin", d.base.AdminAddr)
+	log.Info("daemon started", "nats", d.base.NATSURL, "admin", d.base.AdminAddr, "replica", d.base.ReplicaID)
 
 	var runErr error
 	select {
@@ -333,20 +378,16 @@ func (d *Daemon) Run(ctx context.Context) error {
 		if err != nil {
 			runErr = fmt.Errorf("%s: admin server: %w", d.spec.Name, err)
 		}
+	case err := <-lost:
+		runErr = fmt.Errorf("%s: %w", d.spec.Name, err)
 	}
 	d.running.Store(false)
 
-	// Ordered shutdown: consumers and workers, then HTTP, then the daemon's own cleanup,
-	// then traces; NATS closes last (deferred).
+	// Ordered shutdown: consumers and workers, then HTTP, then the daemon's own cleanup;
+	// the lease goes back after it, then traces, and NATS closes last (deferred).
 	stopWork()
 	wg.Wait()
 	stopHTTP()
-	if httpDone != nil && srv != nil {
-		select {
-		case <-httpDone:
-		case <-time.After(10 * time.Second):
-		}
-	}
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if d.spec.Stop != nil {
@@ -354,14 +395,58 @@ func (d *Daemon) Run(ctx context.Context) error {
 			log.Warn("stop", "err", err)
 		}
 	}
-	if shutdownTracing != nil {
-		_ = shutdownTracing(stopCtx)
-	}
-	if err := nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
-		log.Debug("nats drain", "err", err)
-	}
 	log.Info("daemon stopped")
 	return runErr
+}
+
+// elector opens the lease bucket (creating it where no bootstrap step did, as in tests
+// without NATS permissions) and returns this replica's elector for the daemon's lease.
+func (d *Daemon) elector(ctx context.Context, js jetstream.JetStream) (*leader.Elector, error) {
+	kv, err := js.KeyValue(ctx, bus.BucketLeases)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = bus.EnsureLeaseBucket(ctx, js, d.base.NATSReplicas)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lease bucket: %w", err)
+	}
+	m := d.leaderMetrics()
+	return leader.New(leader.Config{
+		KV: kv, Name: d.spec.Name, Identity: d.base.ReplicaID, TTL: bus.LeaseTTL, Log: d.log,
+		OnChange: func(leading bool) {
+			m.leading.Set(map[bool]float64{true: 1, false: 0}[leading])
+			if leading {
+				m.acquired.Inc()
+			}
+		},
+	})
+}
+
+// serveAdmin starts the admin server, until ctx ends, when the daemon has an address; the
+// channel delivers its end (nil without one).
+func (d *Daemon) serveAdmin(ctx context.Context, tp trace.TracerProvider) chan error {
+	if d.base.AdminAddr == "" {
+		return nil
+	}
+	hcfg := httpapi.Config{Name: d.spec.Name, Logger: d.log, Registry: d.registry, Ready: d.Ready, TracerProvider: tp,
+		OpenAPI: api.OpenAPI()}
+	if d.auth != nil {
+		hcfg.Middlewares = append(hcfg.Middlewares, d.auth.Middleware)
+	} else {
+		d.log.Warn("the admin API has no access control: anyone who reaches it may change every cluster", "addr", d.base.AdminAddr)
+	}
+	router := httpapi.NewRouter(hcfg)
+	if d.spec.Routes != nil {
+		d.spec.Routes(router) // the router's own spans are the daemon's
+	}
+	srv := httpapi.NewServer(d.base.AdminAddr, router, d.log)
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- srv.Start(ctx) }()
+	go func() {
+		if a := srv.Addr(); a != "" {
+			d.adminAddr <- a
+		}
+	}()
+	return httpDone
 }
 
 // Open returns a bucket (the daemon's own, or another daemon's to read) as a typed store.

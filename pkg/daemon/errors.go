@@ -6,3 +6,7 @@ import "errors"
 // API would have no access control: no Auth, tokens file or admin token, and no
 // --insecure-no-auth.
 var ErrNoTokens = errors.New("the admin API needs tokens: set HOSTPLANE_TOKENS_FILE or HOSTPLANE_ADMIN_TOKEN, or pass --insecure-no-auth to serve it without access control")
+
+// ErrStandby is what Ready reports of a replica that stands by while another one leads: it
+// serves nothing but its health (a Service routes to the leader only).
+var ErrStandby = errors.New("standing by")

@@ -97,12 +97,21 @@ func (p *perms) writeBucket(bucket string) {
 	p.allow("$KV." + bucket + ".>")
 }
 
+// ownLease is reading and writing the daemon's own key of the lease bucket (pkg/leader), and
+// no other replica's.
+func (p *perms) ownLease(daemon string) {
+	stream := "KV_" + bus.BucketLeases
+	key := "$KV." + bus.BucketLeases + "." + daemon
+	p.allow(streamInfo(stream), jsAPI+"DIRECT.GET."+stream+"."+key, key)
+}
+
 // Identity returns the daemon's identity.
 func (d Daemon) Identity() Identity {
 	p := &perms{sub: []string{InboxPrefix(d.Name) + ".>"}}
 	// Every daemon checks the shared streams at start (bus.EnsureStreams).
 	p.allow(streamInfo(events.EventsStream), streamInfo(events.InboxStream))
 	p.writeBucket(d.Owns)
+	p.ownLease(d.Name)
 	for _, b := range d.Reads {
 		p.readBucket(b)
 	}
@@ -147,7 +156,7 @@ func BootstrapIdentity() Identity {
 	for _, s := range []string{events.EventsStream, events.InboxStream} {
 		p.ownStream(s)
 	}
-	for _, b := range bus.Buckets {
+	for _, b := range append(bus.Buckets, bus.BucketLeases) {
 		p.ownBucket(b)
 	}
 	return Identity{Name: Bootstrap, Permissions: p.permissions()}

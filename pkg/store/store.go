@@ -9,7 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/hostplane/hostplane/pkg/api"
 )
@@ -117,7 +116,7 @@ func (s *Store[T]) MutateBefore(ctx context.Context, key string, spec bool, fn f
 		nrev uint64
 	)
 	isConflict := func(err error) bool { return errors.Is(err, ErrConflict) }
-	err := retry.OnError(mutateRetry, isConflict, func() error {
+	err := Retry(mutateRetry, isConflict, func() error {
 		v, rev, err := s.Get(ctx, key)
 		if err != nil {
 			return err

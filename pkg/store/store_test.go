@@ -205,3 +205,32 @@ func TestStore_WatchSeesPutsAndDeletes(t *testing.T) {
 		t.Fatalf("keys after delete = %v, %v", keys, err)
 	}
 }
+
+// A Mutate cut short by a cancelled context (a daemon shutting down) reports the
+// cancellation; client-go's retry.OnError alone turned it into success with a nil value.
+func TestStore_MutateWithACancelledContextFailsAndReturnsNoValue(t *testing.T) {
+	s := newStore(t)
+	if _, err := s.Create(t.Context(), "k", &thing{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	v, _, err := s.MutateBefore(ctx, "k", false, func(x *thing) error { x.Spec.Size = 2; return nil }, nil)
+	if !errors.Is(err, context.Canceled) || v != nil {
+		t.Fatalf("MutateBefore with a cancelled context = %v, %v; want nil and context.Canceled", v, err)
+	}
+}
+
+func TestRetry_ReturnsAContextErrorOfTheFirstCallAndRetriesConflicts(t *testing.T) {
+	calls := 0
+	err := store.RetryOnConflict(func(err error) bool { return errors.Is(err, store.ErrConflict) }, func() error {
+		calls++
+		if calls < 3 {
+			return store.ErrConflict
+		}
+		return context.DeadlineExceeded
+	})
+	if !errors.Is(err, context.DeadlineExceeded) || calls != 3 {
+		t.Fatalf("after two conflicts and a deadline: %v in %d calls, want DeadlineExceeded in 3", err, calls)
+	}
+}

@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,6 +27,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/outbox"
+	"github.com/hostplane/hostplane/pkg/store"
 	"github.com/hostplane/hostplane/services/localcloud"
 )
 
@@ -355,7 +355,7 @@ func (s *machineScope) view() api.Machine {
 func (p *provider) patchObject(ctx context.Context, s *machineScope, change func(*LocalMachine)) error {
 	var status LocalMachineStatus
 	s.lm.Status.DeepCopyInto(&status)
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := store.RetryOnConflict(apierrors.IsConflict, func() error {
 		base := s.lm.DeepCopy()
 		change(s.lm)
 		err := p.client.Patch(ctx, s.lm, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))

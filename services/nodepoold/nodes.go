@@ -13,9 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/store"
 )
 
 // Annotations on a guest Node listing what nodepoold set on it, so that a label or taint
@@ -48,9 +48,9 @@ func (d *Daemon) syncNodes(ctx context.Context, s *scope) {
 }
 
 // syncNode patches one Node, re-reading it when it changed meanwhile (the machine renews its
-// status all the time), as often as retry.DefaultRetry allows.
+// status all the time), as often as client-go's retry.DefaultRetry allows.
 func syncNode(ctx context.Context, cs kubernetes.Interface, n *corev1.Node, np *api.NodePool) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	return store.RetryOnConflict(apierrors.IsConflict, func() error {
 		patch, ok := nodePatch(n, np)
 		if !ok {
 			return nil

@@ -28,6 +28,34 @@ const EnvComposeTest = "HOSTPLANE_COMPOSE_TEST"
 // composeDaemons are the daemon containers, in the order a cluster create reaches them.
 var composeDaemons = []string{"clusterd", "infrad", "pkid", "componentd", "ignitiond", "nodepoold"}
 
+// composeReplicated are the daemons deploy/compose runs twice (<daemon> and <daemon>-2,
+// admin ports 808x and 818x); componentd runs once (docs/resilience.md).
+var composeReplicated = []string{"clusterd", "infrad", "pkid", "ignitiond", "nodepoold"}
+
+// composeLeader returns the compose service of daemon's replica that leads, from the
+// gateway's /healthz, which names the admin port of the replica that answered.
+func (c *client) composeLeader(daemon string) string {
+	c.t.Helper()
+	var h struct {
+		Components map[string]string `json:"components"`
+	}
+	var svc string
+	testenv.Eventually(c.t, time.Minute, func() bool {
+		if code, _ := c.do("GET", "/healthz", "", &h); code != http.StatusOK {
+			return false
+		}
+		st := h.Components[daemon]
+		switch {
+		case strings.Contains(st, ":81"):
+			svc = daemon + "-2"
+		case strings.Contains(st, ":80"):
+			svc = daemon
+		}
+		return svc != ""
+	}, "the gateway never named %s's leading replica: %v", daemon, h.Components)
+	return svc
+}
+
 // composeStack is one `docker compose` project of deploy/compose.
 type composeStack struct {
 	t       *testing.T
@@ -80,8 +108,9 @@ func freePort(t *testing.T) int {
 }
 
 // TestCompose_ClusterAndPoolThroughTheGateway_SurviveADaemonRestartEach brings up
-// deploy/compose from the local images, creates a cluster through the gateway and restarts
-// every daemon container once while the create is under way, then checks the cluster is
+// deploy/compose from the local images, creates a cluster through the gateway and, while the
+// create is under way, kills the leading replica of every replicated daemon with SIGKILL
+// (componentd, which runs once, is restarted), then checks the cluster is
 // Available with nothing duplicated, that a 2-node pool becomes Ready, and that both delete.
 func TestCompose_ClusterAndPoolThroughTheGateway_SurviveADaemonRestartEach(t *testing.T) {
 	if os.Getenv(EnvComposeTest) == "" {
@@ -119,9 +148,18 @@ func TestCompose_ClusterAndPoolThroughTheGateway_SurviveADaemonRestartEach(t *te
 	}
 	for _, d := range composeDaemons {
 		got, _ := c.cluster(cl)
-		t.Logf("restarting %s (cluster Available=%v)", d, got.Status.Conditions.IsTrue(api.ConditionAvailable))
-		s.must("restart", "-t", "10", d)
+		available := got.Status.Conditions.IsTrue(api.ConditionAvailable)
+		if !slices.Contains(composeReplicated, d) {
+			t.Logf("restarting %s (cluster Available=%v)", d, available)
+			s.must("restart", "-t", "10", d)
+			continue
+		}
+		// kill -9 of the replica that leads: the other takes the lease once it expires.
+		svc := c.composeLeader(d)
+		t.Logf("killing %s, %s's leading replica (cluster Available=%v)", svc, d, available)
+		s.must("kill", "-s", "SIGKILL", svc)
 	}
+	s.must("up", "-d") // the killed replicas come back as standbys
 	testenv.Eventually(t, 3*time.Minute, func() bool {
 		code, _ := c.tryDo("GET", "/readyz")
 		return code == http.StatusOK

@@ -453,6 +453,36 @@ func selects(t *testing.T, sel *metav1.LabelSelector, l map[string]string) bool 
 	return s.Matches(labels.Set(l))
 }
 
+// checkReplicas: two or more pods, one leading through the lease and ready, the other
+// standing by (docs/resilience.md): the Service routes by readiness, each pod elects under
+// its own name, a rolling update never leaves the daemon without a pod, and the pods prefer
+// different nodes.
+func checkReplicas(t *testing.T, dep *appsv1.Deployment, c corev1.Container) {
+	t.Helper()
+	if dep.Spec.Replicas == nil || *dep.Spec.Replicas < 2 {
+		t.Errorf("replicas %v, want 2 or more (one leads, one stands by)", dep.Spec.Replicas)
+	}
+	if st := dep.Spec.Strategy; st.Type != appsv1.RollingUpdateDeploymentStrategyType || st.RollingUpdate == nil ||
+		st.RollingUpdate.MaxUnavailable == nil || st.RollingUpdate.MaxUnavailable.IntValue() != 0 {
+		t.Errorf("strategy %+v, want RollingUpdate with maxUnavailable 0", st)
+	}
+	var id *corev1.EnvVar
+	for i := range c.Env {
+		if c.Env[i].Name == "HOSTPLANE_REPLICA_ID" {
+			id = &c.Env[i]
+		}
+	}
+	if id == nil || id.ValueFrom == nil || id.ValueFrom.FieldRef == nil || id.ValueFrom.FieldRef.FieldPath != "metadata.name" {
+		t.Errorf("HOSTPLANE_REPLICA_ID = %+v, want the pod's name (fieldRef metadata.name)", id)
+	}
+	if p := c.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" {
+		t.Errorf("readiness probe %+v, want GET /readyz (a standby is not ready, so the Service skips it)", p)
+	}
+	if a := dep.Spec.Template.Spec.Affinity; a == nil || a.PodAntiAffinity == nil || len(a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) == 0 {
+		t.Error("no pod anti-affinity: both replicas may land on one node")
+	}
+}
+
 func checkDaemon(t *testing.T, idx objectIndex, daemon string, port int64) {
 	dep := typed[appsv1.Deployment](t, idx.get(t, "Deployment", daemon))
 	pod := dep.Spec.Template
@@ -469,6 +499,7 @@ func checkDaemon(t *testing.T, idx objectIndex, daemon string, port int64) {
 	if !strings.HasPrefix(c.Image, "hostplane/"+daemon+":") {
 		t.Errorf("image %q, want hostplane/%s:<tag>", c.Image, daemon)
 	}
+	checkReplicas(t, dep, c)
 	var admin *corev1.ContainerPort
 	for i := range c.Ports {
 		if c.Ports[i].Name == "admin" {

@@ -74,6 +74,11 @@ type Config struct {
 	// console (/ui) links into them. Empty hides the links.
 	GrafanaURL string
 
+	// Replicas is how many replicas of each daemon run (default 1). Each replica competes
+	// for its daemon's lease (pkg/leader); the front door routes to the one that leads, and a
+	// stopped replica starts again (see ReplicaSet).
+	Replicas int
+
 	// NATSTrace makes the embedded NATS record every subject each identity publishes and
 	// subscribes to (Stack.NATSUsage), for tests that compare the natsauth table with what
 	// the daemons do. It costs a log line per message.
@@ -306,18 +311,45 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	if s.Management != nil {
 		mgmtKubeconfig = s.Management.KubeconfigPath
 	}
-	s.Daemons, err = daemons(func(name string) daemon.Base {
-		reg := observe.NewRegistry()
-		registries = append(registries, reg)
+	inf := infrad.Config{LocalCloudURL: s.Cloud.URL()}
+	base := func(name string, reg *prometheus.Registry) daemon.Base {
 		var tp trace.TracerProvider
 		if cfg.TracerProvider != nil {
 			tp = cfg.TracerProvider(name)
 		}
 		return daemon.Base{NATSURL: s.NATS.URL(), NATSNKeyFile: s.NATSCreds.SeedFile(name), NATSTLS: s.NATSTLS.Client(), DataDir: dataDir, Logger: s.log, Registry: reg, ManagementKubeconfig: mgmtKubeconfig,
 			OTLPEndpoint: cfg.OTLPEndpoint, TracerProvider: tp}
-	}, cd, infrad.Config{LocalCloudURL: s.Cloud.URL()})
-	if err != nil {
-		return nil, err
+	}
+	for _, name := range daemonNames {
+		if cfg.Replicas <= 1 {
+			reg := observe.NewRegistry()
+			d, err := buildDaemon(name, base(name, reg), cd, inf)
+			if err != nil {
+				return nil, err
+			}
+			registries = append(registries, reg)
+			s.Daemons = append(s.Daemons, d)
+			continue
+		}
+		rs, err := newReplicaSet(cfg.Replicas, s.log, func(i int) (LeadingDaemon, *prometheus.Registry, error) {
+			reg := observe.NewRegistry()
+			b := base(name, reg)
+			b.ReplicaID = fmt.Sprintf("%s:%s#%d", name, dataDir, i)
+			d, err := buildDaemon(name, b, cd, inf)
+			if err != nil {
+				return nil, nil, err
+			}
+			ld, ok := d.(LeadingDaemon)
+			if !ok {
+				return nil, nil, fmt.Errorf("%s cannot run as replicas", name)
+			}
+			return ld, reg, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		registries = append(registries, rs)
+		s.Daemons = append(s.Daemons, rs)
 	}
 
 	front := observe.NewRegistry()
@@ -367,26 +399,55 @@ func Daemons(base func() daemon.Base) ([]Daemon, error) {
 	return daemons(func(string) daemon.Base { return base() }, componentd.Config{}, infrad.Config{})
 }
 
+// daemonNames are the six daemons, in the order hostplane dev starts them.
+var daemonNames = []string{"clusterd", "infrad", "pkid", "componentd", "nodepoold", "ignitiond"}
+
 // daemons is Daemons with componentd's and infrad's own settings cd and inf (their Base is
 // base's, called with the daemon's name).
 func daemons(base func(name string) daemon.Base, cd componentd.Config, inf infrad.Config) ([]Daemon, error) {
-	builders := []func() (Daemon, error){
-		func() (Daemon, error) { return clusterd.New(clusterd.Config{Base: base("clusterd")}) },
-		func() (Daemon, error) { inf.Base = base("infrad"); return infrad.New(inf) },
-		func() (Daemon, error) { return pkid.New(pkid.Config{Base: base("pkid")}) },
-		func() (Daemon, error) { cd.Base = base("componentd"); return componentd.New(cd) },
-		func() (Daemon, error) { return nodepoold.New(nodepoold.Config{Base: base("nodepoold")}) },
-		func() (Daemon, error) { return ignitiond.New(ignitiond.Config{Base: base("ignitiond")}) },
-	}
 	var out []Daemon
-	for _, b := range builders {
-		d, err := b()
+	for _, name := range daemonNames {
+		d, err := buildDaemon(name, base(name), cd, inf)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, d)
 	}
 	return out, nil
+}
+
+// buildDaemon builds the daemon called name with base (and cd or inf for componentd and
+// infrad).
+func buildDaemon(name string, base daemon.Base, cd componentd.Config, inf infrad.Config) (Daemon, error) {
+	switch name {
+	case "clusterd":
+		return clusterd.New(clusterd.Config{Base: base})
+	case "infrad":
+		inf.Base = base
+		return infrad.New(inf)
+	case "pkid":
+		return pkid.New(pkid.Config{Base: base})
+	case "componentd":
+		cd.Base = base
+		return componentd.New(cd)
+	case "nodepoold":
+		return nodepoold.New(nodepoold.Config{Base: base})
+	case "ignitiond":
+		return ignitiond.New(ignitiond.Config{Base: base})
+	}
+	return nil, fmt.Errorf("no daemon %q", name)
+}
+
+// StopLeader stops the leading replica of daemon (a stack with Config.Replicas above 1) and
+// returns its index; the stack starts it again a second later. -1: no such replica set, or
+// none of its replicas leads.
+func (s *Stack) StopLeader(daemon string) int {
+	for _, d := range s.Daemons {
+		if rs, ok := d.(*ReplicaSet); ok && rs.Name() == daemon {
+			return rs.StopLeader()
+		}
+	}
+	return -1
 }
 
 // Router builds the front door: a router made with cfg that serves the OpenAPI document on

@@ -42,8 +42,10 @@ var ErrConfig = errors.New("gateway: bad configuration")
 
 // Config configures a gateway.
 type Config struct {
-	// Backends maps each daemon to the base URL of its admin port ("http://clusterd:8081").
-	// Every owner the OpenAPI document names needs one.
+	// Backends maps each daemon to the base URL of its admin port ("http://clusterd:8081"),
+	// or to a comma-separated list of its replicas' admin ports: the gateway routes to the
+	// one that is ready, which is the one that leads (see replicas). Every owner the OpenAPI
+	// document names needs one.
 	Backends map[string]string
 	// Logger; nil discards.
 	Logger *slog.Logger
@@ -81,7 +83,7 @@ func Owners() ([]string, error) {
 // gateway holds the parsed backends.
 type gateway struct {
 	cfg      Config
-	backends map[string]*url.URL
+	backends map[string]*replicas
 	client   *http.Client
 }
 
@@ -100,7 +102,7 @@ func New(cfg Config) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &gateway{cfg: cfg, backends: map[string]*url.URL{}, client: &http.Client{Transport: cfg.Transport}}
+	g := &gateway{cfg: cfg, backends: map[string]*replicas{}, client: &http.Client{Transport: cfg.Transport}}
 	owners, _ := Owners()
 	var problems []string
 	for _, owner := range owners {
@@ -109,12 +111,12 @@ func New(cfg Config) (http.Handler, error) {
 			problems = append(problems, "no backend URL for "+owner)
 			continue
 		}
-		u, err := url.Parse(raw)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			problems = append(problems, fmt.Sprintf("backend URL of %s is %q: want http(s)://host:port", owner, raw))
+		rs, bad := parseReplicas(raw)
+		if rs == nil {
+			problems = append(problems, fmt.Sprintf("backend URL of %s is %q: want http(s)://host:port, or several separated by commas", owner, bad))
 			continue
 		}
-		g.backends[owner] = u
+		g.backends[owner] = rs
 	}
 	for name := range cfg.Backends {
 		if !slices.Contains(owners, name) {
@@ -151,17 +153,24 @@ func New(cfg Config) (http.Handler, error) {
 
 // proxy forwards to one daemon. Responses are flushed as they come, so the event stream
 // (text/event-stream) reaches the caller live.
-func (g *gateway) proxy(owner string, target *url.URL) http.Handler {
+func (g *gateway) proxy(owner string, targets *replicas) http.Handler {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(target)
+			pr.SetURL(targets.pick(pr.In.Context(), g))
 			pr.SetXForwarded()
 			pr.Out.Host = pr.In.Host
 			observe.Propagator().Inject(pr.In.Context(), propagation.HeaderCarrier(pr.Out.Header))
 		},
 		Transport:     g.cfg.Transport,
 		FlushInterval: -1,
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.StatusCode == http.StatusServiceUnavailable {
+				targets.forget() // a standby, or a leader stopping: look again next time
+			}
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			targets.forget()
 			if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 				return // the caller went away
 			}
@@ -175,6 +184,8 @@ func (g *gateway) proxy(owner string, target *url.URL) http.Handler {
 type backendState struct {
 	Status string `json:"status"`
 	Error  string `json:"error,omitempty"`
+	// Replica is the admin port of the replica that answered, when the daemon has several.
+	Replica string `json:"replica,omitempty"`
 }
 
 // probeAll asks every backend's path at once.
@@ -182,13 +193,17 @@ func (g *gateway) probeAll(ctx context.Context, path string) map[string]backendS
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	out := map[string]backendState{}
-	for owner, u := range g.backends {
+	for owner, rs := range g.backends {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			u := rs.pick(ctx, g)
 			st := backendState{Status: "ok"}
 			if err := g.probe(ctx, u.JoinPath(path)); err != nil {
 				st = backendState{Status: "unhealthy", Error: err.Error()}
+			}
+			if len(rs.urls) > 1 {
+				st.Replica = u.Host
 			}
 			mu.Lock()
 			out[owner] = st
@@ -232,12 +247,22 @@ func (g *gateway) ready(ctx context.Context) error {
 	return nil
 }
 
-// health is the gateway's /healthz: each daemon's readiness, like hostplane dev's front door.
+// health is the gateway's /healthz: each daemon's readiness, like hostplane dev's front door
+// ("ready", or why not), with the admin port of the replica that answered when a daemon has
+// several ("ready (127.0.0.1:8181)").
 func (g *gateway) health(ctx context.Context) (any, bool) {
-	states := g.probeAll(ctx, httpapi.PathReadyz)
 	healthy := true
-	for _, st := range states {
+	out := map[string]string{}
+	for owner, st := range g.probeAll(ctx, httpapi.PathReadyz) {
 		healthy = healthy && st.Status == "ok"
+		msg := "ready"
+		if st.Status != "ok" {
+			msg = st.Error
+		}
+		if st.Replica != "" {
+			msg += " (" + st.Replica + ")"
+		}
+		out[owner] = msg
 	}
-	return map[string]any{"components": states}, healthy
+	return out, healthy
 }

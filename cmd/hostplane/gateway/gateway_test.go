@@ -3,11 +3,13 @@ package gateway_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hostplane/hostplane/cmd/hostplane/dev"
@@ -177,5 +179,62 @@ func TestGateway_ServesTheWebConsoleItself(t *testing.T) {
 	}
 	if _, err := gateway.New(gateway.Config{Backends: backends(t), GrafanaURL: "grafana:3000"}); !errors.Is(err, gateway.ErrConfig) {
 		t.Errorf("a Grafana URL without a scheme: err = %v, want ErrConfig", err)
+	}
+}
+
+// replica is an admin port that leads or stands by: ready and serving /v1 while it leads,
+// 503 on both while it stands by (what pkg/daemon does).
+type replica struct {
+	name    string
+	leading atomic.Bool
+}
+
+func (r *replica) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if !r.leading.Load() {
+		http.Error(w, "standing by", http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = io.WriteString(w, r.name)
+}
+
+func TestGateway_RoutesToTheReplicaThatLeadsAndFollowsATakeover(t *testing.T) {
+	b := backends(t)
+	a, s := &replica{name: "a"}, &replica{name: "b"}
+	s.leading.Store(true)
+	srvA, srvB := httptest.NewServer(a), httptest.NewServer(s)
+	defer srvA.Close()
+	defer srvB.Close()
+	b["clusterd"] = srvA.URL + ", " + srvB.URL
+	h, err := gateway.New(gateway.Config{Backends: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := httptest.NewServer(h)
+	defer gw.Close()
+	get := func() (int, string) {
+		resp, err := http.Get(gw.URL + "/v1/clusters")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(string(body))
+	}
+	if code, who := get(); code != http.StatusOK || who != "b" {
+		t.Fatalf("with b leading: %d %q, want b's answer", code, who)
+	}
+	// b stops; a takes over. At most one request meets the stale choice (503, retry).
+	s.leading.Store(false)
+	a.leading.Store(true)
+	var answers []string
+	for range 3 {
+		code, who := get()
+		answers = append(answers, fmt.Sprint(code, " ", who))
+	}
+	if answers[1] != "200 a" || answers[2] != "200 a" {
+		t.Errorf("after the takeover the gateway answered %v, want a's answers from the second request on", answers)
+	}
+	if _, err := gateway.New(gateway.Config{Backends: map[string]string{"clusterd": srvA.URL + ",ftp://x"}}); !errors.Is(err, gateway.ErrConfig) || !strings.Contains(err.Error(), `"ftp://x"`) {
+		t.Errorf("a list with a bad URL: %v, want ErrConfig naming it", err)
 	}
 }
