@@ -128,3 +128,45 @@ func blockDrain(t *testing.T, cs kubernetes.Interface) {
 		return err == nil && p.Status.ObservedGeneration == p.Generation && p.Status.CurrentHealthy == 1 && p.Status.DisruptionsAllowed == 0
 	}, "the guest pod never ran behind its PodDisruptionBudget")
 }
+
+// Stopping hostplane dev right after creating a cluster and its node pool, before either is
+// ready, and starting it again: both finish, the pool with exactly the machines it asked for
+// (none created twice), and the cluster can then be deleted without anything left.
+func TestCluster_AndNodePool_FinishAfterAStopMidCreate(t *testing.T) {
+	testenv.RequireBinaries(t, release.Latest(), release.Components()...)
+	dir := t.TempDir()
+	s, c := startStackAt(t, dir)
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			s.Stop(context.Background())
+		}
+	})
+	const cl = "interrupted"
+	if code, body := c.do("POST", "/v1/clusters", `{"name":"`+cl+`","spec":{"release":{"version":"`+newRelease+`"}}}`, nil); code != http.StatusAccepted {
+		t.Fatalf("create cluster: %d %s", code, body)
+	}
+	if code, body := c.do("POST", "/v1/clusters/"+cl+"/nodepools", `{"name":"workers","spec":{"replicas":2,
+		"release":{"version":"`+newRelease+`"},"management":{"upgradeType":"Replace"}}}`, nil); code != http.StatusAccepted {
+		t.Fatalf("create nodepool: %d %s", code, body)
+	}
+	// Stop once the control plane is partly up: etcd runs, the cluster is not Available yet.
+	testenv.Eventually(t, available, func() bool {
+		got, _ := c.cluster(cl)
+		return got.Status.Conditions.IsTrue(api.ConditionEtcdAvailable)
+	}, "etcd of %s never became available", cl)
+	s.Stop(context.Background())
+	stopped = true
+
+	s2, c2 := startStackAt(t, dir)
+	t.Cleanup(func() { s2.Stop(context.Background()) })
+	c2.waitCondition(cl, api.ConditionAvailable, api.ConditionTrue, available)
+	c2.waitPoolReady(cl, "workers", 2, poolReady)
+	if ms := c2.poolMachines(cl, "workers"); len(ms) != 2 {
+		t.Errorf("the pool has %d machines after the restart, want 2: %+v", len(ms), ms)
+	}
+	if left, _ := os.ReadDir(filepath.Join(dir, "localcloud", "machines", cl)); len(left) != 2 {
+		t.Errorf("the local cloud runs %d machines of %s, want 2", len(left), cl)
+	}
+	deleteCluster(t, s2, c2, cl, poolReady+available)
+}
