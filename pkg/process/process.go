@@ -169,6 +169,21 @@ func NewSupervisor(dir string, log *slog.Logger) (*Supervisor, error) {
 // Dir returns the supervisor's state directory (absolute).
 func (s *Supervisor) Dir() string { return s.dir }
 
+// LeftRunning returns the pid of the process an earlier supervisor started under name and
+// left running: its pidfile names a live process that started when the pidfile says (so a
+// reused pid does not count). ok is false when there is none.
+func (s *Supervisor) LeftRunning(name string) (pid int, ok bool) {
+	rec, err := readPidfile(s.pidfilePath(name))
+	if err != nil {
+		return 0, false
+	}
+	st, err := readProcStat(rec.Pid)
+	if err != nil || st.startTicks != rec.StartTicks || st.dead() || rec.Pid == os.Getpid() {
+		return 0, false
+	}
+	return rec.Pid, true
+}
+
 func (s *Supervisor) pidfilePath(name string) string {
 	return filepath.Join(s.dir, name+".pid")
 }
@@ -295,8 +310,12 @@ func (s *Supervisor) adoptOrClear(spec Spec, hash string, log *slog.Logger) (*in
 	case rec.Hash == hash:
 		return in, nil
 	}
-	log.Info("running process was started from another spec; stopping it",
-		"pid", rec.Pid, "hash", hash, "old_hash", rec.Hash)
+	if hash == "" { // Terminate: stop it whatever it runs
+		log.Info("stopping the process an earlier supervisor started", "pid", rec.Pid, "hash", rec.Hash)
+	} else {
+		log.Info("running process was started from another spec; stopping it",
+			"pid", rec.Pid, "hash", hash, "old_hash", rec.Hash)
+	}
 	err = in.terminate(spec.StopTimeout, log)
 	in.release()
 	if err != nil {

@@ -408,6 +408,9 @@ func TestSupervisor_AfterClose_NewSupervisorReadoptsRunningProcess(t *testing.T)
 	}
 
 	s2 := h.supervisor()
+	if got, ok := s2.LeftRunning("etcd"); !ok || got != pid {
+		t.Errorf("LeftRunning = %d %v, want pid %d", got, ok, pid)
+	}
 	p2 := start(t, s2, spec)
 	if st := p2.Status(); !st.Adopted || st.Pid != pid || st.Restarts != 0 {
 		t.Fatalf("status = %+v, want adopted pid %d", st, pid)
@@ -574,6 +577,37 @@ func TestSupervisor_Start_RejectsInvalidSpec(t *testing.T) {
 		if _, err := s.Start(context.Background(), spec); !errors.Is(err, ErrInvalidSpec) {
 			t.Errorf("Start(%+v): %v, want ErrInvalidSpec", spec, err)
 		}
+	}
+}
+
+func TestSupervisor_LeftRunning_OnlyForTheProcessThePidfileRecorded(t *testing.T) {
+	// No harness: its cleanup would kill what the pidfile names, here our parent.
+	dir := t.TempDir()
+	s, err := NewSupervisor(dir, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidfile := filepath.Join(dir, "etcd.pid")
+	t.Cleanup(func() { _ = os.Remove(pidfile); _ = s.Close() })
+	if _, ok := s.LeftRunning("etcd"); ok {
+		t.Error("LeftRunning without a pidfile")
+	}
+	// A live process (our parent) that started at another time than the pidfile says: the
+	// pid was reused.
+	ppid := os.Getppid()
+	rec := fmt.Sprintf(`{"pid":%d,"start_ticks":%d,"hash":"x"}`, ppid, startTicks(t, ppid)+1)
+	if err := os.WriteFile(pidfile, []byte(rec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if pid, ok := s.LeftRunning("etcd"); ok {
+		t.Errorf("LeftRunning = %d for a reused pid", pid)
+	}
+	rec = fmt.Sprintf(`{"pid":%d,"start_ticks":%d,"hash":"x"}`, ppid, startTicks(t, ppid))
+	if err := os.WriteFile(pidfile, []byte(rec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if pid, ok := s.LeftRunning("etcd"); !ok || pid != ppid {
+		t.Errorf("LeftRunning = %d %v, want %d", pid, ok, ppid)
 	}
 }
 

@@ -156,8 +156,18 @@ func (d *Daemon) observe(ctx context.Context, name string) (observed, error) {
 	case !errors.Is(err, store.ErrNotFound):
 		return o, fmt.Errorf("read pki: %w", err)
 	}
-	if o.nodePools, err = d.nodepools.Keys(ctx, name+".>"); err != nil {
+	pools, err := d.nodepools.List(ctx, name+".>")
+	if err != nil {
 		return o, fmt.Errorf("read node pools: %w", err)
+	}
+	for _, e := range pools {
+		o.nodePools = append(o.nodePools, e.Key)
+		if cond, ok := e.Value.Status.Conditions.Get(api.NodePoolConditionReady); ok && e.Value.DeletionTimestamp != nil && cond.Message != "" {
+			if o.nodePoolWaits == nil {
+				o.nodePoolWaits = map[string]string{}
+			}
+			o.nodePoolWaits[e.Key] = cond.Message
+		}
 	}
 	if o.ignitionKeys, err = d.ignition.Keys(ctx, name, name+".>"); err != nil {
 		return o, fmt.Errorf("read ignition keys: %w", err)

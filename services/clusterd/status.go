@@ -50,6 +50,8 @@ type observed struct {
 	// nodePools are the cluster's "nodepools" keys ("<cluster>.<pool>"), ignitionKeys its
 	// "ignition" keys (the server record "<cluster>" and the pools' token records).
 	nodePools, ignitionKeys []string
+	// nodePoolWaits is what each deleting pool waits for, by key (its Ready message).
+	nodePoolWaits map[string]string
 	// ignition is ignitiond's server record of the cluster.
 	ignition *api.IgnitionServer
 	// management is what the deletion of the cluster's Cluster API objects waits for.
@@ -365,8 +367,14 @@ func updateVersion(st *api.ClusterStatus, desired string, complete bool, now tim
 func deletionMessage(o observed) string {
 	var waits []string
 	if n := len(o.nodePools); n > 0 {
+		pools := names(o.nodePools)
+		for i, k := range sortedKeys(o.nodePools) {
+			if w := o.nodePoolWaits[k]; w != "" {
+				pools[i] += ": " + w
+			}
+		}
 		waits = append(waits, fmt.Sprintf("waiting for %d %s to be deleted (%s)", n, plural(n, "node pool", "node pools"),
-			strings.Join(names(o.nodePools), ", ")))
+			strings.Join(pools, ", ")))
 	}
 	if n := len(o.ignitionKeys); n > 0 {
 		waits = append(waits, fmt.Sprintf("waiting for ignitiond to remove %d ignition %s", n, plural(n, "record", "records")))
@@ -398,6 +406,17 @@ func names(keys []string) []string {
 		out = append(out, name)
 	}
 	slices.Sort(out)
+	return out
+}
+
+// sortedKeys are keys sorted by their second token, in the order names returns them.
+func sortedKeys(keys []string) []string {
+	out := slices.Clone(keys)
+	slices.SortFunc(out, func(a, b string) int {
+		_, x, _ := api.SplitPartKey(a)
+		_, y, _ := api.SplitPartKey(b)
+		return strings.Compare(x, y)
+	})
 	return out
 }
 

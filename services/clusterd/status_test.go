@@ -183,6 +183,24 @@ func TestComputeStatus_AggregatesEachCondition(t *testing.T) {
 					"waiting for componentd to stop 4 components"}},
 		},
 		{
+			name: "deleting a node pool that says what it waits for",
+			cluster: func() *api.Cluster {
+				c := newCluster("1.34.4")
+				now := time.Now()
+				c.DeletionTimestamp = &now
+				return c
+			},
+			obs: func() observed {
+				o := running("1.34.4")
+				o.nodePools = []string{"demo.workers", "demo.gpu"}
+				o.nodePoolWaits = map[string]string{"demo.workers": "waiting for 1 machines to go: w-1 (Deleting)"}
+				return o
+			},
+			want: []want{{api.ConditionDeleting, api.ConditionTrue, ReasonWaitingForCleanup,
+				"waiting for 2 node pools to be deleted (gpu, workers: waiting for 1 machines to go: w-1 (Deleting)); " +
+					"waiting for componentd to stop 4 components"}},
+		},
+		{
 			name: "deleting the Cluster API objects",
 			cluster: func() *api.Cluster {
 				c := newCluster("1.34.4")

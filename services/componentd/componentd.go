@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -306,17 +308,58 @@ func (d *Daemon) StopAll(ctx context.Context) error {
 			names[n] = true
 		}
 	}
-	errs := make(chan error, len(names))
-	var wg sync.WaitGroup
-	for n := range names {
-		wg.Go(func() { errs <- sup.Terminate(ctx, n) })
-	}
-	wg.Wait()
-	close(errs)
+	// Dependents first, as a deletion does: a kube-apiserver whose etcd went first does not
+	// stop on SIGTERM and is killed after its grace period.
 	var all []error
-	for err := range errs {
-		all = append(all, err)
+	stopped := 0
+	for _, batch := range shutdownBatches(names) {
+		errs := make(chan error, len(batch))
+		var wg sync.WaitGroup
+		for _, n := range batch {
+			wg.Go(func() { errs <- sup.Terminate(ctx, n) })
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			all = append(all, err)
+		}
+		stopped += len(batch)
 	}
-	d.log.Info("stopped every control-plane process", "processes", len(names))
+	d.log.Info("stopped every control-plane process", "processes", stopped)
 	return errors.Join(all...)
+}
+
+// shutdownBatches splits process names ("<cluster>-<component>-<n>") into the batches
+// StopAll stops one after the other, in stopTiers' order; names of no known component go in
+// the first batch.
+func shutdownBatches(names map[string]bool) [][]string {
+	tiers := stopTiers()
+	batches := make([][]string, len(tiers)+1)
+	for n := range names {
+		at := 0
+		for i, tier := range tiers {
+			for _, c := range tier {
+				if isReplicaOf(n, c.Name) {
+					at = i + 1
+				}
+			}
+		}
+		batches[at] = append(batches[at], n)
+	}
+	for _, b := range batches {
+		slices.Sort(b)
+	}
+	return slices.DeleteFunc(batches, func(b []string) bool { return len(b) == 0 })
+}
+
+// isReplicaOf reports whether process name is a replica "<cluster>-<comp>-<n>" of comp.
+func isReplicaOf(name, comp string) bool {
+	i := strings.LastIndexByte(name, '-')
+	if i < 0 {
+		return false
+	}
+	if _, err := strconv.Atoi(name[i+1:]); err != nil {
+		return false
+	}
+	return strings.HasSuffix(name[:i], "-"+comp)
 }

@@ -1,14 +1,10 @@
 package componentd
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"strconv"
-	"syscall"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -404,7 +400,7 @@ func (d *Daemon) adopt(ctx context.Context, log *slog.Logger, sup *process.Super
 			continue
 		}
 		rs := previousReplica(old, spec.Name)
-		if rs == nil || rs.ConfigHash != want.Hash || !pidAlive(rs.Pid) {
+		if rs == nil || rs.ConfigHash != want.Hash || !leftRunning(sup, spec.Name, rs.Pid) {
 			continue
 		}
 		p, err := sup.Start(ctx, spec)
@@ -435,7 +431,7 @@ func observe(sup *process.Supervisor, want component.Desired, old *store.Entry[a
 			st := p.Status()
 			r.supervised, r.status = true, st
 			r.Replica = rollout.Replica{Running: true, Hash: component.HashOf(p.Spec()), Ready: st.State == process.StateReady}
-		} else if rs := previousReplica(old, spec.Name); rs != nil && pidAlive(rs.Pid) {
+		} else if rs := previousReplica(old, spec.Name); rs != nil && leftRunning(sup, spec.Name, rs.Pid) {
 			// Left running by a previous componentd with another config: the rollout
 			// replaces it in turn.
 			r.status.Pid = rs.Pid
@@ -466,22 +462,10 @@ func previousReplica(old *store.Entry[api.ControlPlaneComponent], name string) *
 	return nil
 }
 
-// pidAlive reports whether pid names a process that has not exited.
-func pidAlive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
-		return false
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return false
-	}
-	state := b[i+2]
-	return state != 'Z' && state != 'X'
+// leftRunning reports whether the replica a previous componentd recorded with pid still
+// runs: its pidfile names that very process (a pid the system reused for another one, after
+// a reboot or a stop of everything, does not count).
+func leftRunning(sup *process.Supervisor, name string, pid int) bool {
+	got, ok := sup.LeftRunning(name)
+	return ok && got == pid
 }

@@ -20,19 +20,8 @@ import (
 // its processes (dependents first, whether this componentd or an earlier one started them)
 // and its directory. It is idempotent and cheap when nothing is left.
 func (d *Daemon) teardown(ctx context.Context, log *slog.Logger, sup *process.Supervisor, cluster string) error {
-	comps := component.All()
-	slices.Reverse(comps)
-	// kube-controller-manager and kube-scheduler together, then kube-apiserver, then etcd.
-	tiers := [][]*component.Component{}
-	for _, c := range comps {
-		if n := len(tiers); n > 0 && slices.Equal(tiers[n-1][0].DependsOn, c.DependsOn) {
-			tiers[n-1] = append(tiers[n-1], c)
-			continue
-		}
-		tiers = append(tiers, []*component.Component{c})
-	}
 	stopped := 0
-	for _, tier := range tiers {
+	for _, tier := range stopTiers() {
 		var (
 			wg   sync.WaitGroup
 			mu   sync.Mutex
@@ -70,6 +59,22 @@ func (d *Daemon) teardown(ctx context.Context, log *slog.Logger, sup *process.Su
 		log.Info("control-plane processes stopped", "processes", stopped)
 	}
 	return nil
+}
+
+// stopTiers is the order components stop in, dependents first: kube-controller-manager and
+// kube-scheduler (and the autoscaler) together, then kube-apiserver, then etcd.
+func stopTiers() [][]*component.Component {
+	comps := component.All()
+	slices.Reverse(comps)
+	tiers := [][]*component.Component{}
+	for _, c := range comps {
+		if n := len(tiers); n > 0 && slices.Equal(tiers[n-1][0].DependsOn, c.DependsOn) {
+			tiers[n-1] = append(tiers[n-1], c)
+			continue
+		}
+		tiers = append(tiers, []*component.Component{c})
+	}
+	return tiers
 }
 
 // forget deletes the controlplane keys of a cluster whose workloads are gone, publishing

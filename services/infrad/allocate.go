@@ -42,6 +42,12 @@ func (t topology) satisfiedBy(inf *api.Infra) bool {
 	return inf.Endpoint == inf.APIServers[0]
 }
 
+// isLoadBalanced reports whether inf's endpoint is a load balancer in front of its
+// apiservers rather than an apiserver's own port.
+func isLoadBalanced(inf *api.Infra) bool {
+	return inf.Endpoint.Port != 0 && len(inf.APIServers) > 0 && !isAPIServerPort(inf, inf.Endpoint.Port)
+}
+
 func isAPIServerPort(inf *api.Infra, port int) bool {
 	for _, e := range inf.APIServers {
 		if e.Port == port {

@@ -456,6 +456,53 @@ func TestDelete_WaitsForControlPlaneKeysThenClosesTheLoadBalancerAndRemovesTheRe
 	}, "%s back to 0", infrad.MetricClusters)
 }
 
+// An infrad restart while a cluster is deleting must not take its endpoint away while its
+// control plane still runs: machines of its node pools go through it (drain, Node deletion).
+func TestRestart_MidDelete_ReopensTheLoadBalancerUntilTheComponentsAreGone(t *testing.T) {
+	e := newEnv(t)
+	first := e.start()
+	ctx := t.Context()
+	e.createCluster("leaving", api.HighlyAvailable, api.PlatformLocal)
+	inf := e.readyInfra("leaving")
+	lb := addr(inf.Endpoint)
+	backend(t, addr(inf.APIServers[0]), "a")
+	backend(t, addr(inf.APIServers[1]), "b")
+	key := "leaving." + api.ComponentKubeAPIServer
+	if _, err := e.components.Create(ctx, key, &api.ControlPlaneComponent{ObjectMeta: api.ObjectMeta{Name: api.ComponentKubeAPIServer}, Cluster: "leaving"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.clusters.Mutate(ctx, "leaving", false, func(c *api.Cluster) error {
+		now := time.Now().UTC()
+		c.DeletionTimestamp = &now
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.publishCluster("leaving", "deleting")
+	testenv.Eventually(t, wait, func() bool {
+		v, _, err := e.infra.Get(ctx, "leaving")
+		return err == nil && strings.Contains(v.Message, "waiting for 1 control-plane components")
+	}, "infra record says it waits for the components")
+
+	first.stop()
+	e.start() // no event: the startup resync finds the deleting cluster
+	testenv.Eventually(t, wait, func() bool { return accepts(lb) }, "load balancer of the deleting cluster reopened on %s", lb)
+	if code, _, err := get("http://" + lb + "/"); err != nil || code != http.StatusOK {
+		t.Fatalf("request through the reopened load balancer: %d %v", code, err)
+	}
+
+	if err := e.components.Delete(ctx, key, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.componentd.Publish(ctx, "leaving", events.ResourceComponent, "deleted", key, nil); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, wait, func() bool {
+		_, _, err := e.infra.Get(ctx, "leaving")
+		return errors.Is(err, store.ErrNotFound) && !accepts(lb)
+	}, "infra released and the load balancer closed once the components are gone")
+}
+
 func TestClusters_NeverShareAPort(t *testing.T) {
 	e := newEnv(t)
 	e.start()

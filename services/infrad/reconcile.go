@@ -177,6 +177,7 @@ func (d *Daemon) reserveRecorded(ctx context.Context, a *portAllocator, except s
 
 // release tears a deleting (or vanished) cluster's infrastructure down once componentd has
 // removed every controlplane key of it: load balancer, then the record, then infra.deleted.
+// Until then it keeps the load balancer running.
 func (d *Daemon) release(ctx context.Context, cluster string, log *slog.Logger) (reconcile.Result, error) {
 	inf, rev, err := d.infra.Get(ctx, cluster)
 	if errors.Is(err, store.ErrNotFound) {
@@ -192,6 +193,17 @@ func (d *Daemon) release(ctx context.Context, cluster string, log *slog.Logger) 
 		return reconcile.Result{}, fmt.Errorf("list controlplane keys of %s: %w", cluster, err)
 	}
 	if len(keys) > 0 {
+		// The control plane still runs (componentd keeps it while the node pools' machines
+		// go through it, and starts it again after a restart), so its endpoint stays: after
+		// an infrad restart the load balancer opens again from the record.
+		if isLoadBalanced(inf) {
+			if err := d.ensureLB(cluster, inf); err != nil {
+				return reconcile.Result{}, fmt.Errorf("load balancer of deleting %s: %w", cluster, err)
+			}
+			if err := d.syncDraining(ctx, cluster); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
 		msg := fmt.Sprintf("deleting: waiting for %d control-plane components to be deleted", len(keys))
 		if inf.Message != msg {
 			inf.Message = msg

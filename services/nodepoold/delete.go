@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -59,13 +60,15 @@ func (d *Daemon) requestDeletion(ctx context.Context, cluster, pool, why string)
 // (no repairs while machines go) and the MachineDeployment or MachineSet (Cluster API drains
 // and deletes the machines and their Nodes), then, once no Machine of the pool remains, the
 // template and the userdata Secrets; then the key goes and nodepool.deleted is published.
-func (d *Daemon) reconcileDeletion(ctx context.Context, np *api.NodePool) (reconcile.Result, error) {
+// clusterGoing says the pool goes because its cluster does: its machines are not drained
+// (see skipDrain).
+func (d *Daemon) reconcileDeletion(ctx context.Context, np *api.NodePool, clusterGoing bool) (reconcile.Result, error) {
 	key := api.NodePoolKey(np.Cluster, np.Name)
 	if d.mgmt != nil {
 		if err := d.mgmt.ready(); err != nil {
 			return reconcile.Result{RequeueAfter: d.cfg.ProgressRequeue}, nil
 		}
-		waiting, err := d.deleteObjects(ctx, np)
+		waiting, err := d.deleteObjects(ctx, np, clusterGoing)
 		if err != nil {
 			return reconcile.Result{}, err
 		}
@@ -90,9 +93,15 @@ func (d *Daemon) reconcileDeletion(ctx context.Context, np *api.NodePool) (recon
 
 // deleteObjects deletes what nodepoold wrote for the pool and returns what it still waits
 // for ("" once everything is gone).
-func (d *Daemon) deleteObjects(ctx context.Context, np *api.NodePool) (string, error) {
+func (d *Daemon) deleteObjects(ctx context.Context, np *api.NodePool, clusterGoing bool) (string, error) {
 	c := d.mgmt.client()
 	ns := api.ControlPlaneNamespace(np.Cluster)
+	if clusterGoing {
+		// Before the machines start going, so that no drain begins.
+		if err := d.skipDrain(ctx, np); err != nil {
+			return "", err
+		}
+	}
 	for _, gvk := range []schemaGVK{gvkMachineHealthCheck, gvkMachineDeployment, gvkMachineSet} {
 		if err := deleteObject(ctx, c, gvk, ns, np.Name); err != nil {
 			return "", err
@@ -114,7 +123,11 @@ func (d *Daemon) deleteObjects(ctx context.Context, np *api.NodePool) (string, e
 				}
 			}
 		}
-		return fmt.Sprintf("waiting for %d machines to go: %s", len(machines), machineList(machines)), nil
+		msg := fmt.Sprintf("waiting for %d machines to go: %s", len(machines), machineList(machines))
+		if clusterGoing {
+			msg += "; not drained: the cluster is being deleted"
+		}
+		return msg, nil
 	}
 	// The MachineDeployment or MachineSet keeps its finalizer until its machines are gone.
 	for kind, obj := range map[string]client.Object{"MachineDeployment": &clusterv1.MachineDeployment{}, "MachineSet": &clusterv1.MachineSet{}} {
@@ -141,16 +154,52 @@ func (d *Daemon) deleteObjects(ctx context.Context, np *api.NodePool) (string, e
 	return "", nil
 }
 
+// skipDrain marks every Machine of the pool so that Cluster API deletes it without draining
+// its Node or waiting for its volumes to detach: the pool goes because its cluster does, so
+// the guest's workloads go too and there is nowhere to evict them to, a PodDisruptionBudget
+// would hold the deletion for ever, and the guest control plane they would be evicted through
+// is itself going away. Cluster API does the same for the machines of a Cluster it deletes;
+// here the Cluster goes last, so nodepoold says it.
+func (d *Daemon) skipDrain(ctx context.Context, np *api.NodePool) error {
+	machines, err := listMachines(ctx, d.mgmt.reader(), np.Cluster, np.Name)
+	if err != nil {
+		return err
+	}
+	for i := range machines {
+		m := &machines[i]
+		_, noDrain := m.Annotations[clusterv1.ExcludeNodeDrainingAnnotation]
+		_, noDetach := m.Annotations[clusterv1.ExcludeWaitForNodeVolumeDetachAnnotation]
+		if noDrain && noDetach {
+			continue
+		}
+		if err := annotateMachine(ctx, d.mgmt.client(), m, map[string]any{
+			clusterv1.ExcludeNodeDrainingAnnotation:            "cluster-deleting",
+			clusterv1.ExcludeWaitForNodeVolumeDetachAnnotation: "cluster-deleting",
+		}); err != nil {
+			return err
+		}
+		d.poolLog(np.Cluster, np.Name).InfoContext(ctx, "machine goes without a drain: the cluster is being deleted", "machine", m.Name)
+	}
+	return nil
+}
+
 // ownedByMachineSet says whether a MachineSet owns m (it deletes m when it goes).
 func ownedByMachineSet(m *clusterv1.Machine) bool {
 	return slices.ContainsFunc(m.OwnerReferences, func(o metav1.OwnerReference) bool { return o.Kind == "MachineSet" })
 }
 
-// machineList names up to five machines with their phases.
+// machineList names up to five machines with their phases and, for one Cluster API is
+// deleting, what its deletion waits for (its Deleting condition: a drain, volumes, the
+// infrastructure, the Node).
 func machineList(ms []clusterv1.Machine) string {
 	var names []string
 	for _, m := range ms {
-		names = append(names, m.Name+" ("+m.Status.Phase+")")
+		s := m.Name + " (" + m.Status.Phase
+		if c := meta.FindStatusCondition(m.Status.Conditions, clusterv1.MachineDeletingCondition); c != nil &&
+			c.Status == metav1.ConditionTrue && c.Message != "" {
+			s += ": " + oneLine(c.Message)
+		}
+		names = append(names, s+")")
 	}
 	slices.Sort(names)
 	return listFirst(names, 5)

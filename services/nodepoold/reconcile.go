@@ -76,7 +76,8 @@ func (d *Daemon) Reconcile(ctx context.Context, key string) (reconcile.Result, e
 	case err != nil:
 		return reconcile.Result{}, fmt.Errorf("read cluster %s: %w", cluster, err)
 	}
-	if np.DeletionTimestamp == nil && (c == nil || c.DeletionTimestamp != nil) {
+	clusterGoing := c == nil || c.DeletionTimestamp != nil
+	if np.DeletionTimestamp == nil && clusterGoing {
 		why := "its cluster is being deleted"
 		if c == nil {
 			why = "its cluster is gone"
@@ -86,7 +87,7 @@ func (d *Daemon) Reconcile(ctx context.Context, key string) (reconcile.Result, e
 		}
 	}
 	if np.DeletionTimestamp != nil {
-		return d.reconcileDeletion(ctx, np)
+		return d.reconcileDeletion(ctx, np, clusterGoing)
 	}
 	return d.reconcilePool(ctx, np, c)
 }

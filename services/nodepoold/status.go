@@ -408,6 +408,12 @@ func listFirst(items []string, n int) string {
 	return strings.Join(items[:n], "; ") + fmt.Sprintf("; and %d more", len(items)-n)
 }
 
+// oneLine puts a multi-line message (Cluster API's condition messages are bullet lists) on
+// one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
 	return s

@@ -142,7 +142,7 @@ func assertNothingLeft(t *testing.T, s *dev.Stack, c *client, name, endpoint str
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	for _, b := range []string{bus.BucketClusters, bus.BucketInfra, bus.BucketPKI, bus.BucketControlPlane} {
+	for _, b := range []string{bus.BucketClusters, bus.BucketInfra, bus.BucketPKI, bus.BucketControlPlane, bus.BucketNodePools, bus.BucketIgnition} {
 		kv, err := js.KeyValue(context.Background(), b)
 		if err != nil {
 			t.Fatal(err)
