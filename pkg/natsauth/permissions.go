@@ -97,12 +97,36 @@ func (p *perms) writeBucket(bucket string) {
 	p.allow("$KV." + bucket + ".>")
 }
 
+// objectStore is putting, getting, listing and deleting the objects of a JetStream object
+// store: its chunk and meta subjects, the last-message lookups of its metadata, the purge
+// of replaced chunks and the ordered consumers that read objects and lists.
+func (p *perms) objectStore(bucket string) {
+	stream := "OBJ_" + bucket
+	p.allow(
+		streamInfo(stream),
+		jsAPI+"STREAM.PURGE."+stream,
+		jsAPI+"STREAM.MSG.GET."+stream,
+		jsAPI+"DIRECT.GET."+stream+".>",
+		jsAPI+"CONSUMER.CREATE."+stream+".>",
+		jsAPI+"CONSUMER.DELETE."+stream+".*",
+		jsAPI+"CONSUMER.INFO."+stream+".*",
+		jsFC+stream+".>",
+		"$O."+bucket+".>",
+	)
+}
+
 // Identity returns the daemon's identity.
 func (d Daemon) Identity() Identity {
 	p := &perms{sub: []string{InboxPrefix(d.Name) + ".>"}}
 	// Every daemon checks the shared streams at start (bus.EnsureStreams).
 	p.allow(streamInfo(events.EventsStream), streamInfo(events.InboxStream))
 	p.writeBucket(d.Owns)
+	for _, b := range d.AlsoOwns {
+		p.writeBucket(b)
+	}
+	for _, o := range d.ObjectStores {
+		p.objectStore(o)
+	}
 	for _, b := range d.Reads {
 		p.readBucket(b)
 	}
@@ -149,6 +173,9 @@ func BootstrapIdentity() Identity {
 	}
 	for _, b := range bus.Buckets {
 		p.ownBucket(b)
+	}
+	for _, o := range bus.ObjectStores {
+		p.ownStream("OBJ_" + o)
 	}
 	return Identity{Name: Bootstrap, Permissions: p.permissions()}
 }
