@@ -145,6 +145,37 @@ func TestBackup_RestoreIntoANewClusterAndInPlaceAfterDataLoss(t *testing.T) {
 	// Deleting a backup removes it; the copy keeps running.
 	expect("DELETE", "/v1/clusters/src/backups/b1", "", http.StatusNoContent)
 	expect("GET", "/v1/clusters/src/backups/b1", "", http.StatusNotFound)
+
+	// Scheduled backups with retention: on-demand ones are never deleted by it.
+	expect("POST", "/v1/clusters/src/backups", `{"name":"keep-me"}`, http.StatusAccepted)
+	c.waitBackup("src", "keep-me")
+	expect("PATCH", "/v1/clusters/src", `{"spec":{"etcd":{"backup":{"schedule":"every minute"}}}}`, http.StatusBadRequest)
+	expect("PATCH", "/v1/clusters/src", `{"spec":{"etcd":{"backup":{"schedule":"@every 1m","retention":0}}}}`, http.StatusOK) // 0: the default
+	expect("PATCH", "/v1/clusters/src", `{"spec":{"etcd":{"backup":{"schedule":"@every 2s","retention":101}}}}`, http.StatusBadRequest)
+	expect("PATCH", "/v1/clusters/src", `{"spec":{"etcd":{"backup":{"schedule":"@every 2s","retention":2}}}}`, http.StatusOK)
+	seen := map[string]bool{}
+	testenv.Eventually(t, available, func() bool {
+		list = api.BackupList{} // decoding into the old items would keep their fields
+		if code, _ := c.do("GET", "/v1/clusters/src/backups", "", &list); code != http.StatusOK {
+			return false
+		}
+		scheduled, onDemand := 0, 0
+		for _, b := range list.Items {
+			if !b.Spec.Scheduled {
+				onDemand++
+				continue
+			}
+			scheduled++
+			if b.IsComplete() {
+				seen[b.Name] = true
+			}
+		}
+		if onDemand != 1 {
+			t.Fatalf("retention deleted an on-demand backup: %s", lazyJSON{&list})
+		}
+		return len(seen) >= 4 && scheduled == 2
+	}, "scheduled backups: %d complete seen, list %s", len(seen), lazyJSON{&list})
+	expect("PATCH", "/v1/clusters/src", `{"spec":{"etcd":null}}`, http.StatusOK)
 	for _, v := range s.NATSViolations() {
 		t.Errorf("NATS permission violation: %s", v)
 	}
