@@ -37,6 +37,14 @@ type restoreRequest struct {
 
 func restoreKey(cluster string) string { return "_restore." + cluster }
 
+// Event verbs of backups componentd publishes through saveBackup (resource "backup", key
+// "<cluster>/<backup>"); backup.deleted and backup.restored have their own call sites.
+const (
+	VerbBackupCreated   = events.VerbBackupCreated
+	VerbBackupCompleted = events.VerbBackupCompleted
+	VerbBackupFailed    = events.VerbBackupFailed
+)
+
 // scheduledPrefix starts the names of the backups the schedule takes.
 const scheduledPrefix = "scheduled-"
 
@@ -130,7 +138,7 @@ func (d *Daemon) newBackup(ctx context.Context, c *api.Cluster, name string, sch
 	}
 	b.Status.Conditions.Set(api.Condition{Type: api.ConditionComplete, Status: api.ConditionFalse,
 		Reason: api.ReasonBackupInProgress, Message: "waiting for the snapshot", ObservedGeneration: 1}, now)
-	return b, d.saveBackup(ctx, nil, b, events.VerbBackupCreated)
+	return b, d.saveBackup(ctx, nil, b, VerbBackupCreated)
 }
 
 // saveBackup creates (rev 0) or updates the backup record, publishing verb (when not
@@ -407,7 +415,7 @@ func (d *Daemon) failPending(ctx context.Context, cluster, why string) error {
 		b.Status.Conditions = slices.Clone(b.Status.Conditions)
 		b.Status.Conditions.Set(api.Condition{Type: api.ConditionComplete, Status: api.ConditionFalse,
 			Reason: api.ReasonBackupFailed, Message: why, ObservedGeneration: b.Generation}, time.Now().UTC())
-		if err := d.saveBackup(ctx, &e.Revision, &b, events.VerbBackupFailed); err != nil {
+		if err := d.saveBackup(ctx, &e.Revision, &b, VerbBackupFailed); err != nil {
 			return err
 		}
 		d.metrics.observeBackup(&b, 0)

@@ -22,7 +22,6 @@ import (
 
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/bus"
-	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/services/componentd/internal/component"
 )
 
@@ -74,9 +73,9 @@ func (d *Daemon) take(ctx context.Context, log *slog.Logger, cl *clusterState, e
 	next.Status.StartTime = &start
 	st, err := d.snapshot(ctx, log, etcd, b)
 	now := time.Now().UTC()
-	verb := events.VerbBackupCompleted
+	verb := VerbBackupCompleted
 	if err != nil {
-		verb = events.VerbBackupFailed
+		verb = VerbBackupFailed
 		next.Status.Conditions.Set(api.Condition{Type: api.ConditionComplete, Status: api.ConditionFalse,
 			Reason: api.ReasonBackupFailed, Message: err.Error(), ObservedGeneration: b.Generation}, now)
 		log.Warn("backup failed", "err", err)
