@@ -180,3 +180,48 @@ func TestBackup_RestoreIntoANewClusterAndInPlaceAfterDataLoss(t *testing.T) {
 		t.Errorf("NATS permission violation: %s", v)
 	}
 }
+
+// TestBackup_HighlyAvailable_TakenWithoutDowntimeAndRestoredIntoEveryMember: a backup of a
+// HighlyAvailable cluster is taken from a follower while the endpoint answers every poll,
+// and an in-place restore restores all three etcd members, which form one cluster again.
+func TestBackup_HighlyAvailable_TakenWithoutDowntimeAndRestoredIntoEveryMember(t *testing.T) {
+	_, c := stack(t)
+	code, body := c.do("POST", "/v1/clusters", `{"name":"ha","spec":{"release":{"version":"`+newRelease+`"},"controllerAvailabilityPolicy":"HighlyAvailable"}}`, nil)
+	if code != http.StatusAccepted {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	c.waitCondition("ha", api.ConditionAvailable, api.ConditionTrue, available)
+	before := []string{"ha-before-1", "ha-before-2"}
+	writeConfigMaps(t, c.kubeClient("ha"), before...)
+
+	poll := c.pollEndpoint("ha")
+	for _, n := range []string{"b1", "b2", "b3"} {
+		if code, body := c.do("POST", "/v1/clusters/ha/backups", `{"name":"`+n+`"}`, nil); code != http.StatusAccepted {
+			t.Fatalf("backup %s: %d %s", n, code, body)
+		}
+		b := c.waitBackup("ha", n)
+		t.Logf("backup %s: member %s, revision %d, %d bytes", n, b.Status.Member, b.Status.Revision, b.Status.SizeBytes)
+	}
+	poll.finish(t, "three backups")
+
+	after := []string{"ha-after-1"}
+	writeConfigMaps(t, c.kubeClient("ha"), after...)
+	if code, body := c.do("POST", "/v1/clusters/ha/backups/b3/restore", "", nil); code != http.StatusAccepted {
+		t.Fatalf("restore: %d %s", code, body)
+	}
+	expectConfigMaps(t, c, "ha", before, after)
+	var comps api.ComponentList
+	testenv.Eventually(t, available, func() bool {
+		comps = api.ComponentList{}
+		if code, _ := c.do("GET", "/v1/clusters/ha/components", "", &comps); code != http.StatusOK {
+			return false
+		}
+		for _, comp := range comps.Items {
+			if comp.Name == api.ComponentEtcd {
+				return comp.Status.ReadyReplicas == 3 && comp.Status.Conditions.IsTrue(api.ConditionAvailable)
+			}
+		}
+		return false
+	}, "etcd never had 3 ready members again after the restore: %s", lazyJSON{&comps})
+	c.waitCondition("ha", api.ConditionAvailable, api.ConditionTrue, available)
+}
