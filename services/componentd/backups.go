@@ -37,6 +37,16 @@ type restoreRequest struct {
 
 func restoreKey(cluster string) string { return "_restore." + cluster }
 
+// backupKeys are the guest's Secret encryption keys when a backup was taken (sealed, as in
+// the pki bucket; key keysKey(cluster, backup) of the backups bucket, never served by the
+// API): a cluster restored from the backup gets them as extra decryption keys, so the
+// Secrets of the backup stay readable.
+type backupKeys struct {
+	Keys []api.EncryptionKey `json:"keys"`
+}
+
+func keysKey(cluster, backup string) string { return "_keys." + cluster + "." + backup }
+
 // Event verbs of backups componentd publishes through saveBackup (resource "backup", key
 // "<cluster>/<backup>"); backup.deleted and backup.restored have their own call sites.
 const (
@@ -272,7 +282,43 @@ func (d *Daemon) removeBackup(ctx context.Context, b *api.Backup, rev uint64) er
 		return err
 	}
 	d.rt.Outbox.Send(ctx, sent)
-	return nil
+	return d.keys.Delete(ctx, keysKey(b.Cluster, b.Name), 0)
+}
+
+// saveKeys keeps the cluster's Secret encryption keys with its backup.
+func (d *Daemon) saveKeys(ctx context.Context, cl *clusterState, backup string) error {
+	enc := cl.pki.SecretEncryption
+	if enc == nil || enc.Type != api.SecretEncryptionAESCBC || len(enc.Keys) == 0 {
+		return nil
+	}
+	key := keysKey(cl.cluster.Name, backup)
+	if err := d.keys.Delete(ctx, key, 0); err != nil {
+		return err
+	}
+	_, err := d.keys.Create(ctx, key, &backupKeys{Keys: enc.Keys})
+	return err
+}
+
+// withRestoredKeys returns the cluster's PKI with the Secret encryption keys of the backup
+// it was restored from appended (after its own, so they only decrypt), when it has any.
+func (d *Daemon) withRestoredKeys(ctx context.Context, pki *api.ClusterPKI, from *api.RestoreSource) (*api.ClusterPKI, error) {
+	if from == nil || pki.SecretEncryption == nil || pki.SecretEncryption.Type != api.SecretEncryptionAESCBC {
+		return pki, nil
+	}
+	k, _, err := getOptional(ctx, d.keys, keysKey(from.Cluster, from.Backup))
+	if err != nil || k == nil {
+		return pki, err
+	}
+	p, enc := *pki, *pki.SecretEncryption
+	enc.Keys = slices.Clone(enc.Keys)
+	for _, old := range k.Keys {
+		// kube-apiserver finds a value's key by the name it stored with it: keep the name.
+		if !slices.ContainsFunc(enc.Keys, func(e api.EncryptionKey) bool { return e.Name == old.Name }) {
+			enc.Keys = append(enc.Keys, old)
+		}
+	}
+	p.SecretEncryption = &enc
+	return &p, nil
 }
 
 // restoreBackup answers POST /v1/clusters/{cluster}/backups/{backup}/restore: the cluster's

@@ -138,6 +138,7 @@ type Daemon struct {
 	// Backups (backups.go): records, in-place restore requests (same bucket) and snapshots.
 	backups    *store.Store[api.Backup]
 	restores   *store.Store[restoreRequest]
+	keys       *store.Store[backupKeys]
 	snapshots  jetstream.ObjectStore
 	controller *reconcile.Controller
 	seal       *certs.SealKey
@@ -208,7 +209,7 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	if err != nil {
 		return nil, err
 	}
-	d.backups, d.restores = store.New[api.Backup](kv), store.New[restoreRequest](kv)
+	d.backups, d.restores, d.keys = store.New[api.Backup](kv), store.New[restoreRequest](kv), store.New[backupKeys](kv)
 	if d.snapshots, err = rt.ObjectStore(ctx, bus.ObjectStoreSnapshots); err != nil {
 		return nil, err
 	}

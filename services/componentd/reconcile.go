@@ -185,7 +185,13 @@ func (p processRuntime) converge(ctx context.Context, log *slog.Logger, cl *clus
 		return reconcile.Result{}, err
 	}
 	name := cl.cluster.Name
-	files, err := component.Files(cl.pki, d.seal)
+	// A cluster restored from a backup also decrypts with the Secret encryption keys the
+	// backup's Secrets were written with.
+	pki, err := d.withRestoredKeys(ctx, cl.pki, cl.cluster.Spec.RestoreFrom)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	files, err := component.Files(pki, d.seal)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("cluster %s: %w", name, err)
 	}

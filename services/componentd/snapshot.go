@@ -79,6 +79,8 @@ func (d *Daemon) take(ctx context.Context, log *slog.Logger, cl *clusterState, e
 		next.Status.Conditions.Set(api.Condition{Type: api.ConditionComplete, Status: api.ConditionFalse,
 			Reason: api.ReasonBackupFailed, Message: err.Error(), ObservedGeneration: b.Generation}, now)
 		log.Warn("backup failed", "err", err)
+	} else if err = d.saveKeys(ctx, cl, b.Name); err != nil {
+		return err
 	} else {
 		st.StartTime, st.CompletionTime, st.Version = &start, &now, cl.cluster.Spec.Release.Version
 		st.Conditions = next.Status.Conditions

@@ -83,6 +83,11 @@ func TestBackup_RestoreIntoANewClusterAndInPlaceAfterDataLoss(t *testing.T) {
 	c.waitCondition("src", api.ConditionAvailable, api.ConditionTrue, available)
 	before := []string{"before-1", "before-2", "before-3"}
 	writeConfigMaps(t, c.kubeClient("src"), before...)
+	// A Secret: encrypted in etcd with src's key, which the restored cluster must still read.
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "before-secret"}, StringData: map[string]string{"password": "hunter2"}}
+	if _, err := c.kubeClient("src").CoreV1().Secrets("default").Create(ctx(t), secret, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create secret: %v", err)
+	}
 
 	// Refusals: problem+json, never 500.
 	expect("POST", "/v1/clusters/src/backups", `{"name":"Not_A_Label"}`, http.StatusBadRequest)
@@ -109,6 +114,10 @@ func TestBackup_RestoreIntoANewClusterAndInPlaceAfterDataLoss(t *testing.T) {
 	expect("POST", "/v1/clusters", `{"name":"copy","spec":{"release":{"version":"`+newRelease+`"},"restoreFrom":{"cluster":"src","backup":"b1"}}}`, http.StatusAccepted)
 	c.waitCondition("copy", api.ConditionAvailable, api.ConditionTrue, available)
 	expectConfigMaps(t, c, "copy", before, after)
+	got, err := c.kubeClient("copy").CoreV1().Secrets("default").Get(ctx(t), "before-secret", metav1.GetOptions{})
+	if err != nil || string(got.Data["password"]) != "hunter2" {
+		t.Fatalf("the restored cluster cannot read the backup's Secret: %v %v", got, err)
+	}
 	expectConfigMaps(t, c, "src", append(before, after...), nil)
 	expect("PATCH", "/v1/clusters/copy", `{"spec":{"restoreFrom":null}}`, http.StatusBadRequest)
 
