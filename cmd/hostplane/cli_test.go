@@ -305,6 +305,34 @@ func TestCLI_DrivesAClusterThroughItsLife(t *testing.T) {
 		t.Fatalf("create --wait returned before the cluster was Available: %+v", cl.Status.Conditions)
 	}
 
+	t.Run("etcd backups: create --wait, get, delete", func(t *testing.T) {
+		r := hp.must(0, "create", "backup", "b1", "--cluster", "c1", "--wait")
+		if !strings.Contains(r.stdout, "backup/b1 complete: etcd revision") {
+			t.Errorf("create backup --wait: %s", r)
+		}
+		r = hp.must(0, "get", "backups", "c1")
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "NAME COMPLETE REVISION SIZE TRIGGER AGE" {
+			t.Fatalf("table: %s", r)
+		}
+		if f := strings.Fields(lines[1]); len(f) != 6 || f[0] != "b1" || f[1] != "True" || f[4] != "on-demand" {
+			t.Errorf("row = %q", lines[1])
+		}
+		b := decodeJSON[api.Backup](t, hp.must(0, "get", "backups", "c1", "b1", "-o", "json"))
+		if !b.IsComplete() || b.Status.Revision == 0 {
+			t.Errorf("backup = %+v", b)
+		}
+		hp.must(cli.ExitError, "create", "backup", "b1", "--cluster", "c1") // exists: 409
+		hp.must(cli.ExitNotFound, "get", "backups", "nope")
+		hp.must(cli.ExitUsage, "create", "cluster", "c2", "--release", "1.34.4", "--restore-from", "c1")
+		r = hp.must(cli.ExitError, "create", "cluster", "c2", "--release", "1.34.4", "--restore-from", "c1/nope")
+		if !strings.Contains(r.stderr, "spec.restoreFrom.backup") {
+			t.Errorf("the field error is not printed: %s", r)
+		}
+		hp.must(0, "delete", "backup", "b1", "--cluster", "c1")
+		hp.must(cli.ExitNotFound, "get", "backups", "c1", "b1")
+	})
+
 	t.Run("get clusters in every output format", func(t *testing.T) {
 		r := hp.must(0, "get", "clusters")
 		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")

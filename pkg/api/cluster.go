@@ -42,6 +42,11 @@ type ClusterSpec struct {
 	// control-plane component and launches machines for the karpenter.sh NodePools a
 	// cluster admin creates in the guest, with no Hostplane NodePool behind them.
 	AutoNode *AutoNode `json:"autoNode,omitempty"`
+	// Etcd schedules the cluster's etcd backups (spec.etcd.backup).
+	Etcd *EtcdSpec `json:"etcd,omitempty"`
+	// RestoreFrom starts a new cluster's etcd from a complete backup of another (or a
+	// deleted) cluster; set at creation only (docs/backups.md).
+	RestoreFrom *RestoreSource `json:"restoreFrom,omitempty"`
 }
 
 // AutoNode is spec.autoNode.

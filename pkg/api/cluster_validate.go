@@ -23,6 +23,9 @@ type ReleaseCatalogue struct {
 	Known func(version string) error
 	// CheckUpgrade returns nil if a cluster at release from may move to release to.
 	CheckUpgrade func(from, to string) error
+	// ParseSchedule returns nil if s is a cron schedule spec.etcd.backup.schedule accepts
+	// (clusterd uses robfig/cron's parser, the one componentd runs the schedule with).
+	ParseSchedule func(s string) error
 }
 
 // Default fills the fields a user may leave out: platform local, SingleReplica, the default
@@ -58,6 +61,17 @@ func (s *ClusterSpec) Default() {
 		enc.Type = SecretEncryptionAESCBC
 	}
 	s.SecretEncryption = &enc
+	if s.Etcd != nil && s.Etcd.Backup != nil && s.Etcd.Backup.Retention == 0 {
+		// Copies: the spec may share them with another (a patch's base).
+		etcd, b := *s.Etcd, *s.Etcd.Backup
+		b.Retention = DefaultBackupRetention
+		etcd.Backup = &b
+		s.Etcd = &etcd
+	}
+}
+
+func sameRestoreSource(a, b *RestoreSource) bool {
+	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
 }
 
 // ValidateClusterName reports whether name can name a cluster: an RFC 1123 label of at most
@@ -111,6 +125,9 @@ func ValidateClusterUpdate(old, updated *ClusterSpec, releases ReleaseCatalogue)
 	if updated.Networking.PodCIDR != old.Networking.PodCIDR {
 		fe.Add("spec.networking.podCIDR", "is immutable (it is %q)", old.Networking.PodCIDR)
 	}
+	if !sameRestoreSource(old.RestoreFrom, updated.RestoreFrom) {
+		fe.Add("spec.restoreFrom", "is immutable: a cluster is restored from a backup when it is created (restore in place with POST /v1/clusters/{cluster}/backups/{backup}/restore)")
+	}
 	if updated.Release.Version != old.Release.Version && updated.Release.Version != "" && releases.CheckUpgrade != nil {
 		if err := releases.CheckUpgrade(old.Release.Version, updated.Release.Version); err != nil && !hasField(fe, "spec.release.version") {
 			fe.Add("spec.release.version", "%s", message(err))
@@ -142,6 +159,8 @@ func validateClusterSpec(fe *FieldErrors, s *ClusterSpec, releases ReleaseCatalo
 	validateNetworking(fe, s.Networking)
 	validateSecretEncryption(fe, s.SecretEncryption)
 	validateAutoscaling(fe, s.Autoscaling)
+	validateEtcd(fe, s.Etcd, releases.ParseSchedule)
+	validateRestoreFrom(fe, s.RestoreFrom)
 	if a := s.AutoNode; a != nil {
 		switch {
 		case a.ProvisionerConfig.Name != ProvisionerKarpenter:

@@ -19,10 +19,21 @@ const (
 	BucketPKI          = "pki"          // pkid
 	BucketInfra        = "infra"        // infrad
 	BucketIgnition     = "ignition"     // ignitiond
+	// BucketBackups holds the etcd backups of every cluster (api.Backup, key
+	// "<cluster>.<backup>"); componentd, which runs etcd, is its only writer.
+	BucketBackups = "backups" // componentd
 )
 
-// Buckets are the six owners' buckets.
-var Buckets = []string{BucketClusters, BucketNodePools, BucketControlPlane, BucketPKI, BucketInfra, BucketIgnition}
+// ObjectStoreSnapshots is the JetStream object store that holds the etcd snapshot of every
+// backup (object "<cluster>/<backup>"); componentd alone writes it. It has the deployment's
+// replica count, like the buckets, so a snapshot survives losing a NATS server.
+const ObjectStoreSnapshots = "etcd-snapshots"
+
+// Buckets are the owners' buckets: one per daemon, and componentd's backups.
+var Buckets = []string{BucketClusters, BucketNodePools, BucketControlPlane, BucketPKI, BucketInfra, BucketIgnition, BucketBackups}
+
+// ObjectStores are the owners' object stores.
+var ObjectStores = []string{ObjectStoreSnapshots}
 
 // BucketLeases holds one lease per daemon (pkg/leader): the replica that holds its daemon's
 // lease is the one that works. Its entries expire LeaseTTL after their last renewal, so a
@@ -101,8 +112,8 @@ func EnsureStreamsReplicated(ctx context.Context, js jetstream.JetStream, replic
 	return nil
 }
 
-// EnsureLayout creates or updates what no single daemon owns: the shared streams, the six
-// owners' buckets and the lease bucket. A deployment with NATS permissions runs it as the bootstrap identity
+// EnsureLayout creates or updates what no single daemon owns: the shared streams, the
+// owners' buckets and their object stores, and the lease bucket. A deployment with NATS permissions runs it as the bootstrap identity
 // (pkg/natsauth) before the daemons start; the daemons then only look them up.
 func EnsureLayout(ctx context.Context, js jetstream.JetStream, replicas int) error {
 	if err := EnsureStreamsReplicated(ctx, js, replicas); err != nil {
@@ -113,8 +124,35 @@ func EnsureLayout(ctx context.Context, js jetstream.JetStream, replicas int) err
 			return err
 		}
 	}
+	for _, o := range ObjectStores {
+		if _, err := EnsureObjectStore(ctx, js, o, replicas); err != nil {
+			return err
+		}
+	}
 	_, err := EnsureLeaseBucket(ctx, js, replicas)
 	return err
+}
+
+// EnsureObjectStore opens the object store when it exists with these settings (file
+// storage, replicas copies), else creates or updates it.
+func EnsureObjectStore(ctx context.Context, js jetstream.JetStream, bucket string, replicas int) (jetstream.ObjectStore, error) {
+	cfg := jetstream.ObjectStoreConfig{
+		Bucket:      bucket,
+		Description: "hostplane objects owned by one daemon",
+		Storage:     jetstream.FileStorage,
+		Replicas:    max(replicas, 1),
+	}
+	if s, err := js.Stream(ctx, "OBJ_"+bucket); err == nil {
+		c := s.CachedInfo().Config
+		if c.Description == cfg.Description && c.Storage == cfg.Storage && c.Replicas == cfg.Replicas {
+			return js.ObjectStore(ctx, bucket)
+		}
+	}
+	o, err := js.CreateOrUpdateObjectStore(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("ensure object store %s: %w", bucket, replicaHint(err, replicas))
+	}
+	return o, nil
 }
 
 // EnsureStream creates or updates one stream (an error names the stream and, when cfg asks

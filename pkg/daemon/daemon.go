@@ -69,6 +69,12 @@ func (rt *Runtime) Bucket(ctx context.Context, name string) (jetstream.KeyValue,
 	return kv, err
 }
 
+// ObjectStore opens (creating it when missing, with the deployment's replica count) a
+// JetStream object store the daemon owns (pkg/natsauth's table).
+func (rt *Runtime) ObjectStore(ctx context.Context, name string) (jetstream.ObjectStore, error) {
+	return bus.EnsureObjectStore(ctx, rt.JS, name, rt.natsReplicas)
+}
+
 // Controller builds a reconcile controller with the daemon's logger, metrics and tracing.
 func (rt *Runtime) Controller(cfg reconcile.Config, r reconcile.Reconciler) (*reconcile.Controller, error) {
 	if cfg.Logger == nil {

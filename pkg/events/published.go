@@ -43,6 +43,12 @@ const (
 	VerbMachineFaulted = "faulted" // infrad: a fault was injected
 	VerbMachineDeleted = "deleted" // infrad: the machine is gone from the cloud
 	VerbMachineStatus  = "status"  // infrad: a machine's phase or node changed
+
+	VerbBackupCreated   = "created"   // componentd: a backup was asked for (on demand or by the schedule)
+	VerbBackupCompleted = "completed" // componentd: its snapshot is stored
+	VerbBackupFailed    = "failed"    // componentd: its snapshot could not be taken or stored
+	VerbBackupDeleted   = "deleted"   // componentd: the record and its snapshot were removed
+	VerbBackupRestored  = "restored"  // componentd: a cluster's etcd was restored from it
 )
 
 // PublishedEvent describes one event type hostplane publishes.
@@ -144,4 +150,15 @@ var Published = []PublishedEvent{
 	{Resource: ResourceInbox, Verb: VerbInboxRejected, Publishers: []string{"clusterd", "nodepoold", "infrad"}, Key: "<cluster>",
 		Data: `{"id": "<inbound event id>", "type": "<inbound type>", "subject": "<inbound subject>", "reason": "<why>"}`,
 		When: "An inbound event on hostplane.in.<cluster>.<type> was not applied: malformed, unknown type, invalid data, unknown cluster, refused by its owner or a replay of an id already applied. Nothing changed."},
+
+	{Resource: ResourceBackup, Verb: VerbBackupCreated, Publishers: []string{"componentd"}, Key: "<cluster>/<backup>", Data: "the api.Backup",
+		When: "POST /v1/clusters/{cluster}/backups, or the cluster's spec.etcd.backup.schedule, stored a new backup (Complete False, reason InProgress); componentd takes the snapshot next."},
+	{Resource: ResourceBackup, Verb: VerbBackupCompleted, Publishers: []string{"componentd"}, Key: "<cluster>/<backup>", Data: "the api.Backup",
+		When: "The backup's etcd snapshot is in the object store: Complete True, with its size, etcd revision, member and sha256."},
+	{Resource: ResourceBackup, Verb: VerbBackupFailed, Publishers: []string{"componentd"}, Key: "<cluster>/<backup>", Data: "the api.Backup",
+		When: "The snapshot could not be taken or stored: Complete False, reason Failed, with the message."},
+	{Resource: ResourceBackup, Verb: VerbBackupDeleted, Publishers: []string{"componentd"}, Key: "<cluster>/<backup>", Data: "the api.Backup",
+		When: "DELETE /v1/clusters/{cluster}/backups/{backup}, or the schedule's retention, removed the backup and its snapshot."},
+	{Resource: ResourceBackup, Verb: VerbBackupRestored, Publishers: []string{"componentd"}, Key: "<cluster>", Data: `{"cluster": "<cluster the backup was taken of>", "backup": "<backup>", "inPlace": true|false}`,
+		When: "componentd restored the etcd members of a cluster from the backup: a new cluster's spec.restoreFrom before its etcd first started, or POST /v1/clusters/{cluster}/backups/{backup}/restore in place. The subject's cluster is the restored one."},
 }

@@ -29,11 +29,13 @@ const (
 	ResourceIgnition  Resource = "ignition"
 	ResourceMachine   Resource = "machine"
 	ResourceInbox     Resource = "inbox"
+	ResourceBackup    Resource = "backup"
 )
 
 var resources = map[Resource]bool{
 	ResourceCluster: true, ResourceNodePool: true, ResourceComponent: true, ResourcePKI: true,
 	ResourceInfra: true, ResourceIgnition: true, ResourceMachine: true, ResourceInbox: true,
+	ResourceBackup: true,
 }
 
 // isToken reports whether s may be a cluster name or verb in a subject: a DNS label, never a

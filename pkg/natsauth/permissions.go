@@ -105,6 +105,24 @@ func (p *perms) ownLease(daemon string) {
 	p.allow(streamInfo(stream), jsAPI+"DIRECT.GET."+stream+"."+key, key)
 }
 
+// objectStore is putting, getting, listing and deleting the objects of a JetStream object
+// store: its chunk and meta subjects, the last-message lookups of its metadata, the purge
+// of replaced chunks and the ordered consumers that read objects and lists.
+func (p *perms) objectStore(bucket string) {
+	stream := "OBJ_" + bucket
+	p.allow(
+		streamInfo(stream),
+		jsAPI+"STREAM.PURGE."+stream,
+		jsAPI+"STREAM.MSG.GET."+stream,
+		jsAPI+"DIRECT.GET."+stream+".>",
+		jsAPI+"CONSUMER.CREATE."+stream+".>",
+		jsAPI+"CONSUMER.DELETE."+stream+".*",
+		jsAPI+"CONSUMER.INFO."+stream+".*",
+		jsFC+stream+".>",
+		"$O."+bucket+".>",
+	)
+}
+
 // Identity returns the daemon's identity.
 func (d Daemon) Identity() Identity {
 	p := &perms{sub: []string{InboxPrefix(d.Name) + ".>"}}
@@ -112,6 +130,12 @@ func (d Daemon) Identity() Identity {
 	p.allow(streamInfo(events.EventsStream), streamInfo(events.InboxStream))
 	p.writeBucket(d.Owns)
 	p.ownLease(d.Name)
+	for _, b := range d.AlsoOwns {
+		p.writeBucket(b)
+	}
+	for _, o := range d.ObjectStores {
+		p.objectStore(o)
+	}
 	for _, b := range d.Reads {
 		p.readBucket(b)
 	}
@@ -158,6 +182,9 @@ func BootstrapIdentity() Identity {
 	}
 	for _, b := range append(bus.Buckets, bus.BucketLeases) {
 		p.ownBucket(b)
+	}
+	for _, o := range bus.ObjectStores {
+		p.ownStream("OBJ_" + o)
 	}
 	return Identity{Name: Bootstrap, Permissions: p.permissions()}
 }

@@ -13,6 +13,10 @@ type Daemon struct {
 	Name string
 	// Owns is the KV bucket the daemon alone writes.
 	Owns string
+	// AlsoOwns are further KV buckets the daemon alone writes (componentd's backups).
+	AlsoOwns []string
+	// ObjectStores are the JetStream object stores the daemon alone writes and reads.
+	ObjectStores []string
 	// Reads are the other daemons' buckets it reads (gets, lists, watches).
 	Reads []string
 	// Publishes are the resources of hostplane.evt.<cluster>.<resource>.<verb> it publishes.
@@ -33,7 +37,8 @@ type Daemon struct {
 var Daemons = []Daemon{
 	{
 		Name: "clusterd", Owns: bus.BucketClusters,
-		Reads:     []string{bus.BucketNodePools, bus.BucketIgnition, bus.BucketInfra, bus.BucketPKI, bus.BucketControlPlane},
+		// backups: a new cluster's spec.restoreFrom must name a complete backup.
+		Reads:     []string{bus.BucketNodePools, bus.BucketIgnition, bus.BucketInfra, bus.BucketPKI, bus.BucketControlPlane, bus.BucketBackups},
 		Publishes: []events.Resource{events.ResourceCluster},
 		Consumers: []string{"clusterd"}, Inbound: true, StreamsEvents: true,
 	},
@@ -45,8 +50,10 @@ var Daemons = []Daemon{
 	},
 	{
 		Name: "componentd", Owns: bus.BucketControlPlane,
+		// etcd backups: the records and the snapshots (docs/backups.md).
+		AlsoOwns: []string{bus.BucketBackups}, ObjectStores: []string{bus.ObjectStoreSnapshots},
 		Reads:     []string{bus.BucketClusters, bus.BucketInfra, bus.BucketPKI, bus.BucketNodePools},
-		Publishes: []events.Resource{events.ResourceComponent},
+		Publishes: []events.Resource{events.ResourceComponent, events.ResourceBackup},
 		Consumers: []string{"componentd"},
 	},
 	{
@@ -80,13 +87,13 @@ func LookupDaemon(name string) (Daemon, bool) {
 
 // MayOpen reports whether the daemon owns or reads bucket.
 func (d Daemon) MayOpen(bucket string) bool {
-	return d.Owns == bucket || slices.Contains(d.Reads, bucket)
+	return d.Owns == bucket || slices.Contains(d.AlsoOwns, bucket) || slices.Contains(d.Reads, bucket)
 }
 
 // The identities that are not daemons.
 const (
-	// Bootstrap creates the shared streams (HOSTPLANE_EVENTS, HOSTPLANE_INBOX) and the six
-	// owners' buckets (bus.EnsureLayout), and nothing else: no daemon may create, change or
+	// Bootstrap creates the shared streams (HOSTPLANE_EVENTS, HOSTPLANE_INBOX), the owners'
+	// buckets and object stores (bus.EnsureLayout), and nothing else: no daemon may create, change or
 	// delete them.
 	Bootstrap = "bootstrap"
 	// Admin may do anything: an operator's break-glass identity, and what tests use to play

@@ -23,6 +23,8 @@
 package clusterd
 
 import (
+	"github.com/robfig/cron/v3"
+
 	"context"
 	"flag"
 	"fmt"
@@ -107,6 +109,7 @@ type Daemon struct {
 	components *store.Store[api.ControlPlaneComponent]
 	nodepools  *store.Store[api.NodePool]
 	ignition   *store.Store[api.IgnitionServer] // key <cluster>; <cluster>.<np> are token records
+	backups    *store.Store[api.Backup]         // componentd's; read for spec.restoreFrom
 	outbox     *outbox.Outbox
 	controller *reconcile.Controller
 	rejections *inbox.RejectionPublisher
@@ -145,6 +148,10 @@ func New(cfg Config) (*Daemon, error) {
 var releases = api.ReleaseCatalogue{
 	Known:        func(v string) error { _, err := release.Lookup(v); return err },
 	CheckUpgrade: release.CheckUpgrade,
+	ParseSchedule: func(s string) error {
+		_, err := cron.ParseStandard(s) // the parser componentd runs the schedule with
+		return err
+	},
 }
 
 func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnable, error) {
@@ -160,6 +167,9 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 		return nil, err
 	}
 	if d.ignition, err = daemon.Open[api.IgnitionServer](ctx, rt, bus.BucketIgnition); err != nil {
+		return nil, err
+	}
+	if d.backups, err = daemon.Open[api.Backup](ctx, rt, bus.BucketBackups); err != nil {
 		return nil, err
 	}
 	d.outbox = rt.Outbox

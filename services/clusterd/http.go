@@ -17,6 +17,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/httpapi"
 	"github.com/hostplane/hostplane/pkg/outbox"
+	"github.com/hostplane/hostplane/pkg/release"
 	"github.com/hostplane/hostplane/pkg/store"
 )
 
@@ -65,6 +66,9 @@ func (d *Daemon) createCluster(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	ctx := r.Context()
+	if err := d.checkRestoreSource(ctx, &c.Spec); err != nil {
+		return err
+	}
 	// The event first (an event for a name that turns out to exist is harmless: consumers
 	// re-read), then the write.
 	sent, err := d.record(ctx, c.Name, VerbCreated)
@@ -301,4 +305,36 @@ func (d *Daemon) record(ctx context.Context, name, verb string) (outbox.Entry, e
 		return e, fmt.Errorf("record cluster.%s of %s: %w", verb, name, err)
 	}
 	return e, nil
+}
+
+// checkRestoreSource checks that a new cluster's spec.restoreFrom names a complete backup
+// whose release the cluster's release may run (the same or the next minor).
+func (d *Daemon) checkRestoreSource(ctx context.Context, s *api.ClusterSpec) error {
+	from := s.RestoreFrom
+	if from == nil {
+		return nil
+	}
+	field := func(format string, args ...any) error {
+		var fe api.FieldErrors
+		fe.Add("spec.restoreFrom.backup", format, args...)
+		return fe.Err()
+	}
+	b, _, err := d.backups.Get(ctx, api.BackupKey(from.Cluster, from.Backup))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return field("cluster %q has no backup %q (GET /v1/clusters/%s/backups lists them)", from.Cluster, from.Backup, from.Cluster)
+	case err != nil:
+		return err
+	case !b.IsComplete():
+		c, _ := b.Status.Conditions.Get(api.ConditionComplete)
+		return field("backup %s/%s is not complete (%s: %s)", from.Cluster, from.Backup, c.Reason, c.Message)
+	}
+	if b.Status.Version != "" && b.Status.Version != s.Release.Version {
+		if err := release.CheckUpgrade(b.Status.Version, s.Release.Version); err != nil {
+			var fe api.FieldErrors
+			fe.Add("spec.release.version", "the backup was taken at release %s; a cluster restored from it runs that release or the next minor: %v", b.Status.Version, err)
+			return fe.Err()
+		}
+	}
+	return nil
 }

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/bus"
 	"github.com/hostplane/hostplane/pkg/certs"
@@ -135,9 +137,15 @@ type Daemon struct {
 	// nodePools is read at deletion: the control plane stays up until every node pool of
 	// the cluster is gone, so machines drain against a live API.
 	nodePools *store.Store[api.NodePool]
-	seal      *certs.SealKey
-	metrics   *metrics
-	workloads workloads // the runtime: processRuntime or *kubeRuntime
+	// Backups (backups.go): records, in-place restore requests (same bucket) and snapshots.
+	backups    *store.Store[api.Backup]
+	restores   *store.Store[restoreRequest]
+	keys       *store.Store[backupKeys]
+	snapshots  jetstream.ObjectStore
+	controller *reconcile.Controller
+	seal       *certs.SealKey
+	metrics    *metrics
+	workloads  workloads // the runtime: processRuntime or *kubeRuntime
 
 	supMu     sync.Mutex
 	sup       *process.Supervisor
@@ -165,7 +173,7 @@ func New(cfg Config) (*Daemon, error) {
 	d := &Daemon{cfg: cfg, restarts: map[string]int{}}
 	core, err := daemon.New(cfg.Base, daemon.Spec{
 		Name:    Name,
-		Buckets: []string{bus.BucketControlPlane},
+		Buckets: []string{bus.BucketControlPlane, bus.BucketBackups},
 		Setup:   d.setup,
 		Routes:  d.routes,
 		Stop:    d.stop,
@@ -197,6 +205,14 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	}
 	d.clusters, d.infra, d.pki, d.components = st.Clusters, st.Infra, st.PKI, st.Components
 	if d.nodePools, err = daemon.Open[api.NodePool](ctx, rt, bus.BucketNodePools); err != nil {
+		return nil, err
+	}
+	kv, err := rt.Bucket(ctx, bus.BucketBackups)
+	if err != nil {
+		return nil, err
+	}
+	d.backups, d.restores, d.keys = store.New[api.Backup](kv), store.New[restoreRequest](kv), store.New[backupKeys](kv)
+	if d.snapshots, err = rt.ObjectStore(ctx, bus.ObjectStoreSnapshots); err != nil {
 		return nil, err
 	}
 	if d.seal, err = certs.LoadOrCreateSealKey(d.cfg.SealKeyFile); err != nil {
@@ -239,12 +255,15 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 			events.ClusterFilter(events.ResourceInfra),
 			// A pool that starts or stops autoscaling starts or stops the autoscaler.
 			events.ClusterFilter(events.ResourceNodePool),
+			// Backups asked for through another replica's API.
+			events.ClusterFilter(events.ResourceBackup),
 		},
 		ListKeys: d.listClusters,
 	}, reconcile.Func(d.reconcile))
 	if err != nil {
 		return nil, err
 	}
+	d.controller = c
 	d.ready = &readyNotifier{enqueue: c.Enqueue}
 	return []daemon.Runnable{c, d.ready}, nil
 }

@@ -32,6 +32,11 @@ func (d *Daemon) routes(r chi.Router) {
 	r.Get("/v1/clusters/{cluster}/components/{name}/logs", httpapi.Handle(d.componentLogs))
 	r.Get("/v1/clusters/{cluster}/audit", httpapi.Handle(d.auditEvents))
 	r.Get("/v1/releases", httpapi.Handle(d.listReleases))
+	r.Post("/v1/clusters/{cluster}/backups", httpapi.Handle(d.createBackup))
+	r.Get("/v1/clusters/{cluster}/backups", httpapi.Handle(d.listBackups))
+	r.Get("/v1/clusters/{cluster}/backups/{backup}", httpapi.Handle(d.getBackup))
+	r.Delete("/v1/clusters/{cluster}/backups/{backup}", httpapi.Handle(d.deleteBackup))
+	r.Post("/v1/clusters/{cluster}/backups/{backup}/restore", httpapi.Handle(d.restoreBackup))
 }
 
 func clusterParam(r *http.Request) (string, error) {

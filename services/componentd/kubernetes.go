@@ -51,6 +51,22 @@ func (k *kubeRuntime) converge(ctx context.Context, log *slog.Logger, cl *cluste
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("cluster %s: %w", name, err)
 	}
+	if from := cl.cluster.Spec.RestoreFrom; from != nil {
+		// Starting etcd empty would drop what the user asked for without a word: say so
+		// and apply nothing (docs/backups.md).
+		comp, err := component.Lookup(api.ComponentEtcd)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		byName, err := d.records(ctx, name)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		in := &component.Inputs{Cluster: name, Version: rel.Version, Policy: cl.policy()}
+		_, err = d.recordDown(ctx, log, name, comp, in, byName[api.ComponentEtcd], ReasonRestoreFailed,
+			fmt.Sprintf("spec.restoreFrom (%s/%s) needs the process runtime; this componentd runs the kubernetes runtime, which cannot restore etcd", from.Cluster, from.Backup), false)
+		return reconcile.Result{RequeueAfter: d.cfg.SteadyInterval}, err
+	}
 	as, err := d.autoscaler(ctx, cl.cluster)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("cluster %s: %w", name, err)

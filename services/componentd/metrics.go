@@ -12,6 +12,11 @@ type metrics struct {
 	rollout   *prometheus.HistogramVec
 	restarts  *prometheus.CounterVec
 	replicas  *prometheus.GaugeVec
+
+	backups        *prometheus.CounterVec
+	backupDuration *prometheus.HistogramVec
+	backupLast     *prometheus.GaugeVec
+	backupSize     *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -47,12 +52,42 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if err != nil {
 		return nil, err
 	}
+	backups, err := obs.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hostplane_etcd_backups_total",
+		Help: "etcd backups componentd finished, by result (succeeded, failed) and trigger (ondemand, scheduled).",
+	}, []string{"cluster", "result", "trigger"}))
+	if err != nil {
+		return nil, err
+	}
+	backupDuration, err := obs.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "hostplane_etcd_backup_duration_seconds",
+		Help:    "Time to take an etcd snapshot and store it in the object store.",
+		Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120},
+	}, []string{"cluster"}))
+	if err != nil {
+		return nil, err
+	}
+	backupLast, err := obs.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "hostplane_etcd_backup_last_success_timestamp_seconds",
+		Help: "Unix time of the cluster's last etcd backup that completed (0: none since componentd started).",
+	}, []string{"cluster"}))
+	if err != nil {
+		return nil, err
+	}
+	backupSize, err := obs.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "hostplane_etcd_backup_size_bytes",
+		Help: "Size of the cluster's last completed etcd snapshot.",
+	}, []string{"cluster"}))
+	if err != nil {
+		return nil, err
+	}
 	// Every component's rollout histogram is exported at zero from the start: a series born at
 	// its first observation never shows that observation in a rate.
 	for _, c := range []string{api.ComponentEtcd, api.ComponentKubeAPIServer, api.ComponentControllerManager, api.ComponentScheduler, api.ComponentKarpenter} {
 		rollout.WithLabelValues(c)
 	}
-	return &metrics{available: available, rollout: rollout, restarts: restarts, replicas: replicas}, nil
+	return &metrics{available: available, rollout: rollout, restarts: restarts, replicas: replicas,
+		backups: backups, backupDuration: backupDuration, backupLast: backupLast, backupSize: backupSize}, nil
 }
 
 // observeReplicas sets the replica counts of the component: the rollout's progress is
@@ -69,4 +104,46 @@ func (m *metrics) forget(cluster string) {
 	m.available.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
 	m.restarts.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
 	m.replicas.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
+	for _, v := range []interface {
+		DeletePartialMatch(prometheus.Labels) int
+	}{m.backups, m.backupDuration, m.backupLast, m.backupSize} {
+		v.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
+	}
+}
+
+// Backup triggers and results: label values of hostplane_etcd_backups_total.
+const (
+	triggerOnDemand  = "ondemand"
+	triggerScheduled = "scheduled"
+	resultSucceeded  = "succeeded"
+	resultFailed     = "failed"
+)
+
+// exportBackups exports the cluster's backup series at zero, so a dashboard shows the
+// cluster before its first backup and a rate sees the first one.
+func (m *metrics) exportBackups(cluster string) {
+	for _, r := range []string{resultSucceeded, resultFailed} {
+		for _, t := range []string{triggerOnDemand, triggerScheduled} {
+			m.backups.WithLabelValues(cluster, r, t)
+		}
+	}
+	m.backupLast.WithLabelValues(cluster)
+}
+
+// observeBackup counts a finished backup.
+func (m *metrics) observeBackup(b *api.Backup, seconds float64) {
+	trigger := triggerOnDemand
+	if b.Spec.Scheduled {
+		trigger = triggerScheduled
+	}
+	result := resultFailed
+	if b.IsComplete() {
+		result = resultSucceeded
+		m.backupDuration.WithLabelValues(b.Cluster).Observe(seconds)
+		if t := b.Status.CompletionTime; t != nil {
+			m.backupLast.WithLabelValues(b.Cluster).Set(float64(t.Unix()))
+		}
+		m.backupSize.WithLabelValues(b.Cluster).Set(float64(b.Status.SizeBytes))
+	}
+	m.backups.WithLabelValues(b.Cluster, result, trigger).Inc()
 }

@@ -129,6 +129,14 @@ func (d *Daemon) remove(ctx context.Context, log *slog.Logger, cluster string) (
 	if !gone {
 		return reconcile.Result{RequeueAfter: d.cfg.ProgressInterval}, nil
 	}
+	// The cluster's backups stay (a new cluster may restore from them); those not taken
+	// yet never will be, and an in-place restore has nothing left to restore.
+	if err := d.failPending(ctx, cluster, "the cluster was deleted before the snapshot was taken"); err != nil {
+		return reconcile.Result{}, err
+	}
+	if err := d.restores.Delete(ctx, restoreKey(cluster), 0); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return reconcile.Result{}, err
+	}
 	return reconcile.Result{}, d.forget(ctx, log, cluster)
 }
 
@@ -173,7 +181,13 @@ func (p processRuntime) converge(ctx context.Context, log *slog.Logger, cl *clus
 		return reconcile.Result{}, err
 	}
 	name := cl.cluster.Name
-	files, err := component.Files(cl.pki, d.seal)
+	// A cluster restored from a backup also decrypts with the Secret encryption keys the
+	// backup's Secrets were written with.
+	pki, err := d.withRestoredKeys(ctx, cl.pki, cl.cluster.Spec.RestoreFrom)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	files, err := component.Files(pki, d.seal)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("cluster %s: %w", name, err)
 	}
@@ -204,7 +218,26 @@ func (p processRuntime) converge(ctx context.Context, log *slog.Logger, cl *clus
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	return d.converge(ctx, log, sup, cl.cluster, in)
+	etcd, err := newEtcdAccess(in)
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("cluster %s: %w", name, err)
+	}
+	if err := d.restoreInPlace(ctx, log, sup, cl, in, etcd); err != nil {
+		return reconcile.Result{}, fmt.Errorf("cluster %s: in-place restore: %w", name, err)
+	}
+	if err := d.restoreNew(ctx, log, cl, in, etcd); err != nil {
+		return reconcile.Result{}, fmt.Errorf("cluster %s: restore from backup: %w", name, err)
+	}
+	res, err := d.converge(ctx, log, sup, cl.cluster, in)
+	if err != nil {
+		return res, err
+	}
+	rec, _, err := getOptional(ctx, d.components, api.ComponentKey(name, api.ComponentEtcd))
+	if err != nil {
+		return res, err
+	}
+	etcd.available = rec != nil && rec.Status.Conditions.IsTrue(api.ConditionAvailable)
+	return d.backupStep(ctx, log, cl, etcd, res)
 }
 
 func (p processRuntime) remove(ctx context.Context, log *slog.Logger, cluster string) (bool, error) {

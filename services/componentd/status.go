@@ -204,6 +204,14 @@ func (d *Daemon) recordReleaseNotBuilt(ctx context.Context, log *slog.Logger, cl
 // runs keeps running, and its conditions say why nothing more happens.
 func (d *Daemon) recordCannotRun(ctx context.Context, log *slog.Logger, cluster string, comp *component.Component,
 	in *component.Inputs, old *store.Entry[api.ControlPlaneComponent], reason, msg string) (rollout.Summary, error) {
+	return d.recordDown(ctx, log, cluster, comp, in, old, reason, msg, true)
+}
+
+// recordDown records a component whose rollout cannot go on (reason, msg); keepAvailable
+// keeps an Available condition that is True (what runs keeps running), else the component
+// is recorded unavailable too (its processes are being stopped, as for a restore).
+func (d *Daemon) recordDown(ctx context.Context, log *slog.Logger, cluster string, comp *component.Component,
+	in *component.Inputs, old *store.Entry[api.ControlPlaneComponent], reason, msg string, keepAvailable bool) (rollout.Summary, error) {
 	version := in.Version
 	var next api.ControlPlaneComponent
 	if old != nil {
@@ -219,7 +227,7 @@ func (d *Daemon) recordCannotRun(ctx context.Context, log *slog.Logger, cluster 
 		next.Status.Conditions.Set(api.Condition{Type: t, Status: api.ConditionFalse, Reason: reason,
 			Message: msg, ObservedGeneration: next.Generation}, now)
 	}
-	available := next.Status.Conditions.IsTrue(api.ConditionAvailable)
+	available := keepAvailable && next.Status.Conditions.IsTrue(api.ConditionAvailable)
 	if !available {
 		set(api.ConditionAvailable, msg)
 	}

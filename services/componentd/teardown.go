@@ -20,6 +20,24 @@ import (
 // its processes (dependents first, whether this componentd or an earlier one started them)
 // and its directory. It is idempotent and cheap when nothing is left.
 func (d *Daemon) teardown(ctx context.Context, log *slog.Logger, sup *process.Supervisor, cluster string) error {
+	stopped, err := d.stopProcesses(ctx, sup, cluster)
+	if err != nil {
+		return err
+	}
+	dir := d.ClusterDir(cluster)
+	_, statErr := os.Stat(dir)
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove %s: %w", dir, err)
+	}
+	if stopped > 0 || statErr == nil {
+		log.Info("control-plane processes stopped", "processes", stopped)
+	}
+	return nil
+}
+
+// stopProcesses stops every process of the cluster's control plane, dependents first, and
+// returns how many it stopped.
+func (d *Daemon) stopProcesses(ctx context.Context, sup *process.Supervisor, cluster string) (int, error) {
 	stopped := 0
 	for _, tier := range stopTiers() {
 		var (
@@ -45,20 +63,11 @@ func (d *Daemon) teardown(ctx context.Context, log *slog.Logger, sup *process.Su
 		}
 		wg.Wait()
 		if err := errors.Join(errs...); err != nil {
-			return err
+			return stopped, err
 		}
 	}
 	d.forgetRestarts(cluster)
-
-	dir := d.ClusterDir(cluster)
-	_, statErr := os.Stat(dir)
-	if err := os.RemoveAll(dir); err != nil {
-		return fmt.Errorf("remove %s: %w", dir, err)
-	}
-	if stopped > 0 || statErr == nil {
-		log.Info("control-plane processes stopped", "processes", stopped)
-	}
-	return nil
+	return stopped, nil
 }
 
 // stopTiers is the order components stop in, dependents first: kube-controller-manager and

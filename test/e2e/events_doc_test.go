@@ -280,6 +280,15 @@ var eventData = map[string]reflect.Type{
 	"io.hostplane.machine.faulted":       reflect.TypeFor[api.Machine](),
 	"io.hostplane.machine.deleted":       reflect.TypeFor[api.Machine](),
 	"io.hostplane.machine.status":        reflect.TypeFor[api.Machine](),
+	"io.hostplane.backup.created":        reflect.TypeFor[api.Backup](),
+	"io.hostplane.backup.completed":      reflect.TypeFor[api.Backup](),
+	"io.hostplane.backup.failed":         reflect.TypeFor[api.Backup](),
+	"io.hostplane.backup.deleted":        reflect.TypeFor[api.Backup](),
+	"io.hostplane.backup.restored": reflect.TypeFor[struct {
+		Cluster string `json:"cluster"`
+		Backup  string `json:"backup"`
+		InPlace bool   `json:"inPlace"`
+	}](),
 }
 
 func TestEventsDoc_HasASectionWithAValidExamplePerPublishedType(t *testing.T) {

@@ -87,6 +87,13 @@ var goTypes = map[string]reflect.Type{
 	"api.Taint":                       reflect.TypeFor[api.Taint](),
 	"api.ConfigDocument":              reflect.TypeFor[api.ConfigDocument](),
 	"api.FieldError":                  reflect.TypeFor[api.FieldError](),
+	"api.Backup":                      reflect.TypeFor[api.Backup](),
+	"api.BackupSpec":                  reflect.TypeFor[api.BackupSpec](),
+	"api.BackupStatus":                reflect.TypeFor[api.BackupStatus](),
+	"api.BackupList":                  reflect.TypeFor[api.BackupList](),
+	"api.EtcdSpec":                    reflect.TypeFor[api.EtcdSpec](),
+	"api.EtcdBackupSchedule":          reflect.TypeFor[api.EtcdBackupSchedule](),
+	"api.RestoreSource":               reflect.TypeFor[api.RestoreSource](),
 	"httpapi.Problem":                 reflect.TypeFor[httpapi.Problem](),
 	"events.Event":                    reflect.TypeFor[events.Event](),
 }

@@ -14,14 +14,15 @@ import (
 const DefaultTimeout = 10 * time.Minute
 
 func newCreateCommand(o *Options) *cobra.Command {
-	cmd := group("create", "Create a cluster or a node pool")
-	cmd.AddCommand(newCreateClusterCommand(o), newCreateNodePoolCommand(o))
+	cmd := group("create", "Create a cluster, a node pool or an etcd backup")
+	cmd.AddCommand(newCreateClusterCommand(o), newCreateNodePoolCommand(o), newCreateBackupCommand(o))
 	return cmd
 }
 
 func newCreateClusterCommand(o *Options) *cobra.Command {
 	var (
 		rel, platform, availability string
+		restoreFrom                 string
 		wait, scaleUpOnly, autoNode bool
 		timeout, unneeded           time.Duration
 		maxNodes                    int32
@@ -66,6 +67,11 @@ func newCreateClusterCommand(o *Options) *cobra.Command {
 					in.Spec.Autoscaling.ScaleDown = &api.ScaleDownConfig{UnneededDurationSeconds: &secs}
 				}
 			}
+			if restoreFrom != "" {
+				if in.Spec.RestoreFrom, err = parseRestoreFrom(cmd, restoreFrom); err != nil {
+					return err
+				}
+			}
 			if autoNode {
 				in.Spec.AutoNode = &api.AutoNode{ProvisionerConfig: api.ProvisionerConfig{Name: api.ProvisionerKarpenter}}
 			}
@@ -96,6 +102,7 @@ func newCreateClusterCommand(o *Options) *cobra.Command {
 	f.StringVarP(&out, "output", "o", "", "print the created cluster as json or yaml instead of a message")
 	f.DurationVar(&unneeded, "scale-down-unneeded-time", 10*time.Minute, "autoscaled pools: how long an added node is unneeded before it goes (spec.autoscaling.scaleDown)")
 	f.Int32Var(&maxNodes, "max-nodes-total", 0, "autoscaling and autoprovisioning add no machine beyond this many in the cluster (spec.autoscaling.maxNodesTotal)")
+	f.StringVar(&restoreFrom, "restore-from", "", "start the cluster's etcd from a complete backup, CLUSTER/BACKUP (spec.restoreFrom; docs/backups.md)")
 	f.BoolVar(&autoNode, "auto-node", false, "autoprovisioning: Karpenter launches machines for the karpenter.sh NodePools you create in the guest (spec.autoNode)")
 	f.BoolVar(&scaleUpOnly, "scale-up-only", false, "autoscaled pools grow but never shrink (spec.autoscaling.scaling: ScaleUpOnly)")
 	_ = cmd.RegisterFlagCompletionFunc("release", completeReleases)
@@ -121,8 +128,8 @@ func printResult(o *Options, format string, obj any, msg string, args ...any) er
 }
 
 func newDeleteCommand(o *Options) *cobra.Command {
-	cmd := group("delete", "Delete a cluster or a node pool")
-	cmd.AddCommand(newDeleteClusterCommand(o), newDeleteNodePoolCommand(o))
+	cmd := group("delete", "Delete a cluster, a node pool or an etcd backup")
+	cmd.AddCommand(newDeleteClusterCommand(o), newDeleteNodePoolCommand(o), newDeleteBackupCommand(o))
 	return cmd
 }
 

@@ -22,13 +22,13 @@ func newGetCommand(o *Options) *cobra.Command {
 	cmd.Long = `Show one or many resources.
 
 Resources: clusters (cluster), components CLUSTER, pki CLUSTER, infra CLUSTER,
-nodepools CLUSTER, machines CLUSTER, releases, audit CLUSTER.`
+nodepools CLUSTER, machines CLUSTER, releases, audit CLUSTER, backups CLUSTER.`
 	cmd.Example = `  hostplane get clusters
   hostplane get cluster demo -o yaml
   hostplane get components demo -o wide`
 	cmd.AddCommand(newGetClustersCommand(o), newGetComponentsCommand(o), newGetPKICommand(o),
 		newGetInfraCommand(o), newGetNodePoolsCommand(o), newGetMachinesCommand(o), newGetReleasesCommand(o),
-		newGetAuditCommand(o))
+		newGetAuditCommand(o), newGetBackupsCommand(o))
 	return cmd
 }
 

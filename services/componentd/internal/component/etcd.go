@@ -1,6 +1,7 @@
 package component
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -71,10 +72,6 @@ func etcdArgs(in *Inputs, n int) ([]string, error) {
 		return nil, err
 	}
 	me := members[n]
-	initial := make([]string, len(members))
-	for i, m := range members {
-		initial[i] = m.Name + "=" + etcdPeerURL(m)
-	}
 	return []string{
 		"--name=" + me.Name,
 		"--data-dir=" + filepath.Join(in.Dir, EtcdDataDir(n)),
@@ -82,7 +79,7 @@ func etcdArgs(in *Inputs, n int) ([]string, error) {
 		"--advertise-client-urls=" + etcdClientURL(me),
 		"--listen-peer-urls=" + etcdPeerURL(me),
 		"--initial-advertise-peer-urls=" + etcdPeerURL(me),
-		"--initial-cluster=" + strings.Join(initial, ","),
+		"--initial-cluster=" + initialCluster(members),
 		// Ignored once the data dir holds a member: a restart rejoins the same cluster.
 		"--initial-cluster-state=new",
 		"--initial-cluster-token=" + in.Cluster,
@@ -112,4 +109,43 @@ func etcdProbe(in *Inputs, n int) (process.Probe, error) {
 		return nil, err
 	}
 	return process.HTTPProbe(c, etcdClientURL(members[n])+"/health", nil), nil
+}
+
+// EtcdMember is one etcd member of a cluster as its replica runs it.
+type EtcdMember struct {
+	Name      string // --name
+	ClientURL string
+	PeerURL   string
+	DataDir   string // absolute
+}
+
+// EtcdMembers returns the cluster's etcd members (as many as its policy runs) and the
+// --initial-cluster they form.
+func EtcdMembers(in *Inputs) ([]EtcdMember, string, error) {
+	members, err := etcdMembers(in)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]EtcdMember, len(members))
+	for i, m := range members {
+		out[i] = EtcdMember{Name: m.Name, ClientURL: etcdClientURL(m), PeerURL: etcdPeerURL(m),
+			DataDir: filepath.Join(in.Dir, EtcdDataDir(i))}
+	}
+	return out, initialCluster(members), nil
+}
+
+// initialCluster is --initial-cluster: every member's name=peer URL.
+func initialCluster(members []api.EtcdMember) string {
+	initial := make([]string, len(members))
+	for i, m := range members {
+		initial[i] = m.Name + "=" + etcdPeerURL(m)
+	}
+	return strings.Join(initial, ",")
+}
+
+// EtcdClientTLS is the TLS configuration of a client of the cluster's etcd: it trusts the
+// etcd CA and presents kube-apiserver's etcd client certificate (what the probe uses too).
+func EtcdClientTLS(in *Inputs) (*tls.Config, error) {
+	return tlsConfig(in.Files[CertFile(api.CertEtcdCA)],
+		in.Files[CertFile(api.CertAPIServerEtcdClient)], in.Files[KeyFile(api.CertAPIServerEtcdClient)])
 }

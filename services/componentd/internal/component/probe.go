@@ -19,6 +19,18 @@ const probeTimeout = 10 * time.Second
 // caPEM is nil) and presents the client certificate when one is given. Connections are not
 // kept: a probe runs rarely once the process is ready.
 func tlsClient(caPEM, certPEM, keyPEM []byte) (*http.Client, error) {
+	cfg, err := tlsConfig(caPEM, certPEM, keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	return &http.Client{
+		Timeout:   probeTimeout,
+		Transport: &http.Transport{TLSClientConfig: cfg, DisableKeepAlives: true},
+	}, nil
+}
+
+// tlsConfig trusts caPEM (anything when nil) and presents certPEM/keyPEM when given.
+func tlsConfig(caPEM, certPEM, keyPEM []byte) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if caPEM == nil {
 		cfg.InsecureSkipVerify = true //nolint:gosec // kcm and scheduler serve self-signed certs; the probe only asks "are you up?"
@@ -36,10 +48,7 @@ func tlsClient(caPEM, certPEM, keyPEM []byte) (*http.Client, error) {
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}
-	return &http.Client{
-		Timeout:   probeTimeout,
-		Transport: &http.Transport{TLSClientConfig: cfg, DisableKeepAlives: true},
-	}, nil
+	return cfg, nil
 }
 
 func httpsURL(host string, port int, path string) string {
