@@ -117,7 +117,11 @@ func (s *Store[T]) MutateBefore(ctx context.Context, key string, spec bool, fn f
 		nrev uint64
 	)
 	isConflict := func(err error) bool { return errors.Is(err, ErrConflict) }
-	err := retry.OnError(mutateRetry, isConflict, func() error {
+	// retry.OnError turns an error that is a context's (wait.Interrupted) into nil: keep the
+	// last attempt's own error, or a cancelled Mutate would report success without a value.
+	var attemptErr error
+	err := retry.OnError(mutateRetry, isConflict, func() (err error) {
+		defer func() { attemptErr = err }()
 		v, rev, err := s.Get(ctx, key)
 		if err != nil {
 			return err
@@ -152,6 +156,9 @@ func (s *Store[T]) MutateBefore(ctx context.Context, key string, spec bool, fn f
 		out = v
 		return nil
 	})
+	if err == nil && out == nil {
+		err = attemptErr
+	}
 	switch {
 	case isConflict(err):
 		return nil, 0, fmt.Errorf("%s: gave up after %d conflicting writes: %w", key, mutateRetry.Steps, ErrConflict)

@@ -205,3 +205,17 @@ func TestStore_WatchSeesPutsAndDeletes(t *testing.T) {
 		t.Fatalf("keys after delete = %v, %v", keys, err)
 	}
 }
+
+func TestStore_MutateWithACancelledContext_ReturnsTheErrorNotASuccessWithoutAValue(t *testing.T) {
+	s := newStore(t)
+	if _, err := s.Create(context.Background(), "a", &thing{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	called := false
+	v, _, err := s.Mutate(ctx, "a", true, func(*thing) error { called = true; return nil })
+	if err == nil || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Mutate with a cancelled context = %v, %v (fn called: %v); want context.Canceled", v, err, called)
+	}
+}
