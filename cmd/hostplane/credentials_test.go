@@ -105,6 +105,11 @@ func TestCLI_Credentials_K8sSecrets_GiveEachPodOnlyItsOwnSeed(t *testing.T) {
 		t.Errorf("k8s-secrets without TLS files: exit %d, stderr %q; want a failure naming --tls-route-host", r.code, r.stderr)
 	}
 	hp.must(0, "credentials", "init", "--dir", dir, "--tls-host", "nats", "--tls-route-host", "*.nats-headless")
+	// ... nor without the management TLS files.
+	if r := hp.run("credentials", "k8s-secrets", "--dir", dir); r.code == 0 || !strings.Contains(r.stderr, "--mgmt-tls-host") {
+		t.Errorf("k8s-secrets without management TLS files: exit %d, stderr %q; want a failure naming --mgmt-tls-host", r.code, r.stderr)
+	}
+	hp.must(0, "credentials", "init", "--dir", dir, "--tls-host", "nats", "--tls-route-host", "*.nats-headless", "--mgmt-tls-host", "{daemon}.hp.svc")
 	hp.must(0, "credentials", "create", "event-consumer", "audit", "--dir", dir)
 	out := hp.must(0, "credentials", "k8s-secrets", "--dir", dir, "--namespace", "hp").stdout
 
@@ -135,10 +140,23 @@ func TestCLI_Credentials_K8sSecrets_GiveEachPodOnlyItsOwnSeed(t *testing.T) {
 	for _, name := range append([]string{natsauth.Bootstrap}, daemonNames()...) {
 		want["nats-creds-"+name] = map[string]string{"nkey": filepath.Join(dir, name+natsauth.SeedExt), natsauth.TLSCAFile: ca}
 	}
+	want["hostplane-seal-key"] = map[string]string{"pki.key": filepath.Join(dir, "pki.key")}
+	mgmtDir := filepath.Join(dir, "mgmt-tls")
+	for _, name := range append(daemonNames(), "gateway") {
+		want["mgmt-tls-"+name] = map[string]string{"tls.crt": filepath.Join(mgmtDir, name+".crt"), "tls.key": filepath.Join(mgmtDir, name+".key"),
+			natsauth.TLSCAFile: filepath.Join(mgmtDir, natsauth.TLSCAFile)}
+	}
 	if len(got) != len(want) {
 		t.Errorf("Secrets %v, want exactly %v", keys(got), keys(want))
 	}
+	if leaf, err := certs.ParseCertificate(got["mgmt-tls-pkid"]["tls.crt"]); err != nil || leaf.VerifyHostname("pkid.hp.svc") != nil || leaf.VerifyHostname("pkid") != nil {
+		t.Errorf("pkid's admin certificate does not name pkid and pkid.hp.svc ({daemon}.hp.svc): %v", err)
+	}
 	caKey, err := os.ReadFile(filepath.Join(tlsDir, natsauth.TLSCAKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgmtCAKey, err := os.ReadFile(filepath.Join(mgmtDir, natsauth.TLSCAKey))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,22 +175,14 @@ func TestCLI_Credentials_K8sSecrets_GiveEachPodOnlyItsOwnSeed(t *testing.T) {
 			}
 		}
 		for key, v := range data {
-			if bytes.Equal(v, caKey) {
-				t.Errorf("Secret %s holds the NATS CA's private key under %s", name, key)
+			if bytes.Equal(v, caKey) || bytes.Equal(v, mgmtCAKey) {
+				t.Errorf("Secret %s holds a CA's private key under %s", name, key)
 			}
 		}
 	}
 	if !strings.Contains(string(got["nats-auth"][natsauth.ServerConfigFile]), "# audit") {
 		t.Error("nats-auth's auth.conf lacks the minted identity audit")
 	}
-}
-
-func daemonNames() []string {
-	var out []string
-	for _, d := range natsauth.Daemons {
-		out = append(out, d.Name)
-	}
-	return out
 }
 
 func keys[V any](m map[string]V) []string {

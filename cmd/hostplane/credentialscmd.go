@@ -18,7 +18,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/hostplane/hostplane/cmd/hostplane/dev"
+	"github.com/hostplane/hostplane/pkg/certs"
 	"github.com/hostplane/hostplane/pkg/daemon"
+	"github.com/hostplane/hostplane/pkg/mtls"
 	"github.com/hostplane/hostplane/pkg/natsauth"
 	"github.com/hostplane/hostplane/pkg/observe"
 )
@@ -111,7 +113,8 @@ standalone nats-server (docker compose, Kubernetes) on a configuration reload (S
 		},
 	}
 
-	var tlsHosts, tlsRouteHosts []string
+	var tlsHosts, tlsRouteHosts, mgmtHosts []string
+	var sealKeyFile string
 	initCmd := &cobra.Command{
 		Use:   "init",
 		Short: "Create the built-in identities' seeds (kept if they exist) and write auth.conf for nats-server; with --tls-host, a NATS CA and server certificate too",
@@ -122,6 +125,19 @@ standalone nats-server (docker compose, Kubernetes) on a configuration reload (S
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "seeds and %s in %s\n", natsauth.ServerConfigFile, c.Dir)
+			seal := sealKeyPath(dir, sealKeyFile)
+			if _, err := certs.LoadOrCreateSealKey(seal); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "seal key %s (kept once made)\n", seal)
+			if len(mgmtHosts) > 0 {
+				f, err := mtls.Generate(filepath.Join(dir, credsMgmtTLSDir), daemonNames(), mgmtHosts)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "management TLS: CA %s, a server certificate per daemon for its name and %s, the gateway's client certificate\n",
+					f.CAFile(), strings.Join(mgmtHosts, ", "))
+			}
 			if len(tlsRouteHosts) > 0 && len(tlsHosts) == 0 {
 				return usageError{fmt.Errorf("--tls-route-host needs --tls-host: routes are TLS only where clients are")}
 			}
@@ -144,6 +160,9 @@ standalone nats-server (docker compose, Kubernetes) on a configuration reload (S
 		},
 	}
 	initCmd.Flags().StringSliceVar(&tlsHosts, "tls-host", nil, "also make (once; renewed before expiry) a NATS CA and a server certificate for this host name or IP under <dir>/"+credsTLSDir+" (repeatable)")
+	initCmd.Flags().StringSliceVar(&mgmtHosts, "mgmt-tls-host", nil, "also make (once; renewed before expiry) a management CA under <dir>/"+credsMgmtTLSDir+
+		", a server certificate per daemon for its name and this host name or IP ("+mtls.DaemonPlaceholder+" stands for the daemon's name) and the gateway's client certificate (repeatable)")
+	initCmd.PersistentFlags().StringVar(&sealKeyFile, "seal-key-file", "", "the seal key pkid encrypts private keys with, made once (default <dir>/"+sealKeyFileName+")")
 	initCmd.Flags().StringSliceVar(&tlsRouteHosts, "tls-route-host", nil, "also make a certificate for the NATS cluster routes (server and client, same CA) for this host name (a wildcard such as *.nats-headless covers a StatefulSet's members) (repeatable)")
 
 	var natsURL string
@@ -174,17 +193,21 @@ up to --wait for the server. It is idempotent; docker compose runs it before the
 	var namespace string
 	k8sSecrets := &cobra.Command{
 		Use:   "k8s-secrets",
-		Short: "Print the Kubernetes Secrets deploy/k8s needs: nats-auth (auth.conf), nats-tls and nats-creds-<identity> for bootstrap and each daemon",
+		Short: "Print the Kubernetes Secrets deploy/k8s needs: nats-auth, nats-tls, nats-creds-<identity>, hostplane-seal-key and mgmt-tls-<daemon|gateway>",
 		Long: `Prints, as YAML for kubectl apply -f -, the Secrets deploy/k8s mounts: nats-auth (the
 server's auth.conf, in every NATS member), nats-tls (the NATS CA certificate, the server's and
 the routes' certificates and keys, in every NATS member; never the CA's key) and
 nats-creds-<identity> (key nkey: that identity's seed; key ca.crt: the NATS CA it verifies the
-server with) for the bootstrap Job and each daemon, so a pod holds only its own seed. The admin
-seed, other systems' seeds and the CA key stay in --dir. Run init (or create/revoke) first:
+server with) for the bootstrap Job and each daemon, so a pod holds only its own seed;
+hostplane-seal-key (key pki.key: the seal key, for the daemons that open sealed PKI) and
+mgmt-tls-<daemon> and mgmt-tls-gateway (tls.crt, tls.key, ca.crt: the admin port's certificate,
+or the gateway's client certificate, and the management CA). The admin seed, other systems'
+seeds and the CA keys stay in --dir. Run init (or create/revoke) first:
 
   hostplane credentials init --dir nats-creds \
     --tls-host nats --tls-host nats.hostplane-system.svc \
-    --tls-route-host '*.nats-headless' --tls-route-host '*.nats-headless.hostplane-system.svc'
+    --tls-route-host '*.nats-headless' --tls-route-host '*.nats-headless.hostplane-system.svc' \
+    --mgmt-tls-host '{daemon}.hostplane-system.svc'
   hostplane credentials k8s-secrets --dir nats-creds | kubectl apply -f -`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -192,7 +215,7 @@ seed, other systems' seeds and the CA key stay in --dir. Run init (or create/rev
 			if err != nil {
 				return err
 			}
-			docs, err := k8sCredentialSecrets(c, namespace)
+			docs, err := k8sCredentialSecrets(c, namespace, sealKeyPath(dir, sealKeyFile))
 			if err != nil {
 				return err
 			}
@@ -200,10 +223,35 @@ seed, other systems' seeds and the CA key stay in --dir. Run init (or create/rev
 			return err
 		},
 	}
+	k8sSecrets.Flags().StringVar(&sealKeyFile, "seal-key-file", "", "the seal key init made (default <dir>/"+sealKeyFileName+")")
 	k8sSecrets.Flags().StringVar(&namespace, "namespace", "hostplane-system", "namespace of the Secrets")
 
 	cmd.AddCommand(create, revoke, list, initCmd, bootstrap, k8sSecrets)
 	return cmd
+}
+
+// credsMgmtTLSDir is where `credentials init --mgmt-tls-host` writes the management CA and
+// the daemons' and gateway's certificates, under the credentials directory.
+const credsMgmtTLSDir = "mgmt-tls"
+
+// sealKeyFileName is the seal key's file in the credentials directory, unless
+// --seal-key-file says otherwise.
+const sealKeyFileName = "pki.key"
+
+func sealKeyPath(dir, flag string) string {
+	if flag != "" {
+		return flag
+	}
+	return filepath.Join(dir, sealKeyFileName)
+}
+
+// daemonNames are the six daemons, in natsauth's table order.
+func daemonNames() []string {
+	var out []string
+	for _, d := range natsauth.Daemons {
+		out = append(out, d.Name)
+	}
+	return out
 }
 
 // credsTLSDir is where `credentials init --tls-host` writes the NATS CA and server
@@ -218,12 +266,19 @@ const (
 	k8sSeedKey      = "nkey"
 	k8sAuthSecret   = "nats-auth"
 	k8sTLSSecret    = "nats-tls"
+	// The seal key (key pki.key) and the management TLS of each daemon and the gateway
+	// (mgmt-tls-<name>: tls.crt, tls.key, ca.crt).
+	k8sSealKeySecret  = "hostplane-seal-key"
+	k8sMgmtTLSPrefix  = "mgmt-tls-"
+	k8sMgmtTLSCert    = "tls.crt"
+	k8sMgmtTLSKey     = "tls.key"
+	k8sSealKeyFileKey = "pki.key"
 )
 
 // k8sCredentialSecrets renders the Secrets of deploy/k8s from c: nats-auth, nats-tls (from
 // c's tls directory, without the CA key) and one nats-creds-<identity> for bootstrap and
 // every daemon.
-func k8sCredentialSecrets(c *natsauth.Credentials, namespace string) ([]byte, error) {
+func k8sCredentialSecrets(c *natsauth.Credentials, namespace, sealKeyFile string) ([]byte, error) {
 	auth, err := os.ReadFile(filepath.Join(c.Dir, natsauth.ServerConfigFile))
 	if err != nil {
 		return nil, err
@@ -249,16 +304,32 @@ func k8sCredentialSecrets(c *natsauth.Credentials, namespace string) ([]byte, er
 		secret(k8sAuthSecret, map[string][]byte{natsauth.ServerConfigFile: auth}),
 		secret(k8sTLSSecret, tlsData),
 	}
-	names := []string{natsauth.Bootstrap}
-	for _, d := range natsauth.Daemons {
-		names = append(names, d.Name)
-	}
+	names := append([]string{natsauth.Bootstrap}, daemonNames()...)
 	for _, name := range names {
 		seed, err := os.ReadFile(c.SeedFile(name))
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, secret(k8sSecretPrefix+name, map[string][]byte{k8sSeedKey: seed, natsauth.TLSCAFile: tlsData[natsauth.TLSCAFile]}))
+	}
+	sealKey, err := os.ReadFile(sealKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("deploy/k8s reads the seal key from a Secret: %w (run credentials init first)", err)
+	}
+	out = append(out, secret(k8sSealKeySecret, map[string][]byte{k8sSealKeyFileKey: sealKey}))
+	mgmt := filepath.Join(c.Dir, credsMgmtTLSDir)
+	ca, err := os.ReadFile(filepath.Join(mgmt, certs.CACertFile))
+	if err != nil {
+		return nil, fmt.Errorf("deploy/k8s serves the daemons' admin ports over mutual TLS: %w (run credentials init with --mgmt-tls-host first)", err)
+	}
+	for _, name := range append(daemonNames(), "gateway") {
+		data := map[string][]byte{natsauth.TLSCAFile: ca}
+		for key, file := range map[string]string{k8sMgmtTLSCert: name + ".crt", k8sMgmtTLSKey: name + ".key"} {
+			if data[key], err = os.ReadFile(filepath.Join(mgmt, file)); err != nil {
+				return nil, fmt.Errorf("management TLS: %w (run credentials init with --mgmt-tls-host)", err)
+			}
+		}
+		out = append(out, secret(k8sMgmtTLSPrefix+name, data))
 	}
 	var buf bytes.Buffer
 	for _, s := range out {

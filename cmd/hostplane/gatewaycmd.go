@@ -12,6 +12,7 @@ import (
 	"github.com/hostplane/hostplane/cmd/hostplane/gateway"
 	"github.com/hostplane/hostplane/pkg/daemon"
 	"github.com/hostplane/hostplane/pkg/httpapi"
+	"github.com/hostplane/hostplane/pkg/mtls"
 	"github.com/hostplane/hostplane/pkg/observe"
 )
 
@@ -22,6 +23,7 @@ func backendEnv(daemon string) string {
 
 func newGatewayCommand() *cobra.Command {
 	var addr, logLevel, otlp, grafana string
+	var backendTLS mtls.ClientConfig
 	owners, err := gateway.Owners()
 	if err != nil {
 		panic(err) // the embedded OpenAPI document is checked by tests
@@ -40,7 +42,7 @@ func newGatewayCommand() *cobra.Command {
 				return usageError{err}
 			}
 			log := observe.NewLogger(os.Stderr, level).With("daemon", gateway.Name)
-			cfg := gateway.Config{Backends: map[string]string{}, Logger: log, Registry: observe.NewRegistry(), GrafanaURL: grafana}
+			cfg := gateway.Config{Backends: map[string]string{}, Logger: log, Registry: observe.NewRegistry(), GrafanaURL: grafana, BackendTLS: backendTLS}
 			for name, u := range backends {
 				cfg.Backends[name] = *u
 			}
@@ -68,8 +70,13 @@ func newGatewayCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&addr, "addr", daemon.Env("HOSTPLANE_GATEWAY_ADDR", "127.0.0.1:8080"), "listen address (HOSTPLANE_GATEWAY_ADDR)")
 	for _, name := range owners {
-		backends[name] = f.String(name+"-url", daemon.Env(backendEnv(name), ""), "base URL of "+name+"'s admin port, e.g. http://127.0.0.1:8081, or its replicas' separated by commas: calls go to the ready one, the leader ("+backendEnv(name)+")")
+		backends[name] = f.String(name+"-url", daemon.Env(backendEnv(name), ""), "base URL of "+name+"'s admin port, e.g. https://"+name+":8081, or its replicas' separated by commas: calls go to the ready one, the leader ("+backendEnv(name)+")")
 	}
+	f.StringVar(&backendTLS.CAFile, "backend-ca-file", daemon.Env("HOSTPLANE_GATEWAY_BACKEND_CA_FILE", ""),
+		"management CA that verifies the daemons' certificates on https:// backend URLs (HOSTPLANE_GATEWAY_BACKEND_CA_FILE)")
+	f.StringVar(&backendTLS.CertFile, "client-cert-file", daemon.Env("HOSTPLANE_GATEWAY_CLIENT_CERT_FILE", ""),
+		"the gateway's client certificate, presented to the daemons; re-read when it changes (HOSTPLANE_GATEWAY_CLIENT_CERT_FILE)")
+	f.StringVar(&backendTLS.KeyFile, "client-key-file", daemon.Env("HOSTPLANE_GATEWAY_CLIENT_KEY_FILE", ""), "its private key (HOSTPLANE_GATEWAY_CLIENT_KEY_FILE)")
 	f.StringVar(&otlp, "otlp-endpoint", daemon.Env("HOSTPLANE_OTLP_ENDPOINT", ""), "OTLP/HTTP trace endpoint host:port (HOSTPLANE_OTLP_ENDPOINT)")
 	f.StringVar(&grafana, "grafana-url", daemon.Env("HOSTPLANE_GRAFANA_URL", ""),
 		"base URL of a Grafana with hostplane's dashboards; the web console (/ui) links into them (HOSTPLANE_GRAFANA_URL)")

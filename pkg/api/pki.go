@@ -165,3 +165,16 @@ type CertInfo struct {
 	NotAfter  time.Time `json:"notAfter"`
 	IsCA      bool      `json:"isCA"`
 }
+
+// ResealStatus is the answer of POST /v1/pki/reseal: pkid read its seal keys again and
+// sealed every record of the pki bucket that an older key had sealed with the current one.
+type ResealStatus struct {
+	// Keys is how many seal keys pkid holds: the current one and those that still open.
+	Keys int `json:"keys"`
+	// Records is how many records the bucket holds.
+	Records int `json:"records"`
+	// Resealed records were sealed again by this call; Current ones were already sealed with
+	// the current key only. Once Resealed+Current = Records, the older keys may be removed.
+	Resealed int `json:"resealed"`
+	Current  int `json:"current"`
+}

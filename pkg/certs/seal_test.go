@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -65,5 +66,61 @@ func TestLoadOrCreateSealKey_ConcurrentCallersGetTheSameWholeKey(t *testing.T) {
 	}
 	if info, err := os.Stat(path); err != nil || info.Mode().Perm() != 0o600 {
 		t.Fatalf("key file mode = %v, %v; want 0600", info.Mode().Perm(), err)
+	}
+}
+
+func TestSealKeyFile_Rotation_NewKeySealsOldStillOpensUntilPruned(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pki.key")
+	reader, err := LoadOrCreateSealKey(path) // another daemon, loaded before the rotation
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := reader.Seal([]byte("old"))
+	if n, err := RotateSealKeyFile(path); err != nil || n != 2 {
+		t.Fatalf("rotate: %d keys, %v; want 2", n, err)
+	}
+	ring, err := LoadOrCreateSealKey(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := ring.Seal([]byte("new"))
+	if _, i, err := ring.OpenIndex(fresh); err != nil || i != 0 {
+		t.Errorf("a new seal opens with key %d, %v; want the current key 0", i, err)
+	}
+	if got, i, err := ring.OpenIndex(old); err != nil || i != 1 || string(got) != "old" {
+		t.Errorf("an old seal: %q, key %d, %v; want it opened by the previous key 1", got, i, err)
+	}
+	// The reader loaded only the old key: a value sealed with the new one makes it read the
+	// file again, without a restart.
+	if got, err := reader.Open(fresh); err != nil || string(got) != "new" {
+		t.Errorf("a keyring loaded before the rotation opens a new seal: %q, %v", got, err)
+	}
+	if n, err := PruneSealKeyFile(path); err != nil || n != 1 {
+		t.Fatalf("prune removed %d, %v; want 1", n, err)
+	}
+	pruned, err := LoadOrCreateSealKey(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pruned.Len() != 1 {
+		t.Errorf("%d keys after prune, want 1", pruned.Len())
+	}
+	if _, err := pruned.Open(fresh); err != nil {
+		t.Errorf("the current key's seal after prune: %v", err)
+	}
+	if _, err := pruned.Open(old); !errors.Is(err, ErrSealed) {
+		t.Errorf("the removed key's seal after prune: %v, want ErrSealed", err)
+	}
+}
+
+func TestFileProvider_RefusesAMalformedFile(t *testing.T) {
+	for name, content := range map[string]string{"empty": "\n# only a comment\n", "short": "abcd\n", "not hex": strings.Repeat("zz", 32) + "\n"} {
+		path := filepath.Join(t.TempDir(), "pki.key")
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadOrCreateSealKey(path); !errors.Is(err, ErrSealKeyFile) {
+			t.Errorf("%s: err = %v, want ErrSealKeyFile", name, err)
+		}
 	}
 }

@@ -269,6 +269,13 @@ func (c *Client) PKI(ctx context.Context, name string) (*api.PKIStatus, error) {
 	return &p, c.Do(ctx, http.MethodGet, ClusterPath(name, "pki"), nil, &p)
 }
 
+// ResealPKI answers POST /v1/pki/reseal: pkid seals every PKI record again with its current
+// seal key.
+func (c *Client) ResealPKI(ctx context.Context) (*api.ResealStatus, error) {
+	var s api.ResealStatus
+	return &s, c.Do(ctx, http.MethodPost, "/v1/pki/reseal", nil, &s)
+}
+
 // Infra answers GET /v1/clusters/{name}/infra.
 func (c *Client) Infra(ctx context.Context, name string) (*api.Infra, error) {
 	var i api.Infra

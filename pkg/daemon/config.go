@@ -15,6 +15,7 @@ import (
 
 	"github.com/hostplane/hostplane/pkg/auth"
 	"github.com/hostplane/hostplane/pkg/bus"
+	"github.com/hostplane/hostplane/pkg/mtls"
 	"github.com/hostplane/hostplane/pkg/natsauth"
 )
 
@@ -60,7 +61,12 @@ type Base struct {
 	AdminToken         string // HOSTPLANE_ADMIN_TOKEN (no flag: a command line is visible to every user)
 	MetricsRequireAuth bool   // HOSTPLANE_METRICS_REQUIRE_AUTH=true, --metrics-require-auth
 	InsecureNoAuth     bool   // --insecure-no-auth: serve the admin API to anyone
-	requireAuth        bool   // set by Flags: a standalone daemon needs tokens
+	// AdminTLS makes the admin port HTTPS with the daemon's certificate from the management
+	// CA and, with a client CA, answers the API only through the gateway (pkg/mtls):
+	// HOSTPLANE_ADMIN_TLS_CERT_FILE, HOSTPLANE_ADMIN_TLS_KEY_FILE, HOSTPLANE_ADMIN_CLIENT_CA_FILE,
+	// HOSTPLANE_ADMIN_ALLOW_DIRECT=true. The zero value is plain HTTP.
+	AdminTLS    mtls.ServerConfig
+	requireAuth bool // set by Flags: a standalone daemon needs tokens
 
 	// Injected by an embedding process (hostplane dev, tests); created when nil.
 	Logger         *slog.Logger
@@ -92,6 +98,9 @@ func (b *Base) Validate() error {
 	}
 	if (b.NATSTLS.CertFile == "") != (b.NATSTLS.KeyFile == "") {
 		return errors.New("a NATS client certificate needs both HOSTPLANE_NATS_CERT_FILE and HOSTPLANE_NATS_KEY_FILE (--nats-cert-file, --nats-key-file)")
+	}
+	if err := b.AdminTLS.Validate(); err != nil {
+		return err
 	}
 	switch strings.ToLower(b.LogLevel) {
 	case "", "info", "debug", "warn", "error":
@@ -135,6 +144,13 @@ func Flags(fs *flag.FlagSet, name string) *Base {
 	fs.StringVar(&b.TokensFile, "tokens-file", env(auth.EnvTokensFile, ""), "YAML or JSON list of API tokens {token, role, clusters} ("+auth.EnvTokensFile+")")
 	b.AdminToken = os.Getenv(auth.EnvAdminToken)
 	fs.BoolVar(&b.MetricsRequireAuth, "metrics-require-auth", env("HOSTPLANE_METRICS_REQUIRE_AUTH", "") == "true", "require a token for /metrics (HOSTPLANE_METRICS_REQUIRE_AUTH)")
+	fs.StringVar(&b.AdminTLS.CertFile, "admin-tls-cert-file", env("HOSTPLANE_ADMIN_TLS_CERT_FILE", ""),
+		"PEM certificate of the admin port: set, it serves HTTPS only, re-reading the file when it changes (HOSTPLANE_ADMIN_TLS_CERT_FILE)")
+	fs.StringVar(&b.AdminTLS.KeyFile, "admin-tls-key-file", env("HOSTPLANE_ADMIN_TLS_KEY_FILE", ""), "its private key (HOSTPLANE_ADMIN_TLS_KEY_FILE)")
+	fs.StringVar(&b.AdminTLS.ClientCAFile, "admin-client-ca-file", env("HOSTPLANE_ADMIN_CLIENT_CA_FILE", ""),
+		"management CA: the API answers only a client certificate it signed for the gateway; /healthz, /readyz, /metrics stay open (HOSTPLANE_ADMIN_CLIENT_CA_FILE)")
+	fs.BoolVar(&b.AdminTLS.AllowDirect, "admin-allow-direct", env("HOSTPLANE_ADMIN_ALLOW_DIRECT", "") == "true",
+		"with a client CA, also answer API calls that do not come through the gateway (bearer tokens still apply) (HOSTPLANE_ADMIN_ALLOW_DIRECT=true)")
 	fs.BoolVar(&b.InsecureNoAuth, "insecure-no-auth", false, "serve the admin API without access control when no token is configured")
 	b.requireAuth = true
 	return b

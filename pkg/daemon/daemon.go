@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -119,6 +120,7 @@ type Daemon struct {
 	standbyOf   atomic.Pointer[string] // the leader's identity while this replica stands by
 	adminAddr   chan string
 	auth        *auth.Authenticator // nil: the admin router has no access control
+	adminTLS    *tls.Config         // nil: the admin port is plain HTTP
 }
 
 // New validates the configuration; Run starts the daemon.
@@ -134,6 +136,11 @@ func New(base Base, spec Spec) (*Daemon, error) {
 		return nil, fmt.Errorf("%s: %w", spec.Name, err)
 	}
 	d := &Daemon{spec: spec, base: base, adminAddr: make(chan string, 1), auth: a}
+	if base.AdminTLS.Enabled() && base.AdminAddr != "" {
+		if d.adminTLS, err = base.AdminTLS.TLSConfig(); err != nil {
+			return nil, fmt.Errorf("%s: admin port: %w", spec.Name, err)
+		}
+	}
 	d.log = base.Logger
 	if d.log == nil {
 		d.log = observe.NewLogger(os.Stderr, base.level())
@@ -435,6 +442,11 @@ func (d *Daemon) serveAdmin(ctx context.Context, tp trace.TracerProvider) chan e
 	}
 	hcfg := httpapi.Config{Name: d.spec.Name, Logger: d.log, Registry: d.registry, Ready: d.Ready, TracerProvider: tp,
 		OpenAPI: api.OpenAPI()}
+	if d.adminTLS != nil {
+		// Who may call comes first: a call that bypasses the gateway is refused before its
+		// token is looked at.
+		hcfg.Middlewares = append(hcfg.Middlewares, d.base.AdminTLS.Middleware)
+	}
 	if d.auth != nil {
 		hcfg.Middlewares = append(hcfg.Middlewares, d.auth.Middleware)
 	} else {
@@ -445,6 +457,7 @@ func (d *Daemon) serveAdmin(ctx context.Context, tp trace.TracerProvider) chan e
 		d.spec.Routes(router) // the router's own spans are the daemon's
 	}
 	srv := httpapi.NewServer(d.base.AdminAddr, router, d.log)
+	srv.TLSConfig = d.adminTLS
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Start(ctx) }()
 	go func() {

@@ -3,18 +3,13 @@ package natsauth
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
-	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/hostplane/hostplane/pkg/atomicfile"
 	"github.com/hostplane/hostplane/pkg/bus"
 	"github.com/hostplane/hostplane/pkg/certs"
 )
@@ -59,8 +54,8 @@ func (t TLS) Options() ([]nats.Option, error) {
 
 // The files of a NATS TLS directory (GenerateTLS).
 const (
-	TLSCAFile   = "ca.crt"
-	TLSCAKey    = "ca.key"
+	TLSCAFile   = certs.CACertFile
+	TLSCAKey    = certs.CAKeyFile
 	TLSCertFile = "server.crt"
 	TLSKeyFile  = "server.key"
 	// The cluster routes' certificate (GenerateRouteTLS): each member presents it both as a
@@ -111,71 +106,14 @@ func GenerateRouteTLS(dir string, hosts ...string) (*TLSFiles, error) {
 }
 
 // generateLeaf makes dir hold the CA and a leaf certificate it signed for hosts, under
-// certName and keyName, each kept while valid.
+// certName and keyName, each kept while valid (certs.Dir).
 func generateLeaf(dir, certName, keyName, commonName string, usage certs.Usage, hosts []string) (*TLSFiles, error) {
 	if len(hosts) == 0 {
 		return nil, fmt.Errorf("nats tls: %w", ErrTLSHosts)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	d := certs.Dir{Path: dir, CAName: "hostplane NATS CA", CALifetime: tlsCALifetime, LeafLifetime: tlsServerLifetime, RenewBefore: tlsRenewBefore}
+	if _, err := d.Leaf(certName, keyName, commonName, usage, hosts); err != nil {
 		return nil, fmt.Errorf("nats tls: %w", err)
 	}
-	f := &TLSFiles{Dir: dir}
-	ca, err := f.loadOrIssue(TLSCAFile, TLSCAKey, func(kp *certs.KeyPair) bool { return kp.Cert.IsCA },
-		func() (*certs.KeyPair, error) { return certs.NewCA("hostplane NATS CA", tlsCALifetime) })
-	if err != nil {
-		return nil, err
-	}
-	req := certs.Request{CommonName: commonName, Usage: usage, Lifetime: tlsServerLifetime}
-	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			req.IPs = append(req.IPs, ip)
-		} else {
-			req.DNSNames = append(req.DNSNames, h)
-		}
-	}
-	_, err = f.loadOrIssue(certName, keyName, func(kp *certs.KeyPair) bool {
-		if kp.Cert.CheckSignatureFrom(ca.Cert) != nil {
-			return false
-		}
-		return !slices.ContainsFunc(hosts, func(h string) bool { return kp.Cert.VerifyHostname(h) != nil })
-	}, func() (*certs.KeyPair, error) { return ca.Issue(req) })
-	if err != nil {
-		return nil, err
-	}
-	return f, nil
-}
-
-// loadOrIssue returns the key pair in certName and keyName when it parses, passes ok and is
-// not about to expire; else it issues one and writes it (the key first: a server reloading
-// meanwhile sees the old pair or a mismatch it refuses, never half a file).
-func (f *TLSFiles) loadOrIssue(certName, keyName string, ok func(*certs.KeyPair) bool, issue func() (*certs.KeyPair, error)) (*certs.KeyPair, error) {
-	certPath, keyPath := filepath.Join(f.Dir, certName), filepath.Join(f.Dir, keyName)
-	certPEM, cerr := os.ReadFile(certPath)
-	keyPEM, kerr := os.ReadFile(keyPath)
-	for _, err := range []error{cerr, kerr} {
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("nats tls: %w", err)
-		}
-	}
-	if cerr == nil && kerr == nil {
-		kp, err := certs.ParseKeyPair(certPEM, keyPEM)
-		if err == nil && ok(kp) && time.Until(kp.Cert.NotAfter) > tlsRenewBefore {
-			return kp, nil
-		}
-	}
-	kp, err := issue()
-	if err != nil {
-		return nil, fmt.Errorf("nats tls: %s: %w", certName, err)
-	}
-	keyPEM, err = kp.KeyPEM()
-	if err != nil {
-		return nil, fmt.Errorf("nats tls: %s: %w", keyName, err)
-	}
-	if err := atomicfile.Write(keyPath, keyPEM, 0o600); err != nil {
-		return nil, fmt.Errorf("nats tls: %w", err)
-	}
-	if err := atomicfile.Write(certPath, kp.CertPEM(), 0o644); err != nil {
-		return nil, fmt.Errorf("nats tls: %w", err)
-	}
-	return kp, nil
+	return &TLSFiles{Dir: dir}, nil
 }

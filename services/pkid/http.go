@@ -22,6 +22,7 @@ const (
 func (d *Daemon) routes(r chi.Router) {
 	r.Get(PathPKI, httpapi.Handle(d.getPKI))
 	r.Post(PathPKIRotate, httpapi.Handle(d.rotatePKI))
+	r.Post(PathReseal, httpapi.Handle(d.reseal))
 }
 
 // getPKI answers the cluster's api.PKIStatus: certificates and rotation state, never key

@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/hostplane/hostplane/pkg/mtls"
 	"github.com/hostplane/hostplane/pkg/testenv"
 )
 
@@ -251,8 +252,18 @@ func TestAlerts_ComposeLoadsThem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The management CA the daemons' admin ports are verified with, made as nats-creds does.
+	const caInContainer = "/nats-creds/mgmt-tls/ca.crt"
+	if !slices.Contains(compose.Services["prometheus"].Volumes, "nats-creds:/nats-creds:ro") {
+		t.Errorf("the compose service prometheus does not mount the nats-creds volume, where %s is", caInContainer)
+	}
+	mgmt, err := mtls.Generate(t.TempDir(), []string{"pkid"}, []string{"localhost"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	local := filepath.Join(t.TempDir(), "prometheus.yml")
-	if err := os.WriteFile(local, []byte(strings.ReplaceAll(string(cfg), inContainer, abs)), 0o600); err != nil {
+	cfgLocal := strings.ReplaceAll(strings.ReplaceAll(string(cfg), inContainer, abs), caInContainer, mgmt.CAFile())
+	if err := os.WriteFile(local, []byte(cfgLocal), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := exec.Command(promtool, "check", "config", local).CombinedOutput(); err != nil {

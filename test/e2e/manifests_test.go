@@ -94,6 +94,11 @@ func TestManifestsPolicy(t *testing.T) {
 			t.Run("rbac", func(t *testing.T) { checkRBAC(t, idx) })
 			t.Run("nats", func(t *testing.T) { checkNATS(t, idx) })
 			t.Run("management-kubeconfig", func(t *testing.T) { checkManagementKubeconfig(t, idx) })
+			t.Run("gateway", func(t *testing.T) {
+				gw := typed[appsv1.Deployment](t, idx.get(t, "Deployment", "gateway")).Spec.Template
+				checkAdminTLS(t, gw.Spec, gw.Spec.Containers[0], "gateway")
+			})
+			t.Run("no-key-material", func(t *testing.T) { checkNoKeyMaterial(t, idx) })
 		})
 	}
 }
@@ -520,8 +525,11 @@ func checkDaemon(t *testing.T, idx objectIndex, daemon string, port int64) {
 	}{{"liveness", c.LivenessProbe, "/healthz"}, {"readiness", c.ReadinessProbe, "/readyz"}} {
 		if p.probe == nil || p.probe.HTTPGet == nil || p.probe.HTTPGet.Path != p.path || p.probe.HTTPGet.Port.String() != "admin" {
 			t.Errorf("%s probe %+v, want GET %s on port admin", p.name, p.probe, p.path)
+		} else if p.probe.HTTPGet.Scheme != corev1.URISchemeHTTPS {
+			t.Errorf("%s probe scheme %q, want HTTPS: the admin port serves HTTPS only", p.name, p.probe.HTTPGet.Scheme)
 		}
 	}
+	checkAdminTLS(t, pod.Spec, c, daemon)
 	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
 		if q, ok := c.Resources.Requests[r]; !ok || q.IsZero() {
 			t.Errorf("no %s request", r)
@@ -556,6 +564,10 @@ func checkDaemon(t *testing.T, idx objectIndex, daemon string, port int64) {
 	eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
 	if len(eps) != 1 || eps[0].(map[string]any)["port"] != "admin" || eps[0].(map[string]any)["path"] != "/metrics" {
 		t.Errorf("ServiceMonitor endpoints %v, want /metrics on port admin", eps)
+	} else if ep := eps[0].(map[string]any); ep["scheme"] != "https" {
+		t.Errorf("ServiceMonitor scheme %v, want https: the admin port serves HTTPS only", ep["scheme"])
+	} else if ca, _, _ := unstructured.NestedString(ep, "tlsConfig", "ca", "secret", "name"); ca != "mgmt-tls-"+daemon {
+		t.Errorf("ServiceMonitor verifies the daemon with the Secret %q, want mgmt-tls-%s (the management CA)", ca, daemon)
 	}
 	// The gateway and Prometheus may reach the admin port; the daemon may reach NATS.
 	gateway := typed[appsv1.Deployment](t, idx.get(t, "Deployment", "gateway")).Spec.Template.Labels
@@ -563,8 +575,13 @@ func checkDaemon(t *testing.T, idx objectIndex, daemon string, port int64) {
 		t.Errorf("no NetworkPolicy lets the gateway reach port %d", port)
 	}
 	if v := envValue(typed[appsv1.Deployment](t, idx.get(t, "Deployment", "gateway")).Spec.Template.Spec.Containers[0],
-		"HOSTPLANE_GATEWAY_"+strings.ToUpper(daemon)+"_URL"); v != fmt.Sprintf("http://%s:%d", daemon, port) {
-		t.Errorf("the gateway routes to %q, want http://%s:%d", v, daemon, port)
+		"HOSTPLANE_GATEWAY_"+strings.ToUpper(daemon)+"_URL"); v != fmt.Sprintf("https://%s:%d", daemon, port) {
+		t.Errorf("the gateway routes to %q, want https://%s:%d", v, daemon, port)
+	}
+	// The seal key, where the daemon opens sealed PKI, comes from the Secret
+	// hostplane-seal-key (hostplane credentials k8s-secrets), never from a manifest.
+	if f := envValue(c, "HOSTPLANE_PKI_KEY_FILE"); f != "" && !mountsSecretKey(pod.Spec, c, f, "hostplane-seal-key", "pki.key") {
+		t.Errorf("HOSTPLANE_PKI_KEY_FILE=%q is not the key pki.key of the Secret hostplane-seal-key mounted in the container", f)
 	}
 	nats := typed[appsv1.StatefulSet](t, idx.get(t, "StatefulSet", "nats")).Spec.Template.Labels
 	if !ingressAllowed(t, idx, nats, pod.Labels, 4222) {
@@ -585,6 +602,31 @@ func checkDaemon(t *testing.T, idx objectIndex, daemon string, port int64) {
 	}
 	if f := envValue(c, "HOSTPLANE_NATS_CA_FILE"); !mountsSecretKey(pod.Spec, c, f, "nats-creds-"+daemon, natsauth.TLSCAFile) {
 		t.Errorf("HOSTPLANE_NATS_CA_FILE=%q is not the key %s of the Secret nats-creds-%s mounted in the container", f, natsauth.TLSCAFile, daemon)
+	}
+}
+
+// checkAdminTLS: the container serves its admin port with the certificate of its own Secret
+// mgmt-tls-<name> and verifies clients with the management CA from it (for the gateway:
+// verifies the daemons with the CA and presents its client certificate), and mounts no other
+// mgmt-tls Secret.
+func checkAdminTLS(t *testing.T, pod corev1.PodSpec, c corev1.Container, name string) {
+	t.Helper()
+	env := map[string]string{"HOSTPLANE_ADMIN_TLS_CERT_FILE": "tls.crt", "HOSTPLANE_ADMIN_TLS_KEY_FILE": "tls.key", "HOSTPLANE_ADMIN_CLIENT_CA_FILE": "ca.crt"}
+	if name == "gateway" {
+		env = map[string]string{"HOSTPLANE_GATEWAY_CLIENT_CERT_FILE": "tls.crt", "HOSTPLANE_GATEWAY_CLIENT_KEY_FILE": "tls.key", "HOSTPLANE_GATEWAY_BACKEND_CA_FILE": "ca.crt"}
+	}
+	for v, key := range env {
+		if f := envValue(c, v); !mountsSecretKey(pod, c, f, "mgmt-tls-"+name, key) {
+			t.Errorf("%s=%q is not the key %s of the Secret mgmt-tls-%s mounted in the container", v, f, key, name)
+		}
+	}
+	for _, v := range pod.Volumes {
+		if v.Secret != nil && strings.HasPrefix(v.Secret.SecretName, "mgmt-tls-") && v.Secret.SecretName != "mgmt-tls-"+name {
+			t.Errorf("mounts the Secret %s: a pod holds only its own management certificate", v.Secret.SecretName)
+		}
+	}
+	if pod.SecurityContext == nil || pod.SecurityContext.FSGroup == nil {
+		t.Error("no fsGroup: the non-root container cannot read its mode-0400 Secret files")
 	}
 }
 
@@ -843,6 +885,33 @@ func checkNATSAuth(t *testing.T, idx objectIndex, sts *appsv1.StatefulSet, conf 
 	}
 	if f := envValue(jc, "HOSTPLANE_NATS_CA_FILE"); !mountsSecretKey(pod.Spec, jc, f, "nats-creds-bootstrap", natsauth.TLSCAFile) {
 		t.Errorf("the bootstrap Job's HOSTPLANE_NATS_CA_FILE=%q is not the key %s of the Secret nats-creds-bootstrap", f, natsauth.TLSCAFile)
+	}
+}
+
+// hexKey matches a 32-byte (or longer) key written in hex, as a seal key file holds it.
+var hexKey = regexp.MustCompile(`(?i)(^|[^0-9a-f:])[0-9a-f]{64}([^0-9a-f]|$)`)
+
+// checkNoKeyMaterial: no rendered object carries a private key, a seal key or one of the
+// Secrets hostplane credentials k8s-secrets makes (the seal key, the management TLS).
+func checkNoKeyMaterial(t *testing.T, idx objectIndex) {
+	for _, o := range idx.objs {
+		b, err := json.Marshal(o.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte("PRIVATE KEY")) {
+			t.Errorf("%s %s carries a private key", o.GetKind(), o.GetName())
+		}
+		if hexKey.Match(b) {
+			t.Errorf("%s %s carries a hex key (a seal key belongs in the Secret hostplane-seal-key from k8s-secrets)", o.GetKind(), o.GetName())
+		}
+		if o.GetKind() == "Secret" {
+			data, _, _ := unstructured.NestedMap(o.Object, "data")
+			sdata, _, _ := unstructured.NestedMap(o.Object, "stringData")
+			if _, ok := data["pki.key"]; ok || sdata["pki.key"] != nil || o.GetName() == "hostplane-seal-key" || strings.HasPrefix(o.GetName(), "mgmt-tls-") {
+				t.Errorf("the manifests carry the Secret %s with key material: it comes from hostplane credentials k8s-secrets", o.GetName())
+			}
+		}
 	}
 }
 

@@ -62,6 +62,7 @@ var goTypes = map[string]reflect.Type{
 	"api.ReleaseInfo":                 reflect.TypeFor[api.ReleaseInfo](),
 	"api.ReleaseList":                 reflect.TypeFor[api.ReleaseList](),
 	"api.PKIStatus":                   reflect.TypeFor[api.PKIStatus](),
+	"api.ResealStatus":                reflect.TypeFor[api.ResealStatus](),
 	"api.CertInfo":                    reflect.TypeFor[api.CertInfo](),
 	"api.Infra":                       reflect.TypeFor[api.Infra](),
 	"api.EtcdMember":                  reflect.TypeFor[api.EtcdMember](),

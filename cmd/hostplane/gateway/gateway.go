@@ -2,7 +2,8 @@
 // processes (docker compose, Kubernetes). Every operation of the OpenAPI document names the
 // daemon that owns it (x-owner); the gateway routes each to that daemon's admin port with a
 // reverse proxy, leaves access control to the daemons (the Authorization header passes
-// through), continues the caller's trace, and answers /healthz, /readyz, /metrics,
+// through; over https it presents its client certificate, without which a daemon with a
+// client CA refuses the call: pkg/mtls), continues the caller's trace, and answers /healthz, /readyz, /metrics,
 // /openapi.json and the web console (/ui, static files) itself. `hostplane gateway` runs it;
 // `hostplane dev` does not need it (its front door serves the daemons in-process).
 package gateway
@@ -28,6 +29,7 @@ import (
 	"github.com/hostplane/hostplane/cmd/hostplane/internal/console"
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/httpapi"
+	"github.com/hostplane/hostplane/pkg/mtls"
 	"github.com/hostplane/hostplane/pkg/observe"
 )
 
@@ -54,7 +56,11 @@ type Config struct {
 	// TracerProvider, when set, starts a span per request; the trace context is passed on to
 	// the daemon either way.
 	TracerProvider trace.TracerProvider
-	// Transport carries the proxied requests; nil uses http.DefaultTransport.
+	// BackendTLS is how the gateway reaches https:// backends: the management CA that
+	// verifies each daemon's certificate and the gateway's client certificate, which a
+	// daemon with a client CA requires of every API call (pkg/mtls). Used when Transport is nil.
+	BackendTLS mtls.ClientConfig
+	// Transport carries the proxied requests; nil uses http.DefaultTransport (with BackendTLS).
 	Transport http.RoundTripper
 	// ProbeTimeout bounds each backend probe of /readyz and /healthz (default
 	// DefaultProbeTimeout).
@@ -91,6 +97,13 @@ type gateway struct {
 func New(cfg Config) (http.Handler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Transport == nil && cfg.BackendTLS.Enabled() {
+		t, err := cfg.BackendTLS.Transport()
+		if err != nil {
+			return nil, fmt.Errorf("%w: backend TLS: %v", ErrConfig, err)
+		}
+		cfg.Transport = t
 	}
 	if cfg.Transport == nil {
 		cfg.Transport = http.DefaultTransport
