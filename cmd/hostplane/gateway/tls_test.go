@@ -99,7 +99,7 @@ func TestGateway_OverMutualTLS_ReachesADaemonThatRefusesDirectCalls(t *testing.T
 	}
 }
 
-// containsOK reports whether the gateway's /healthz body says daemon is ok.
+// containsOK reports whether the gateway's /healthz body says daemon is ready.
 func containsOK(body, daemon string) bool {
-	return regexp.MustCompile(`"` + daemon + `":\{"status":"ok"`).MatchString(body)
+	return regexp.MustCompile(`"` + daemon + `":"ready`).MatchString(body)
 }
