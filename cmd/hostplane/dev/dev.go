@@ -259,6 +259,9 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	if err := (console.Config{GrafanaURL: cfg.GrafanaURL}).Validate(); err != nil {
 		return nil, fmt.Errorf("grafana URL: %w", err)
 	}
+	if cfg.Replicas < 0 || cfg.Replicas > maxReplicas {
+		return nil, fmt.Errorf("replicas: want 1 to %d replicas of each daemon, not %d", maxReplicas, cfg.Replicas)
+	}
 	if cfg.Runtime == componentd.RuntimeKubernetes && cfg.NoManagementAPIServer {
 		return nil, fmt.Errorf("the %s runtime runs the control planes in the management kube-apiserver: it cannot go without one", cfg.Runtime)
 	}
@@ -437,6 +440,9 @@ func buildDaemon(name string, base daemon.Base, cd componentd.Config, inf infrad
 	}
 	return nil, fmt.Errorf("no daemon %q", name)
 }
+
+// maxReplicas is the most replicas of each daemon hostplane dev runs.
+const maxReplicas = 5
 
 // StopLeader stops the leading replica of daemon (a stack with Config.Replicas above 1) and
 // returns its index; the stack starts it again a second later. -1: no such replica set, or

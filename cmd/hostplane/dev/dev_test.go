@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -116,4 +118,16 @@ func TestDev_EveryDaemonReportsReadyThroughTheFrontDoor_AndARestartResumes(t *te
 		code, _, _ := getJSON(t, s2.URL()+"/healthz")
 		return code == http.StatusOK
 	}, "restarted stack never became healthy")
+}
+
+func TestDev_Replicas_OutOfRangeIsRefusedBeforeAnythingStarts(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []int{-1, 6} {
+		if _, err := dev.Start(t.Context(), dev.Config{DataDir: dir + "/x", Replicas: n, Addr: "127.0.0.1:0", NATSPort: -1}); err == nil || !strings.Contains(err.Error(), "replicas") {
+			t.Errorf("--replicas %d: %v, want an error naming replicas", n, err)
+		}
+	}
+	if _, err := os.Stat(dir + "/x"); err == nil {
+		t.Error("a refused start made the data dir")
+	}
 }
