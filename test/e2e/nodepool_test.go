@@ -136,6 +136,27 @@ func (c *client) watchMachines(cluster, pool string) *machineWatch {
 	return w
 }
 
+// waitRolledOut waits until the pool has a new config hash (not hashBefore) and want ready
+// machines, all at that hash and none of them one of first (each was replaced).
+func (c *client) waitRolledOut(cluster, pool, hashBefore string, first []string, want int32) api.NodePool {
+	c.t.Helper()
+	var np api.NodePool
+	testenv.Eventually(c.t, poolRollout, func() bool {
+		np, _ = c.nodePool(cluster, pool)
+		if np.Status.ConfigHash == hashBefore || np.Status.ConfigHash == "" {
+			return false
+		}
+		ms := c.poolMachines(cluster, pool)
+		for _, m := range ms {
+			if m.ConfigHash != np.Status.ConfigHash || slices.Contains(first, m.Name) {
+				return false
+			}
+		}
+		return len(ms) == int(want) && np.Status.ReadyReplicas == want
+	}, "the rollout of %s never finished: %s\nmachines: %s", pool, lazyJSON{&np}, lazyJSON{c.poolMachines(cluster, pool)})
+	return np
+}
+
 func (w *machineWatch) finish() (seen []string, maxLive int) {
 	close(w.stop)
 	<-w.done
@@ -202,19 +223,7 @@ func TestNodePool_JoinRollRelabelRepairInPlaceDrainDelete(t *testing.T) {
 	if code, body := c.do("PATCH", "/v1/clusters/"+cl+"/nodepools/workers", string(patch), nil); code != http.StatusOK {
 		t.Fatalf("config change: %d %s", code, body)
 	}
-	testenv.Eventually(t, poolRollout, func() bool {
-		np, _ = c.nodePool(cl, "workers")
-		if np.Status.ConfigHash == hashBefore || np.Status.ConfigHash == "" {
-			return false
-		}
-		ms := c.poolMachines(cl, "workers")
-		for _, m := range ms {
-			if m.ConfigHash != np.Status.ConfigHash || slices.Contains(first, m.Name) {
-				return false
-			}
-		}
-		return len(ms) == 3 && np.Status.ReadyReplicas == 3
-	}, "config rollout never finished: %s\nmachines: %s", lazyJSON{&np}, lazyJSON{c.poolMachines(cl, "workers")})
+	np = c.waitRolledOut(cl, "workers", hashBefore, first, 3)
 	seen, maxLive := w.finish()
 	if len(seen) != 6 {
 		t.Errorf("machines seen during the rollout = %v (%d), want the 3 old and 3 new: each replaced exactly once", seen, len(seen))

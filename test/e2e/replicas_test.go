@@ -55,7 +55,8 @@ func TestReplicas_TwoOfEveryDaemon_LeadersStoppedMidCreateAndMidRollout_Everythi
 		"nodeDrainTimeout":"20s"}}`, nil); code != http.StatusAccepted {
 		t.Fatalf("create nodepool: %d %s", code, body)
 	}
-	time.Sleep(2 * time.Second) // the pool's objects are being made
+	// Mid-create: its first machine exists, the pool is not Ready yet.
+	testenv.Eventually(t, poolReady, func() bool { return len(c.poolMachines(cl, "workers")) > 0 }, "no machine of the pool was ever made")
 	stopEveryLeader(t, s, "mid-create of the node pool")
 	np := c.waitPoolReady(cl, "workers", 2, poolReady)
 	seen, _ := w.finish()
@@ -80,19 +81,7 @@ func TestReplicas_TwoOfEveryDaemon_LeadersStoppedMidCreateAndMidRollout_Everythi
 		return false
 	}, "the rollout never started")
 	stopEveryLeader(t, s, "mid-rollout")
-	testenv.Eventually(t, poolRollout, func() bool {
-		np, _ = c.nodePool(cl, "workers")
-		if np.Status.ConfigHash == hashBefore || np.Status.ConfigHash == "" {
-			return false
-		}
-		ms := c.poolMachines(cl, "workers")
-		for _, m := range ms {
-			if m.ConfigHash != np.Status.ConfigHash || slices.Contains(first, m.Name) {
-				return false
-			}
-		}
-		return len(ms) == 2 && np.Status.ReadyReplicas == 2
-	}, "the rollout never finished after the leaders were stopped: %s\nmachines: %s", lazyJSON{&np}, lazyJSON{c.poolMachines(cl, "workers")})
+	c.waitRolledOut(cl, "workers", hashBefore, first, 2)
 	seen, maxLive := w.finish()
 	if len(seen) != 4 {
 		t.Errorf("machines seen during the rollout = %v (%d), want the 2 old and 2 new: each replaced exactly once", seen, len(seen))

@@ -60,8 +60,7 @@ func newCreateBackupCommand(o *Options) *cobra.Command {
 			return printResult(o, out, done, "backup/%s complete: etcd revision %d, %s", done.Name, done.Status.Revision, humanBytes(done.Status.SizeBytes))
 		},
 	}
-	cmd.Flags().StringVarP(&cluster, "cluster", "c", "", "the cluster to back up (required)")
-	_ = cmd.RegisterFlagCompletionFunc("cluster", o.completeClusters)
+	addClusterFlag(o, cmd, &cluster, "the cluster to back up (required)")
 	addWaitFlags(cmd, &wait, &timeout, "the backup is Complete")
 	cmd.Flags().StringVarP(&out, "output", "o", "", "print the backup as json or yaml instead of a message")
 	return cmd
@@ -186,8 +185,7 @@ func newDeleteBackupCommand(o *Options) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&cluster, "cluster", "c", "", "the backup's cluster (required)")
-	_ = cmd.RegisterFlagCompletionFunc("cluster", o.completeClusters)
+	addClusterFlag(o, cmd, &cluster, "the backup's cluster (required)")
 	return cmd
 }
 

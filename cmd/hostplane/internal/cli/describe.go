@@ -77,7 +77,7 @@ func newDescribeNodePoolCommand(o *Options) *cobra.Command {
 			return describeNodePool(o.Out, time.Now(), &np, ms.Items, msErr)
 		},
 	}
-	addClusterFlag(o, cmd, &cluster)
+	addClusterFlag(o, cmd, &cluster, "the node pool's cluster (required)")
 	return cmd
 }
 

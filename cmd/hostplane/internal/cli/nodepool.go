@@ -28,8 +28,8 @@ func (o *Options) waitNodePool(cmd *cobra.Command, c *client.Client, wait bool, 
 	return nil
 }
 
-func addClusterFlag(o *Options, cmd *cobra.Command, cluster *string) {
-	cmd.Flags().StringVarP(cluster, "cluster", "c", "", "the node pool's cluster (required)")
+func addClusterFlag(o *Options, cmd *cobra.Command, cluster *string, help string) {
+	cmd.Flags().StringVarP(cluster, "cluster", "c", "", help)
 	_ = cmd.RegisterFlagCompletionFunc("cluster", o.completeClusters)
 }
 
@@ -106,7 +106,7 @@ func newCreateNodePoolCommand(o *Options) *cobra.Command {
 			return o.waitNodePool(cmd, c, wait, nodePoolReadySpec(cluster, args[0], np.Generation, "node pool "+args[0]+" Ready"), timeout)
 		},
 	}
-	addClusterFlag(o, cmd, &cluster)
+	addClusterFlag(o, cmd, &cluster, "the node pool's cluster (required)")
 	addWaitFlags(cmd, &wait, &timeout, "every machine's node is Ready")
 	f := cmd.Flags()
 	f.IntVar(&replicas, "replicas", 1, "number of machines")
@@ -149,7 +149,7 @@ func newDeleteNodePoolCommand(o *Options) *cobra.Command {
 			return o.waitNodePool(cmd, c, wait, nodePoolGoneSpec(cluster, args[0]), timeout)
 		},
 	}
-	addClusterFlag(o, cmd, &cluster)
+	addClusterFlag(o, cmd, &cluster, "the node pool's cluster (required)")
 	addWaitFlags(cmd, &wait, &timeout, "its machines are gone")
 	return cmd
 }
@@ -189,7 +189,7 @@ func newScaleCommand(o *Options) *cobra.Command {
 			return o.waitNodePool(cmd, c, wait, nodePoolReadySpec(cluster, args[0], pool.Generation, fmt.Sprintf("node pool %s at %d machines", args[0], replicas)), timeout)
 		},
 	}
-	addClusterFlag(o, np, &cluster)
+	addClusterFlag(o, np, &cluster, "the node pool's cluster (required)")
 	addWaitFlags(np, &wait, &timeout, "the pool has that many Ready machines")
 	np.Flags().IntVar(&replicas, "replicas", 0, "number of machines (required)")
 	cmd.AddCommand(np)
@@ -228,7 +228,7 @@ func newUpgradeNodePoolCommand(o *Options) *cobra.Command {
 			return o.waitNodePool(cmd, c, wait, nodePoolReadySpec(cluster, args[0], pool.Generation, "node pool "+args[0]+" at "+rel), timeout)
 		},
 	}
-	addClusterFlag(o, cmd, &cluster)
+	addClusterFlag(o, cmd, &cluster, "the node pool's cluster (required)")
 	addWaitFlags(cmd, &wait, &timeout, "every machine runs the release")
 	cmd.Flags().StringVar(&rel, "release", "", "release to move to (required)")
 	_ = cmd.RegisterFlagCompletionFunc("release", completeReleases)
