@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,6 +46,16 @@ func startStackAt(t *testing.T, dir string, opts ...func(*dev.Config)) (*dev.Sta
 	return s, c
 }
 
+// startStackToStop is startStackAt for a test that stops the stack itself (a restart): stop
+// stops it once, and the cleanup stops it if the test did not get that far.
+func startStackToStop(t *testing.T, dir string) (*client, func()) {
+	t.Helper()
+	s, c := startStackAt(t, dir)
+	stop := sync.OnceFunc(func() { s.Stop(context.Background()) })
+	t.Cleanup(stop)
+	return c, stop
+}
+
 // Stopping hostplane dev (Ctrl-C) right after deleting a cluster that has a node pool stops
 // the cluster's control plane with everything else, while Cluster API is still draining the
 // pool's machine. Started again, the deletion must finish: the control plane runs again
@@ -54,13 +65,7 @@ func startStackAt(t *testing.T, dir string, opts ...func(*dev.Config)) (*dev.Sta
 func TestCluster_DeletedWithANodePool_FinishesAfterAStopMidDelete(t *testing.T) {
 	testenv.RequireBinaries(t, release.Latest(), release.Components()...)
 	dir := t.TempDir()
-	s, c := startStackAt(t, dir)
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			s.Stop(context.Background())
-		}
-	})
+	c, stop := startStackToStop(t, dir)
 	const cl = "leaving"
 	if code, body := c.do("POST", "/v1/clusters", `{"name":"`+cl+`","spec":{"release":{"version":"`+newRelease+`"}}}`, nil); code != http.StatusAccepted {
 		t.Fatalf("create cluster: %d %s", code, body)
@@ -77,8 +82,7 @@ func TestCluster_DeletedWithANodePool_FinishesAfterAStopMidDelete(t *testing.T) 
 	if code, body := c.do("DELETE", "/v1/clusters/"+cl, "", nil); code != http.StatusAccepted {
 		t.Fatalf("delete cluster: %d %s", code, body)
 	}
-	s.Stop(context.Background()) // as Ctrl-C does, right after the DELETE
-	stopped = true
+	stop() // as Ctrl-C does, right after the DELETE
 
 	s2, c2 := startStackAt(t, dir)
 	t.Cleanup(func() { s2.Stop(context.Background()) })
@@ -135,13 +139,7 @@ func blockDrain(t *testing.T, cs kubernetes.Interface) {
 func TestCluster_AndNodePool_FinishAfterAStopMidCreate(t *testing.T) {
 	testenv.RequireBinaries(t, release.Latest(), release.Components()...)
 	dir := t.TempDir()
-	s, c := startStackAt(t, dir)
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			s.Stop(context.Background())
-		}
-	})
+	c, stop := startStackToStop(t, dir)
 	const cl = "interrupted"
 	if code, body := c.do("POST", "/v1/clusters", `{"name":"`+cl+`","spec":{"release":{"version":"`+newRelease+`"}}}`, nil); code != http.StatusAccepted {
 		t.Fatalf("create cluster: %d %s", code, body)
@@ -155,8 +153,7 @@ func TestCluster_AndNodePool_FinishAfterAStopMidCreate(t *testing.T) {
 		got, _ := c.cluster(cl)
 		return got.Status.Conditions.IsTrue(api.ConditionEtcdAvailable)
 	}, "etcd of %s never became available", cl)
-	s.Stop(context.Background())
-	stopped = true
+	stop()
 
 	s2, c2 := startStackAt(t, dir)
 	t.Cleanup(func() { s2.Stop(context.Background()) })
