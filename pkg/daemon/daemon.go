@@ -422,7 +422,10 @@ func (d *Daemon) elector(ctx context.Context, js jetstream.JetStream) (*leader.E
 	if err != nil {
 		return nil, fmt.Errorf("lease bucket: %w", err)
 	}
-	m := d.leaderMetrics()
+	m, err := d.leaderMetrics()
+	if err != nil {
+		return nil, fmt.Errorf("leader metrics: %w", err)
+	}
 	return leader.New(leader.Config{
 		KV: kv, Name: d.spec.Name, Identity: d.base.ReplicaID, TTL: bus.LeaseTTL, Log: d.log,
 		OnChange: func(leading bool) {
