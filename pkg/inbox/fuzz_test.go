@@ -73,6 +73,8 @@ var inboundSeeds = []struct{ subject, data string }{
 	{"hostplane.in.demo.cluster.explode", `{"specversion":"1.0","id":"x","source":"/t","type":"io.hostplane.in.cluster.explode","time":"2026-01-02T15:04:05Z"}`},
 	{"hostplane.in.Demo.cluster.upgrade", `{}`},
 	{"hostplane.in.demo", `{}`},
+	{"hostplaoooooooemo.nodepool.scale", `{"specversion":"1.0","id":"s-2","source":"/test","type":"io.hostplane.in.nodepool.scale",` +
+		`"time":"2026-01-02T15:04:05Z","data":{"nodePool":"workers","replicas":3}}`}, // not the inbox prefix (found by the fuzzer)
 	{"hostplane.evt.demo.cluster.created", `{}`},
 	{"hostplane.in.demo.nodepool.scale", `{`},
 	{"hostplane.in.demo.nodepool.scale", ``},

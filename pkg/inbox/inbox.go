@@ -267,9 +267,9 @@ func (c *Consumer) process(ctx context.Context, msg jetstream.Msg) {
 	subject := msg.Subject()
 	cluster, typ, err := events.ParseInboxSubject(subject)
 	if err != nil {
-		rest, _ := strings.CutPrefix(subject, events.InboxPrefix+".")
+		rest, inbox := strings.CutPrefix(subject, events.InboxPrefix+".")
 		cl, tail, _ := strings.Cut(rest, ".")
-		if _, cerr := events.InboxSubject(cl, "x"); cerr != nil || !c.cfg.FrontDesk {
+		if _, cerr := events.InboxSubject(cl, "x"); !inbox || cerr != nil || !c.cfg.FrontDesk {
 			// No cluster to answer on: nothing can be published for it.
 			c.count("unknown", OutcomeRejected)
 			c.log.Warn("inbox: dropped a message on a malformed subject", "subject", subject, "err", err)
