@@ -77,6 +77,17 @@ fuzz-short: ## every fuzz target for FUZZTIME_SHORT (3s) each; part of make test
 compose-test: images ## bring deploy/compose up on the local Docker engine, smoke-test it through the gateway, tear it down
 	HOSTPLANE_COMPOSE_TEST=1 $(GO) test -count=1 -timeout 30m -v -run '^TestCompose_' ./test/e2e
 
+# The fault campaign (test/e2e/chaos_test.go): make test runs a short one (6 faults, 2
+# clusters) inside compose-test; make chaos a long one. CHAOS_SEED=<seed> replays a schedule.
+CHAOS_FAULTS   ?= 40
+CHAOS_CLUSTERS ?= 4
+CHAOS_SEED     ?=
+
+.PHONY: chaos
+chaos: images ## a long seeded fault campaign on deploy/compose (CHAOS_FAULTS, CHAOS_CLUSTERS, CHAOS_SEED)
+	HOSTPLANE_COMPOSE_TEST=1 HOSTPLANE_CHAOS_FAULTS=$(CHAOS_FAULTS) HOSTPLANE_CHAOS_CLUSTERS=$(CHAOS_CLUSTERS) HOSTPLANE_CHAOS_SEED=$(CHAOS_SEED) \
+	  $(GO) test -count=1 -timeout 90m -v -run '^TestCompose_FaultCampaign$$' ./test/e2e
+
 .PHONY: bench
 bench: k8s-bins ## run the benchmarks (results go into BENCHMARKS.md by hand, with the command)
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./bench/...

@@ -60,11 +60,16 @@ func (c *client) composeLeader(daemon string) string {
 type composeStack struct {
 	t       *testing.T
 	command []string // docker compose, or docker-compose
+	files   []string // deploy/compose's file, then any overrides
 	env     []string
 }
 
 func (s *composeStack) run(args ...string) ([]byte, error) {
-	cmd := exec.Command(s.command[0], append(append(s.command[1:], "-f", composeFile(s.t)), args...)...)
+	base := slices.Clone(s.command[1:])
+	for _, f := range s.files {
+		base = append(base, "-f", f)
+	}
+	cmd := exec.Command(s.command[0], append(base, args...)...)
 	cmd.Env = append(os.Environ(), s.env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -116,30 +121,7 @@ func TestCompose_ClusterAndPoolThroughTheGateway_SurviveADaemonRestartEach(t *te
 	if os.Getenv(EnvComposeTest) == "" {
 		t.Skip("needs the images and Docker: run `make compose-test`")
 	}
-	buf := make([]byte, 12)
-	_, _ = rand.Read(buf)
-	token := hex.EncodeToString(buf)
-	port := freePort(t)
-	s := &composeStack{t: t, command: composeCommand(t), env: []string{
-		"COMPOSE_PROJECT_NAME=hpsmoke" + strconv.Itoa(os.Getpid()),
-		"HOSTPLANE_ADMIN_TOKEN=" + token,
-		"HOSTPLANE_PORT=" + strconv.Itoa(port),
-	}}
-	t.Cleanup(func() {
-		if t.Failed() {
-			out, _ := s.run("logs", "--no-color", "--tail", "80")
-			t.Logf("compose logs:\n%s", out)
-		}
-		if out, err := s.run("down", "-v", "--remove-orphans", "-t", "20"); err != nil {
-			t.Errorf("compose down: %v\n%s", err, out)
-		}
-	})
-	s.must("up", "-d")
-	c := newClient(t, "http://127.0.0.1:"+strconv.Itoa(port), token, "")
-	testenv.Eventually(t, 3*time.Minute, func() bool {
-		code, _ := c.tryDo("GET", "/readyz")
-		return code == http.StatusOK
-	}, "the gateway never reported every daemon ready")
+	s, c := startCompose(t, "hpsmoke")
 
 	// A cluster create, with each daemon container restarted once while it runs.
 	const cl = "smoke"
@@ -160,10 +142,7 @@ func TestCompose_ClusterAndPoolThroughTheGateway_SurviveADaemonRestartEach(t *te
 		s.must("kill", "-s", "SIGKILL", svc)
 	}
 	s.must("up", "-d") // the killed replicas come back as standbys
-	testenv.Eventually(t, 3*time.Minute, func() bool {
-		code, _ := c.tryDo("GET", "/readyz")
-		return code == http.StatusOK
-	}, "the daemons never became ready again after their restarts")
+	c.waitReady(3*time.Minute, "the daemons never became ready again after their restarts")
 	got := c.waitCondition(cl, api.ConditionAvailable, api.ConditionTrue, 4*time.Minute)
 
 	// Nothing duplicated: one cluster, each component once, each certificate once, one endpoint.
@@ -217,6 +196,45 @@ func TestCompose_ClusterAndPoolThroughTheGateway_SurviveADaemonRestartEach(t *te
 		_, code := c.cluster(cl)
 		return code == http.StatusNotFound
 	}, "cluster %s was never deleted", cl)
+}
+
+// startCompose brings deploy/compose up as project (suffixed with the test's pid), with the
+// compose files in overrides layered on top, and waits until the gateway reports every daemon
+// ready. The project is torn down, volumes and all, when the test ends; its logs are printed
+// if the test failed.
+func startCompose(t *testing.T, project string, overrides ...string) (*composeStack, *client) {
+	t.Helper()
+	buf := make([]byte, 12)
+	_, _ = rand.Read(buf)
+	token := hex.EncodeToString(buf)
+	port := freePort(t)
+	s := &composeStack{t: t, command: composeCommand(t), files: append([]string{composeFile(t)}, overrides...), env: []string{
+		"COMPOSE_PROJECT_NAME=" + project + strconv.Itoa(os.Getpid()),
+		"HOSTPLANE_ADMIN_TOKEN=" + token,
+		"HOSTPLANE_PORT=" + strconv.Itoa(port),
+	}}
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, _ := s.run("logs", "--no-color", "--tail", "80")
+			t.Logf("compose logs:\n%s", out)
+		}
+		if out, err := s.run("down", "-v", "--remove-orphans", "-t", "20"); err != nil {
+			t.Errorf("compose down: %v\n%s", err, out)
+		}
+	})
+	s.must("up", "-d")
+	c := newClient(t, "http://127.0.0.1:"+strconv.Itoa(port), token, "")
+	c.waitReady(3*time.Minute, "the gateway never reported every daemon ready")
+	return s, c
+}
+
+// waitReady waits until the gateway's /readyz answers 200: every daemon has a ready replica.
+func (c *client) waitReady(timeout time.Duration, msg string) {
+	c.t.Helper()
+	testenv.Eventually(c.t, timeout, func() bool {
+		code, _ := c.tryDo("GET", "/readyz")
+		return code == http.StatusOK
+	}, msg)
 }
 
 // tryDo sends a request without a body and returns its status, 0 if none came back (the
