@@ -151,7 +151,7 @@ func TestCompose_FaultCampaign(t *testing.T) {
 	s.must("up", "-d")
 	c.waitReady(3*time.Minute, "the daemons never became ready again after the faults")
 	for _, n := range kept {
-		c.waitPoolReady(n, "workers", 2, 4*time.Minute)
+		k.waitPool(n, "workers", 2, 4*time.Minute)
 		k.waitUpgraded(n, to)
 	}
 	slices.Sort(kept)
@@ -202,7 +202,7 @@ func (k *campaign) round(round, n int, from, to string) (names, kept []string) {
 		k.accept("POST", "/v1/clusters/"+n+"/nodepools", `{"name":"workers","spec":{"replicas":1,"release":{"version":"`+from+`"},"management":{"upgradeType":"Replace"}}}`)
 	}
 	for i, n := range names {
-		k.c.waitPoolReady(n, "workers", 1, 6*time.Minute)
+		k.waitPool(n, "workers", 1, 6*time.Minute)
 		if keep(i) {
 			k.accept("PATCH", "/v1/clusters/"+n+"/nodepools/workers", `{"spec":{"replicas":2}}`)
 			k.accept("PATCH", "/v1/clusters/"+n, `{"spec":{"release":{"version":"`+to+`"}}}`)
@@ -214,7 +214,7 @@ func (k *campaign) round(round, n int, from, to string) (names, kept []string) {
 	for i, n := range names {
 		if keep(i) {
 			kept = append(kept, n)
-			k.c.waitPoolReady(n, "workers", 2, 6*time.Minute)
+			k.waitPool(n, "workers", 2, 6*time.Minute)
 			k.waitUpgraded(n, to)
 		} else {
 			k.waitGone(n)
@@ -346,6 +346,19 @@ func (k *campaign) waitUpgraded(cluster, version string) {
 		return v != nil && len(v.History) > 0 && v.History[0].Version == version &&
 			v.History[0].State == api.UpdateStateCompleted && cl.Status.Conditions.IsTrue(api.ConditionAvailable)
 	}, "cluster %s never finished its upgrade to %s: %s", cluster, version, lazyJSON{&cl})
+}
+
+// waitPool waits until the pool has want ready, updated machines, through answers that fail
+// while a fault lasts.
+func (k *campaign) waitPool(cluster, pool string, want int32, timeout time.Duration) {
+	k.t.Helper()
+	var np api.NodePool
+	k.poll(timeout, func() bool {
+		np, _ = k.c.nodePool(cluster, pool)
+		st := np.Status
+		return st.ObservedGeneration == np.Generation && st.Replicas == want && st.ReadyReplicas == want &&
+			st.UpdatedReplicas == want && st.Conditions.IsTrue(api.NodePoolConditionReady)
+	}, "node pool %s/%s never had %d ready, updated machines: %s", cluster, pool, want, lazyJSON{&np})
 }
 
 func (k *campaign) waitGone(cluster string) {
