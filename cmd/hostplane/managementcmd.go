@@ -27,8 +27,9 @@ func newManagementCommand() *cobra.Command {
 	var check bool
 	cmd := &cobra.Command{
 		Use:   "management",
-		Short: "Run a management cluster's etcd and kube-apiserver (what docker compose runs; hostplane dev starts its own)",
-		Long: "management runs etcd and kube-apiserver of the newest release under a supervisor, with their state in --dir,\n" +
+		Short: "Run a management cluster's etcd, kube-apiserver and kube-controller-manager (what docker compose runs; hostplane dev starts its own)",
+		Long: "management runs etcd, kube-apiserver and kube-controller-manager (its garbage collector and namespace controller)\n" +
+			"of the newest release under a supervisor, with their state in --dir,\n" +
 			"and writes an admin kubeconfig to <dir>/" + managementKubeconfig + " for the daemons (HOSTPLANE_MANAGEMENT_KUBECONFIG).\n" +
 			"A restart on the same dir resumes on the same ports. With --check it only reports, by its exit code,\n" +
 			"whether a running one answers /readyz (a container health check).",
@@ -48,6 +49,7 @@ func newManagementCommand() *cobra.Command {
 				return err
 			}
 			cfg.Supervisor, cfg.Name, cfg.Log = sup, "management", log
+			cfg.Controllers = localkube.ManagementControllers
 			c, err := localkube.Start(ctx, cfg)
 			if err != nil {
 				_ = sup.StopAll(context.WithoutCancel(ctx))

@@ -12,7 +12,8 @@
 #   localcloud             the simulated cloud's machines
 #   hostplane              the CLI
 #   gateway                `hostplane gateway`: the API gateway in front of the daemons
-#   management             `hostplane management`: etcd + kube-apiserver of the newest release
+#   management             `hostplane management`: etcd, kube-apiserver and kube-controller-manager
+#                          (garbage collector, namespace controller) of the newest release
 #   nats                   nats-server (the version hostplane's go.mod pins), JetStream enabled
 #                          by the config the deployment passes
 # Release binaries come from the cache `make k8s-bins` fills; run it first.
@@ -65,7 +66,7 @@ for name in "$@"; do
       for r in $releases; do
         mkdir -p "$ctx/opt/cache/releases/$r"
         for b in kube-apiserver kube-controller-manager kube-scheduler; do
-          [ "$name" = management ] && [ "$b" != kube-apiserver ] && continue
+          [ "$name" = management ] && [ "$b" = kube-scheduler ] && continue
           cp "$cache/releases/$r/$b" "$ctx/opt/cache/releases/$r/$b"
         done
       done

@@ -1,11 +1,15 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hostplane/hostplane/pkg/api"
 )
@@ -81,8 +85,11 @@ func (p *Problem) Err() *api.Error {
 func NewProblem(r *http.Request, err error) *Problem {
 	code, msg, fields := api.CodeInternal, "", []api.FieldError(nil)
 	var ae *api.Error
-	if errors.As(err, &ae) {
+	switch {
+	case errors.As(err, &ae):
 		code, msg, fields = ae.Code, ae.Message, ae.Fields
+	case busUnavailable(r, err):
+		code, msg = api.CodeUnavailable, "the management plane's message bus (NATS) is not reachable right now; retry shortly"
 	}
 	status, known := statusByCode[code]
 	if !known || code == api.CodeInternal {
@@ -101,6 +108,23 @@ func NewProblem(r *http.Request, err error) *Problem {
 		Errors:    fields,
 		RequestID: RequestID(r.Context()),
 	}
+}
+
+// busUnavailable reports whether err is NATS being out of reach (restarting, a connection
+// being re-established, a request timing out) rather than a fault of the request or of the
+// daemon: the caller should retry, so it is answered 503, not 500.
+func busUnavailable(r *http.Request, err error) bool {
+	for _, target := range []error{
+		nats.ErrConnectionClosed, nats.ErrConnectionReconnecting, nats.ErrConnectionDraining,
+		nats.ErrNoServers, nats.ErrTimeout, nats.ErrNoResponders,
+		jetstream.ErrNoStreamResponse, jetstream.ErrJetStreamNotEnabled,
+	} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	// A JetStream call that timed out while the caller still waits.
+	return errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil
 }
 
 // HandlerFunc is an HTTP handler that returns an error instead of writing one.

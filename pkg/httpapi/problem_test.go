@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hostplane/hostplane/pkg/api"
 )
@@ -42,6 +44,8 @@ func TestWriteProblem_MapsCodesToStatuses(t *testing.T) {
 		{name: "wrapped application error", err: fmt.Errorf("create: %w", api.Errorf(api.CodeConflict, "exists")), wantStatus: 409, wantCode: api.CodeConflict},
 		{name: "internal hides message and cause", err: &api.Error{Code: api.CodeInternal, Message: "kv bucket corrupt", Err: secret},
 			wantStatus: 500, wantCode: api.CodeInternal, wantDetail: "an internal error occurred"},
+		{name: "nats out of reach is unavailable", err: fmt.Errorf("get clusters demo: %w", nats.ErrConnectionClosed), wantStatus: 503, wantCode: api.CodeUnavailable, wantDetail: "not reachable right now"},
+		{name: "jetstream not answering is unavailable", err: fmt.Errorf("list: %w", jetstream.ErrNoStreamResponse), wantStatus: 503, wantCode: api.CodeUnavailable, wantDetail: "retry shortly"},
 		{name: "plain error is internal", err: secret, wantStatus: 500, wantCode: api.CodeInternal, wantDetail: "an internal error occurred"},
 		{name: "unknown code is internal", err: api.Errorf("teapot", "short and stout"), wantStatus: 500, wantCode: api.CodeInternal},
 	}

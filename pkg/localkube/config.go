@@ -32,11 +32,22 @@ type Config struct {
 	Name string
 	// ExtraAPIServerArgs are appended to kube-apiserver's command line (a later flag wins).
 	ExtraAPIServerArgs []string
+	// Controllers, when not empty, are the kube-controller-manager controllers that run
+	// beside kube-apiserver (ManagementControllers for a management cluster); none run
+	// when it is empty.
+	Controllers []string
 	// ReadyTimeout bounds the wait for each component to become ready; default 2 minutes.
 	ReadyTimeout time.Duration
 	// Log; default slog.Default().
 	Log *slog.Logger
 }
+
+// ManagementControllers are the kube-controller-manager controllers a management cluster
+// needs. The garbage collector: Cluster API leans on owner references (an infrastructure
+// machine whose Machine was never created, because its controller died in between, is owned
+// by its MachineSet and must go with it). The namespace controller: a deleted cluster's
+// namespace is emptied and removed instead of staying Terminating.
+var ManagementControllers = []string{"garbagecollector", "namespace"}
 
 const (
 	defaultName         = "localkube"

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -47,7 +48,7 @@ type Cluster struct {
 	Release release.Release
 	Dir     string
 
-	etcd, apiserver *process.Process
+	etcd, apiserver, controllerManager *process.Process
 }
 
 // Etcd returns the supervised etcd process.
@@ -61,11 +62,20 @@ func (c *Cluster) Clientset() (*kubernetes.Clientset, error) {
 	return kubernetes.NewForConfig(rest.CopyConfig(c.RESTConfig))
 }
 
-// Stop stops kube-apiserver, then etcd. The state in Dir stays for a later Start.
+// ControllerManager returns the supervised kube-controller-manager process, nil when
+// Config.Controllers is empty.
+func (c *Cluster) ControllerManager() *process.Process { return c.controllerManager }
+
+// Stop stops kube-controller-manager, kube-apiserver, then etcd. The state in Dir stays for
+// a later Start.
 func (c *Cluster) Stop(ctx context.Context) error {
+	var errKCM error
+	if c.controllerManager != nil {
+		errKCM = c.controllerManager.Stop(ctx)
+	}
 	errAPI := c.apiserver.Stop(ctx)
 	errEtcd := c.etcd.Stop(ctx)
-	return errors.Join(errAPI, errEtcd)
+	return errors.Join(errKCM, errAPI, errEtcd)
 }
 
 // Start starts etcd, waits for its /health, then starts kube-apiserver and waits for its
@@ -159,9 +169,39 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		stopAfterFailure(ctx, log, c.etcd)
 		return nil, err
 	}
+	if len(cfg.Controllers) > 0 {
+		kcmBin, err := cfg.Release.Binary(release.KubeControllerManager)
+		if err == nil {
+			// No probe: it serves nothing (--secure-port=0), and nothing waits for it.
+			c.controllerManager, err = startReady(ctx, cfg, log, process.Spec{
+				Name:    cfg.Name + "-kube-controller-manager",
+				Path:    kcmBin,
+				Args:    controllerManagerArgs(cfg, c.KubeconfigPath),
+				Dir:     cfg.Dir,
+				LogFile: filepath.Join(cfg.Dir, "logs", "kube-controller-manager.log"),
+			})
+		}
+		if err != nil {
+			stopAfterFailure(ctx, log, c.apiserver)
+			stopAfterFailure(ctx, log, c.etcd)
+			return nil, err
+		}
+	}
 	log.Info("local kube-apiserver ready", "url", c.URL, "kubeconfig", c.KubeconfigPath,
-		"release", cfg.Release.Version)
+		"release", cfg.Release.Version, "controllers", cfg.Controllers)
 	return c, nil
+}
+
+// controllerManagerArgs runs just cfg.Controllers, as the admin, with one replica (no
+// leader election) and no HTTPS port of its own.
+func controllerManagerArgs(cfg Config, kubeconfig string) []string {
+	return []string{
+		"--kubeconfig=" + kubeconfig,
+		"--controllers=" + strings.Join(cfg.Controllers, ","),
+		"--leader-elect=false",
+		"--use-service-account-credentials=false",
+		"--secure-port=0",
+	}
 }
 
 // startReady starts (or re-adopts) spec and waits for its probe.

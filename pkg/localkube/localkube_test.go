@@ -14,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -210,4 +211,56 @@ func waitGone(t *testing.T, pids ...int) {
 			<-time.After(50 * time.Millisecond)
 		}
 	}
+}
+
+// TestStart_WithManagementControllers_CollectsOrphansAndRemovesNamespaces: with the
+// management controllers, an object whose owner is deleted goes with it (Cluster API's
+// infrastructure machine owned by its MachineSet), and a deleted namespace is emptied and
+// removed instead of staying Terminating.
+func TestStart_WithManagementControllers_CollectsOrphansAndRemovesNamespaces(t *testing.T) {
+	testenv.RequireBinaries(t, release.Latest(), release.Etcd, release.KubeAPIServer, release.KubeControllerManager)
+	dir := t.TempDir()
+	sup := newSupervisor(t, filepath.Join(dir, "run"))
+	c := start(t, localkube.Config{Dir: filepath.Join(dir, "kube"), Supervisor: sup, Controllers: localkube.ManagementControllers})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = c.Stop(ctx)
+	})
+	if c.ControllerManager() == nil {
+		t.Fatal("no kube-controller-manager runs with Controllers set")
+	}
+	cs := clientset(t, c)
+	ctx := t.Context()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	owner, err := cs.CoreV1().ConfigMaps("tenant").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owned", OwnerReferences: []metav1.OwnerReference{{
+		APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID,
+	}}}}
+	if _, err := cs.CoreV1().ConfigMaps("tenant").Create(ctx, orphan, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().ConfigMaps("tenant").Delete(ctx, owner.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, func() bool {
+		_, err := cs.CoreV1().ConfigMaps("tenant").Get(ctx, "owned", metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, "the ConfigMap whose owner was deleted is still there: no garbage collector")
+
+	if _, err := cs.CoreV1().ConfigMaps("tenant").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "content"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().Namespaces().Delete(ctx, "tenant", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, func() bool {
+		_, err := cs.CoreV1().Namespaces().Get(ctx, "tenant", metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, "the deleted namespace is still there: no namespace controller")
 }

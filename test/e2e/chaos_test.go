@@ -136,8 +136,10 @@ func TestCompose_FaultCampaign(t *testing.T) {
 	watch := k.watchMachines()
 	var names, kept []string
 	for round := 0; ; round++ {
+		began := time.Now()
 		r, keep := k.round(round, nClusters, from, to)
 		names, kept = append(names, r...), append(kept, keep...)
+		t.Logf("round %d: %d clusters created, pooled, scaled/upgraded or deleted in %.1fs", round, nClusters, time.Since(began).Seconds())
 		select {
 		case <-faultsDone:
 		default:
@@ -148,12 +150,14 @@ func TestCompose_FaultCampaign(t *testing.T) {
 	k.logFaults()
 
 	// The faults are over: every container runs again and every daemon is ready.
+	healing := time.Now()
 	s.must("up", "-d")
 	c.waitReady(3*time.Minute, "the daemons never became ready again after the faults")
 	for _, n := range kept {
 		k.waitPool(n, "workers", 2, 4*time.Minute)
 		k.waitUpgraded(n, to)
 	}
+	t.Logf("converged %.1fs after the last fault", time.Since(healing).Seconds())
 	slices.Sort(kept)
 	k.checkClusters(kept)
 	for _, n := range kept {

@@ -297,7 +297,8 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 			return nil, err
 		}
 		s.log.Info("starting the management kube-apiserver", "dir", mdir)
-		s.Management, err = localkube.Start(ctx, localkube.Config{Dir: mdir, Supervisor: s.mgmtSup, Name: "management", Log: s.log})
+		s.Management, err = localkube.Start(ctx, localkube.Config{Dir: mdir, Supervisor: s.mgmtSup, Name: "management", Log: s.log,
+			Controllers: localkube.ManagementControllers})
 		if err != nil {
 			return nil, fmt.Errorf("management kube-apiserver: %w", err)
 		}
