@@ -158,13 +158,13 @@ func TestCompose_FaultCampaign(t *testing.T) {
 		k.waitUpgraded(n, to)
 	}
 	t.Logf("converged %.1fs after the last fault", time.Since(healing).Seconds())
+	watch.stop()
+	k.check("no pool ever had more live machines than its replicas (max %d)", watch.max <= 2, watch.max)
 	slices.Sort(kept)
 	k.checkClusters(kept)
 	for _, n := range kept {
 		k.checkCluster(n, to, 2)
 	}
-	watch.stop()
-	k.check("no pool ever had more live machines than its replicas (max %d)", watch.max <= 2, watch.max)
 
 	// Delete what is left; nothing of any cluster may remain.
 	endpoints := map[string]int{}
@@ -571,16 +571,35 @@ func (k *campaign) checkCluster(name, version string, replicas int) {
 	out, err := k.guestKubectl(name, "get", "configmap", "chaos", "-o", "jsonpath={.data.data}")
 	k.check("%s still holds the ConfigMap written before the faults (%q)", err == nil && out == k.chaosData(name), name, out)
 
-	out, err = k.guestKubectl(name, "get", "nodes", "-o",
-		`jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
-	var ready []string
-	for line := range strings.Lines(out) {
-		if n, st, ok := strings.Cut(strings.TrimSpace(line), "="); ok && st == "True" {
-			ready = append(ready, n)
+	// A Node whose machine was removed before Cluster API recorded it (a machine remediated
+	// or scaled away while it was still joining) is left to the guest's node lifecycle: it
+	// turns NotReady once its heartbeats lapse (node-monitor-grace-period, 50 s) but is not
+	// deleted, as no cloud controller manager runs for the local platform yet. So the Ready
+	// nodes converge on the machines' nodes, and ghosts are reported.
+	var ready, ghosts []string
+	k.poll(2*time.Minute, func() bool {
+		out, err := k.guestKubectl(name, "get", "nodes", "-o",
+			`jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
+		if err != nil {
+			return false
 		}
+		ready, ghosts = nil, nil
+		for line := range strings.Lines(out) {
+			n, st, _ := strings.Cut(strings.TrimSpace(line), "=")
+			switch {
+			case !slices.Contains(nodeNames, n):
+				ghosts = append(ghosts, n+" (Ready="+st+")")
+			case st == "True":
+				ready = append(ready, n)
+			}
+		}
+		slices.Sort(ready)
+		return slices.Equal(ready, nodeNames) && !slices.ContainsFunc(ghosts, func(g string) bool { return strings.HasSuffix(g, "=True)") })
+	}, "invariant violated: %s's Ready nodes are not its machines' nodes %v (Ready: %v; nodes of no machine: %v)", name, nodeNames, ready, ghosts)
+	k.check("%s's Ready nodes are its machines' nodes %v", true, name, nodeNames)
+	if len(ghosts) > 0 {
+		k.t.Logf("%s: Nodes of removed machines left NotReady in the guest: %v", name, ghosts)
 	}
-	slices.Sort(ready)
-	k.check("%s's Ready nodes are its machines' nodes %v (got %v, %v)", err == nil && slices.Equal(ready, nodeNames), name, nodeNames, ready, err)
 }
 
 func duplicated(names []string) bool {

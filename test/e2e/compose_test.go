@@ -217,6 +217,12 @@ func startCompose(t *testing.T, project string, overrides ...string) (*composeSt
 		if t.Failed() {
 			out, _ := s.run("logs", "--no-color", "--tail", "80")
 			t.Logf("compose logs:\n%s", out)
+			// Every line, for what the last 80 do not show.
+			all, _ := s.run("logs", "--no-color", "--timestamps")
+			path := filepath.Join(os.TempDir(), project+strconv.Itoa(os.Getpid())+".log")
+			if err := os.WriteFile(path, all, 0o644); err == nil {
+				t.Logf("the whole compose log is in %s", path)
+			}
 		}
 		if out, err := s.run("down", "-v", "--remove-orphans", "-t", "20"); err != nil {
 			t.Errorf("compose down: %v\n%s", err, out)
