@@ -14,7 +14,8 @@ import (
 )
 
 // Connect dials url, retrying with backoff (200ms doubling to 5s) until it succeeds, ctx
-// ends, the server refuses the credentials in opts (pkg/natsauth.ClientOptions) or its TLS
+// ends, the server refuses the credentials in opts (pkg/natsauth.ClientOptions) three times in
+// a row (a reloading server may refuse once) or its TLS
 // certificate is not trusted (a CA that did not sign it): retrying will not change either. The
 // connection reconnects forever afterwards. name identifies the client (the daemon) in the
 // server's monitoring.
@@ -37,14 +38,23 @@ func Connect(ctx context.Context, url, name string, log *slog.Logger, opts ...na
 		nc      *nats.Conn
 		lastErr error
 		attempt int
+		refused int // authorization refusals in a row
 	)
 	// Until calls the condition at once, then after each delay until it holds or ctx ends.
 	err := connectBackoff.DelayFunc().Until(ctx, true, true, func(context.Context) (bool, error) {
 		attempt++
 		c, err := nats.Connect(url, append(base, opts...)...)
 		if errors.Is(err, nats.ErrAuthorization) {
-			return false, fmt.Errorf("%w: the server refused the credentials", err) // retrying will not help
+			// A server applying a configuration reload (new users, a new certificate) may
+			// refuse a connection it accepts a moment later; a third refusal in a row is the
+			// credentials, which retrying will not change.
+			if refused++; refused >= authRefusals {
+				return false, fmt.Errorf("%w: the server refused the credentials", err)
+			}
+			lastErr = err
+			return false, nil
 		}
+		refused = 0
 		if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
 			return false, fmt.Errorf("%w: the server's certificate is not trusted", err)
 		}
@@ -61,6 +71,9 @@ func Connect(ctx context.Context, url, name string, log *slog.Logger, opts ...na
 	}
 	return nc, nil
 }
+
+// authRefusals is how many authorization refusals in a row make Connect give up.
+const authRefusals = 3
 
 // connectBackoff is Connect's delay between attempts: 200ms doubling to 5s, then 5s.
 var connectBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Cap: 5 * time.Second, Steps: math.MaxInt}
