@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/hostplane/hostplane/pkg/api"
 )
@@ -29,7 +28,8 @@ func TestValidateCluster_Hibernation_NamesEachBadField(t *testing.T) {
 		{"absent", nil, nil, ""},
 		{"enabled", &api.Hibernation{Enabled: &on}, nil, ""},
 		{"weekday nights in Berlin", &api.Hibernation{Schedules: []api.HibernationSchedule{
-			{Start: "0 19 * * 1-5", End: "0 7 * * 1-5", Location: "Europe/Berlin"}}, IdleAfter: "30m"}, nil, ""},
+			{Start: "0 19 * * 1-5", End: "0 7 * * 1-5", Location: "Europe/Berlin"}}}, nil, ""},
+		{"idleAfter, not acted on yet", &api.Hibernation{IdleAfter: "30m"}, idleFields(), "not supported"},
 		{"start only, UTC", &api.Hibernation{Schedules: []api.HibernationSchedule{{Start: "0 19 * * 1-5"}}}, nil, ""},
 		{"bad cron", &api.Hibernation{Schedules: []api.HibernationSchedule{{Start: "19:00 weekdays", End: "0 7 * * 1-5"}}},
 			[]string{"spec.hibernation.schedules[0].start"}, "cron"},
@@ -66,21 +66,28 @@ func TestValidateCluster_Hibernation_NamesEachBadField(t *testing.T) {
 	}
 }
 
-func TestClusterSpec_HibernatingAndIdleAfter(t *testing.T) {
+// idleFields is what validation says of a good idleAfter: nothing once it is supported.
+func idleFields() []string {
+	if api.IdleAfterSupported {
+		return nil
+	}
+	return []string{"spec.hibernation.idleAfter"}
+}
+
+func TestClusterSpec_Hibernating(t *testing.T) {
 	on, off := true, false
 	for _, tc := range []struct {
-		h     *api.Hibernation
-		want  bool
-		after time.Duration
+		h    *api.Hibernation
+		want bool
 	}{
-		{nil, false, 0},
-		{&api.Hibernation{}, false, 0},
-		{&api.Hibernation{Enabled: &off, IdleAfter: "90s"}, false, 90 * time.Second},
-		{&api.Hibernation{Enabled: &on}, true, 0},
+		{nil, false},
+		{&api.Hibernation{}, false},
+		{&api.Hibernation{Enabled: &off}, false},
+		{&api.Hibernation{Enabled: &on}, true},
 	} {
 		s := api.ClusterSpec{Hibernation: tc.h}
-		if s.Hibernating() != tc.want || s.IdleAfter() != tc.after {
-			t.Errorf("%+v: hibernating %v idleAfter %v, want %v %v", tc.h, s.Hibernating(), s.IdleAfter(), tc.want, tc.after)
+		if s.Hibernating() != tc.want {
+			t.Errorf("%+v: hibernating %v, want %v", tc.h, s.Hibernating(), tc.want)
 		}
 	}
 }

@@ -1,7 +1,5 @@
 package api
 
-import "time"
-
 // Infra is what infrad allocated for one cluster (bucket "infra", key = cluster name).
 type Infra struct {
 	ObjectMeta
@@ -26,12 +24,9 @@ type Infra struct {
 	Ignition Endpoint `json:"ignition"`
 	Ready    bool     `json:"ready"`
 	Message  string   `json:"message,omitempty"`
-	// LastActivity is when the endpoint last saw a client connection (infrad's load
-	// balancer; written at most once a minute): what spec.hibernation.idleAfter measures.
-	LastActivity *time.Time `json:"lastActivity,omitempty"`
-	// WakeRequested is when a connection reached the endpoint of a hibernated cluster:
-	// clusterd wakes the cluster when it is later than status.hibernation.changedTime.
-	WakeRequested *time.Time `json:"wakeRequested,omitempty"`
+	// Hibernated is set once infrad stopped every machine of a hibernating cluster (there is
+	// nothing to stop on platform none or without a local cloud).
+	Hibernated bool `json:"hibernated,omitempty"`
 }
 
 // EtcdMember is one etcd member's addresses.

@@ -12,7 +12,7 @@ import (
 
 // Hibernation (docs/hibernation.md): spec.hibernation.enabled is the one lever. Users pull
 // it (PATCH, the CLI, the cluster.hibernate inbound event); clusterd pulls it at a
-// schedule's start and end and when the cluster was idle for spec.hibernation.idleAfter.
+// schedule's start and end.
 // componentd and infrad follow it; status.hibernation says why it last moved, and the
 // Hibernated condition whether nothing of the cluster runs any more.
 
@@ -58,15 +58,19 @@ func (s *statusScope) setHibernated() {
 	if h := s.st.Hibernation; h != nil && h.Reason != "" {
 		reason = h.Reason
 	}
+	machinesOff := s.o.infra == nil || s.o.infra.Hibernated
 	switch {
-	case want && running == 0 && hibernated > 0:
+	case want && running == 0 && hibernated > 0 && machinesOff:
 		s.set(api.ConditionHibernated, api.ConditionTrue, reason,
 			"no control-plane process and no machine of the cluster runs; its data, certificates and endpoint are kept")
 	case want && s.c.Spec.Hibernation != nil && s.o.notSupported != "":
 		s.set(api.ConditionHibernated, api.ConditionFalse, ReasonNotSupported, s.o.notSupported)
 	case want:
-		s.set(api.ConditionHibernated, api.ConditionFalse, ReasonHibernating,
-			fmt.Sprintf("stopping the control plane (%s): %d of %d components stopped", reason, hibernated, hibernated+running))
+		msg := fmt.Sprintf("stopping the control plane (%s): %d of %d components stopped", reason, hibernated, hibernated+running)
+		if !machinesOff {
+			msg += "; waiting for infrad to stop the machines"
+		}
+		s.set(api.ConditionHibernated, api.ConditionFalse, ReasonHibernating, msg)
 	case hibernated > 0:
 		s.set(api.ConditionHibernated, api.ConditionFalse, ReasonResuming,
 			fmt.Sprintf("waking (%s): %d components still to start", reason, hibernated))
@@ -78,11 +82,11 @@ func (s *statusScope) setHibernated() {
 // ReasonNotSupported: the runtime cannot hibernate the cluster.
 const ReasonNotSupported = "NotSupported"
 
-// hibernationTrigger is what the schedules (or idleness) ask of a cluster now.
+// hibernationTrigger is what the schedules ask of a cluster now.
 type hibernationTrigger struct {
 	due       bool   // a change of spec.hibernation.enabled is due
 	hibernate bool   // to this value
-	reason    string // api.HibernationReasonSchedule or api.HibernationReasonIdle
+	reason    string // api.HibernationReasonSchedule
 }
 
 // scheduleTrigger returns the latest schedule start or end of c in (after, now]: the one
@@ -141,32 +145,15 @@ func lastFiring(sched cron.Schedule, after, now time.Time) time.Time {
 }
 
 // applyHibernationTriggers moves spec.hibernation.enabled of live cluster c when a schedule
-// fired since the last look (status.hibernation.scheduleTime) or the cluster has been idle
-// for spec.hibernation.idleAfter. It returns the time up to which the schedules are applied
+// fired since the last look (status.hibernation.scheduleTime). It returns the time up to which the schedules are applied
 // (to record in the status), or nil when that time need not move.
-func (d *Daemon) applyHibernationTriggers(ctx context.Context, c *api.Cluster, inf *api.Infra) (*time.Time, error) {
+func (d *Daemon) applyHibernationTriggers(ctx context.Context, c *api.Cluster) (*time.Time, error) {
 	h := c.Spec.Hibernation
 	if h == nil {
 		return nil, nil
 	}
 	now := d.cfg.Clock.Now().UTC()
 	var trig hibernationTrigger
-	if inf != nil && inf.WakeRequested != nil && c.Spec.Hibernating() {
-		// A connection reached the sleeping endpoint after the cluster was put to sleep.
-		if st := c.Status.Hibernation; st == nil || st.ChangedTime == nil || inf.WakeRequested.After(*st.ChangedTime) {
-			d.clusterLog(c.Name).InfoContext(ctx, "waking: a connection reached the endpoint", "at", inf.WakeRequested)
-			_, err := d.setHibernation(ctx, c.Name, false, api.HibernationReasonConnection)
-			return nil, err
-		}
-	}
-	// Idle since the last connection, the last wake or the creation, whichever is latest.
-	lastActivity := c.CreationTimestamp
-	if inf != nil && inf.LastActivity != nil && inf.LastActivity.After(lastActivity) {
-		lastActivity = *inf.LastActivity
-	}
-	if st := c.Status.Hibernation; st != nil && st.ChangedTime != nil && st.ChangedTime.After(lastActivity) {
-		lastActivity = *st.ChangedTime
-	}
 	var applied *time.Time
 	if len(h.Schedules) > 0 {
 		// The first look only notes the time: a start or end before it does not count. Later
@@ -177,9 +164,6 @@ func (d *Daemon) applyHibernationTriggers(ctx context.Context, c *api.Cluster, i
 		} else if trig = scheduleTrigger(h.Schedules, *st.ScheduleTime, now); trig.due {
 			applied = &now
 		}
-	}
-	if idle := c.Spec.IdleAfter(); !trig.due && idle > 0 && !c.Spec.Hibernating() && now.Sub(lastActivity) >= idle {
-		trig = hibernationTrigger{due: true, hibernate: true, reason: api.HibernationReasonIdle}
 	}
 	if !trig.due || trig.hibernate == c.Spec.Hibernating() {
 		return applied, nil
@@ -203,7 +187,7 @@ func (d *Daemon) setHibernation(ctx context.Context, name string, enabled bool, 
 }
 
 // hibernationTicker enqueues, every tick of the daemon's clock, the clusters whose
-// schedules or idleness may move spec.hibernation.enabled.
+// schedules may move spec.hibernation.enabled.
 func (d *Daemon) hibernationTicker(ctx context.Context) error {
 	t := d.cfg.Clock.NewTicker(d.cfg.HibernationTick)
 	defer t.Stop()
@@ -219,7 +203,7 @@ func (d *Daemon) hibernationTicker(ctx context.Context) error {
 			continue
 		}
 		for _, e := range entries {
-			if h := e.Value.Spec.Hibernation; h != nil && (len(h.Schedules) > 0 || h.IdleAfter != "") {
+			if h := e.Value.Spec.Hibernation; h != nil && len(h.Schedules) > 0 {
 				d.controller.EnqueueContext(ctx, e.Key)
 			}
 		}

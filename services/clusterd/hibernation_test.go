@@ -17,6 +17,9 @@ func hibernated(o observed) observed {
 		c.Status.Conditions.Set(api.Condition{Type: api.ConditionAvailable, Status: api.ConditionFalse, Reason: api.ReasonHibernated}, time.Unix(1, 0))
 		c.Status.Conditions.Set(api.Condition{Type: api.ConditionRolloutComplete, Status: api.ConditionTrue, Reason: api.ReasonHibernated}, time.Unix(1, 0))
 	}
+	inf := *o.infra
+	inf.Hibernated = true
+	o.infra = &inf
 	return o
 }
 
@@ -35,8 +38,13 @@ func TestComputeStatus_Hibernation_SaysWhatIsTrueAtEachStep(t *testing.T) {
 		{"awake", nil, "", running("1.34.4"), api.ConditionFalse, ReasonAwake, api.ConditionTrue, ReasonAsExpected},
 		{"asked, still running", &on, api.HibernationReasonSchedule, running("1.34.4"), api.ConditionFalse, ReasonHibernating, api.ConditionFalse, api.ReasonHibernated},
 		{"hibernated on schedule", &on, api.HibernationReasonSchedule, hibernated(running("1.34.4")), api.ConditionTrue, api.HibernationReasonSchedule, api.ConditionFalse, api.ReasonHibernated},
+		{"machines still running", &on, api.HibernationReasonSchedule, func() observed {
+			o := hibernated(running("1.34.4"))
+			o.infra.Hibernated = false
+			return o
+		}(), api.ConditionFalse, ReasonHibernating, api.ConditionFalse, api.ReasonHibernated},
 		{"hibernated on request", &on, "", hibernated(running("1.34.4")), api.ConditionTrue, api.HibernationReasonRequested, api.ConditionFalse, api.ReasonHibernated},
-		{"waking", &off, api.HibernationReasonConnection, hibernated(running("1.34.4")), api.ConditionFalse, ReasonResuming, api.ConditionFalse, ReasonComponentUnavailable},
+		{"waking", &off, api.HibernationReasonRequested, hibernated(running("1.34.4")), api.ConditionFalse, ReasonResuming, api.ConditionFalse, ReasonComponentUnavailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCluster("1.34.4")

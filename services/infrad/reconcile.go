@@ -38,7 +38,13 @@ func (d *Daemon) reconcile(ctx context.Context, cluster string) (reconcile.Resul
 	case c.DeletionTimestamp != nil:
 		return d.release(ctx, cluster, log)
 	}
-	return reconcile.Result{}, d.ensure(ctx, c, log)
+	settled, err := d.ensure(ctx, c, log)
+	if err == nil && !settled {
+		// Machines wait for the control plane to come back (component events bring this
+		// back too; the requeue is the safety net).
+		return reconcile.Result{RequeueAfter: d.cfg.DeletePoll}, nil
+	}
+	return reconcile.Result{}, err
 }
 
 // supportedPlatform reports whether this infrad provides infrastructure for platform.
@@ -47,11 +53,12 @@ func supportedPlatform(platform string) bool {
 }
 
 // ensure allocates the cluster's record if it has none, keeps the record's ports otherwise,
-// runs or closes the load balancer and marks the record ready.
-func (d *Daemon) ensure(ctx context.Context, c *api.Cluster, log *slog.Logger) error {
+// runs or closes the load balancer, powers the machines off or on as the cluster hibernates
+// or wakes, and marks the record ready. It reports whether the machines are settled.
+func (d *Daemon) ensure(ctx context.Context, c *api.Cluster, log *slog.Logger) (bool, error) {
 	name := c.Name
 	if name == "" {
-		return fmt.Errorf("cluster record has no name")
+		return true, fmt.Errorf("cluster record has no name")
 	}
 	platform := c.Spec.Platform.Type
 	if platform == "" {
@@ -61,7 +68,7 @@ func (d *Daemon) ensure(ctx context.Context, c *api.Cluster, log *slog.Logger) e
 	if errors.Is(err, store.ErrNotFound) {
 		inf, rev = &api.Infra{ObjectMeta: api.ObjectMeta{Name: name}}, 0
 	} else if err != nil {
-		return err
+		return true, err
 	}
 	before, _ := json.Marshal(inf)
 	inf.Platform = platform
@@ -73,7 +80,7 @@ func (d *Daemon) ensure(ctx context.Context, c *api.Cluster, log *slog.Logger) e
 		inf.Message = fmt.Sprintf("platform %q is not supported; infrad provides %q and %q", platform, api.PlatformLocal, api.PlatformNone)
 		_, err := d.write(ctx, inf, rev, before, false, "")
 		d.setReady(name, false)
-		return err
+		return true, err
 	}
 
 	t := topologyFor(c.Spec.ControllerAvailabilityPolicy)
@@ -84,14 +91,14 @@ func (d *Daemon) ensure(ctx context.Context, c *api.Cluster, log *slog.Logger) e
 		defer d.allocMu.Unlock()
 		a := newPortAllocator(d.cfg.Host)
 		if err := d.reserveRecorded(ctx, a, name); err != nil {
-			return err
+			return true, err
 		}
 		_, span := observe.StartSpan(ctx, "infrad allocate", attribute.String("hostplane.cluster", name),
 			attribute.String("hostplane.policy", c.Spec.ControllerAvailabilityPolicy))
 		err := allocate(inf, d.cfg.Host, t, a)
 		observe.EndSpan(span, err)
 		if err != nil {
-			return err
+			return true, err
 		}
 		allocated = true
 		log.Info("allocated control-plane endpoint and ports", "endpoint", inf.Endpoint, "policy", c.Spec.ControllerAvailabilityPolicy)
@@ -107,14 +114,16 @@ func (d *Daemon) ensure(ctx context.Context, c *api.Cluster, log *slog.Logger) e
 			inf.Message = "load balancer: " + err.Error()
 			d.setReady(name, false)
 			if _, werr := d.write(ctx, inf, rev, before, allocated, ""); werr != nil {
-				return errors.Join(err, werr)
+				return true, errors.Join(err, werr)
 			}
-			return fmt.Errorf("load balancer of %s: %w", name, err)
+			return true, fmt.Errorf("load balancer of %s: %w", name, err)
 		}
 	} else {
 		d.closeLB(name)
 	}
 
+	settled, powerErr := d.syncMachinePower(ctx, c, log)
+	inf.Hibernated = c.Spec.Hibernating() && settled && powerErr == nil
 	inf.Ready = true
 	inf.Message = ""
 	_, err = d.write(ctx, inf, rev, before, allocated, VerbReady)
@@ -122,10 +131,10 @@ func (d *Daemon) ensure(ctx context.Context, c *api.Cluster, log *slog.Logger) e
 		if allocated {
 			d.closeLB(name) // the next attempt allocates again
 		}
-		return err
+		return true, err
 	}
 	d.setReady(name, true)
-	return nil
+	return settled, powerErr
 }
 
 // write stores inf if it differs from before (its JSON at revision rev; rev 0 creates it),
