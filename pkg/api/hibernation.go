@@ -11,7 +11,8 @@ import (
 // (docs/hibernation.md).
 type Hibernation struct {
 	// Enabled asks for the cluster to hibernate (true) or run (false or absent). clusterd
-	// also sets it when a schedule fires.
+	// also sets it when a schedule fires, and to false when a connection to the endpoint of
+	// the hibernated cluster wakes it.
 	Enabled *bool `json:"enabled,omitempty"`
 	// Schedules hibernate the cluster at each Start and wake it at each End.
 	Schedules []HibernationSchedule `json:"schedules,omitempty"`
@@ -33,6 +34,9 @@ type HibernationSchedule struct {
 const (
 	HibernationReasonRequested = "Requested" // the API, the CLI or the cluster.hibernate inbound event
 	HibernationReasonSchedule  = "Schedule"  // a schedule's start or end
+	// HibernationReasonConnection: a connection to the endpoint of the hibernated cluster
+	// woke it.
+	HibernationReasonConnection = "Connection"
 )
 
 // ConditionHibernated is the HostedCluster condition that says whether the cluster

@@ -239,7 +239,7 @@ func (d *Daemon) guestClients() (*guest.Clients, error) {
 	d.sealMu.Lock()
 	defer d.sealMu.Unlock()
 	if d.guests == nil {
-		d.guests = guest.NewClients(d.pki, key)
+		d.guests = guest.NewClients(d.pki, key, guest.WithInfra(d.infra))
 	}
 	return d.guests, nil
 }

@@ -145,12 +145,22 @@ func lastFiring(sched cron.Schedule, after, now time.Time) time.Time {
 }
 
 // applyHibernationTriggers moves spec.hibernation.enabled of live cluster c when a schedule
-// fired since the last look (status.hibernation.scheduleTime). It returns the time up to which the schedules are applied
+// fired since the last look (status.hibernation.scheduleTime), or to false when infrad saw a
+// connection reach the endpoint while it hibernates (infra.wakeRequested). It returns the time up to which the schedules are applied
 // (to record in the status), or nil when that time need not move.
-func (d *Daemon) applyHibernationTriggers(ctx context.Context, c *api.Cluster) (*time.Time, error) {
+func (d *Daemon) applyHibernationTriggers(ctx context.Context, c *api.Cluster, inf *api.Infra) (*time.Time, error) {
 	h := c.Spec.Hibernation
 	if h == nil {
 		return nil, nil
+	}
+	if inf != nil && inf.WakeRequested != nil && c.Spec.Hibernating() {
+		// A connection reached the endpoint after the cluster was put to sleep (infrad's
+		// load balancer holds it until kube-apiserver is ready).
+		if st := c.Status.Hibernation; st == nil || st.ChangedTime == nil || inf.WakeRequested.After(*st.ChangedTime) {
+			d.clusterLog(c.Name).InfoContext(ctx, "waking: a connection reached the endpoint", "at", inf.WakeRequested)
+			_, err := d.setHibernation(ctx, c.Name, false, api.HibernationReasonConnection)
+			return nil, err
+		}
 	}
 	now := d.cfg.Clock.Now().UTC()
 	var trig hibernationTrigger

@@ -39,7 +39,7 @@ func (d *Daemon) Reconcile(ctx context.Context, key string) (reconcile.Result, e
 
 	var scheduleTime *time.Time
 	if c.DeletionTimestamp == nil {
-		if scheduleTime, err = d.applyHibernationTriggers(ctx, c); err != nil {
+		if scheduleTime, err = d.applyHibernationTriggers(ctx, c, o.infra); err != nil {
 			return reconcile.Result{}, fmt.Errorf("hibernation of %s: %w", key, err)
 		}
 	}

@@ -5,8 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
+
+	"k8s.io/utils/clock"
 
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/outbox"
 	"github.com/hostplane/hostplane/pkg/store"
 	"github.com/hostplane/hostplane/services/localcloud"
 )
@@ -68,4 +72,61 @@ func (d *Daemon) apiServerAvailable(ctx context.Context, cluster string) (bool, 
 		return false, err
 	}
 	return comp.Status.Conditions.IsTrue(api.ConditionAvailable), nil
+}
+
+// requestWake records in the cluster's infra record that a connection reached its endpoint
+// while it hibernates (wakeRequested) and publishes infra.ready, so clusterd wakes it.
+func (d *Daemon) requestWake(cluster string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	now := d.clock().Now().UTC()
+	var sent outbox.Entry
+	_, _, err := d.infra.MutateBefore(ctx, cluster, false, func(inf *api.Infra) error {
+		inf.WakeRequested = &now
+		return nil
+	}, func(ctx context.Context, _ *api.Infra) error {
+		var err error
+		sent, err = d.record(ctx, cluster, VerbReady)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record the wake request of %s: %w", cluster, err)
+	}
+	d.outbox.Send(ctx, sent)
+	return nil
+}
+
+// syncAsleep puts the cluster's balancer in wake-on-connect mode once the cluster fully
+// hibernates: its machines are off (inf.Hibernated) and componentd recorded kube-apiserver
+// hibernated. Not before: a kubelet or kube-controller-manager still running while the
+// cluster goes to sleep must not wake it again. Out of that mode as soon as the spec says
+// awake.
+func (d *Daemon) syncAsleep(ctx context.Context, c *api.Cluster, inf *api.Infra) error {
+	d.mu.Lock()
+	lb := d.lbs[c.Name]
+	d.mu.Unlock()
+	if lb == nil || lb.wake == nil {
+		return nil
+	}
+	asleep := false
+	if c.Spec.Hibernating() && inf.Hibernated {
+		comp, _, err := d.components.Get(ctx, api.ComponentKey(c.Name, api.ComponentKubeAPIServer))
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if comp != nil {
+			cond, _ := comp.Status.Conditions.Get(api.ConditionAvailable)
+			asleep = cond.Reason == api.ReasonHibernated
+		}
+	}
+	lb.setAsleep(asleep)
+	return nil
+}
+
+// clock is the daemon's clock (daemon.Base.Clock, the real one when unset).
+func (d *Daemon) clock() clock.Clock {
+	if d.cfg.Clock != nil {
+		return d.cfg.Clock
+	}
+	return clock.RealClock{}
 }

@@ -104,7 +104,7 @@ func (d *Daemon) ensure(ctx context.Context, c *api.Cluster, log *slog.Logger) (
 		log.Info("allocated control-plane endpoint and ports", "endpoint", inf.Endpoint, "policy", c.Spec.ControllerAvailabilityPolicy)
 	}
 
-	if t.loadBalanced {
+	if isLoadBalanced(inf) {
 		err := d.ensureLB(name, inf)
 		if err == nil {
 			err = d.syncDraining(ctx, name)
@@ -124,6 +124,9 @@ func (d *Daemon) ensure(ctx context.Context, c *api.Cluster, log *slog.Logger) (
 
 	settled, powerErr := d.syncMachinePower(ctx, c, log)
 	inf.Hibernated = c.Spec.Hibernating() && settled && powerErr == nil
+	if err := d.syncAsleep(ctx, c, inf); err != nil {
+		powerErr = errors.Join(powerErr, err)
+	}
 	inf.Ready = true
 	inf.Message = ""
 	_, err = d.write(ctx, inf, rev, before, allocated, VerbReady)
@@ -209,6 +212,13 @@ func (d *Daemon) release(ctx context.Context, cluster string, log *slog.Logger) 
 			if err := d.ensureLB(cluster, inf); err != nil {
 				return reconcile.Result{}, fmt.Errorf("load balancer of deleting %s: %w", cluster, err)
 			}
+			// A hibernated cluster being deleted runs its control plane again for the
+			// deletion: the balancer forwards (and wakes nothing).
+			d.mu.Lock()
+			if lb := d.lbs[cluster]; lb != nil {
+				lb.setAsleep(false)
+			}
+			d.mu.Unlock()
 			if err := d.syncDraining(ctx, cluster); err != nil {
 				return reconcile.Result{}, err
 			}
@@ -250,7 +260,9 @@ func (d *Daemon) record(ctx context.Context, cluster, verb string) (outbox.Entry
 }
 
 // ensureLB runs the cluster's load balancer on the record's endpoint in front of its
-// apiservers, restarting it if either changed.
+// apiservers, restarting it if either changed. A single apiserver's balancer can wake the
+// cluster (setAsleep); a HighlyAvailable cluster's never, as the daemons reach its
+// apiservers through it too.
 func (d *Daemon) ensureLB(cluster string, inf *api.Infra) error {
 	addr := net.JoinHostPort(inf.Endpoint.Host, strconv.Itoa(inf.Endpoint.Port))
 	backends := make([]string, 0, len(inf.APIServers))
@@ -264,6 +276,7 @@ func (d *Daemon) ensureLB(cluster string, inf *api.Infra) error {
 	}
 	old := d.lbs[cluster]
 	d.mu.Unlock()
+	wakes := len(backends) == 1
 	if old != nil {
 		if old.matches(addr, backends) {
 			return nil
@@ -273,6 +286,9 @@ func (d *Daemon) ensureLB(cluster string, inf *api.Infra) error {
 	lb, err := startLoadBalancer(cluster, addr, backends, d.cfg.HealthInterval, d.metrics, d.log)
 	if err != nil {
 		return err
+	}
+	if wakes {
+		lb.wake = func() error { return d.requestWake(cluster) }
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
