@@ -16,8 +16,8 @@ type Hibernation struct {
 	Enabled *bool `json:"enabled,omitempty"`
 	// Schedules hibernate the cluster at each Start and wake it at each End.
 	Schedules []HibernationSchedule `json:"schedules,omitempty"`
-	// IdleAfter is meant to hibernate the cluster once its endpoint has seen no connection
-	// for that long (a Go duration such as "30m"); refused until IdleAfterSupported.
+	// IdleAfter hibernates the cluster once its endpoint has seen no new connection for
+	// that long (a Go duration such as "30m"); absent: never for idleness.
 	IdleAfter string `json:"idleAfter,omitempty"`
 }
 
@@ -34,6 +34,7 @@ type HibernationSchedule struct {
 const (
 	HibernationReasonRequested = "Requested" // the API, the CLI or the cluster.hibernate inbound event
 	HibernationReasonSchedule  = "Schedule"  // a schedule's start or end
+	HibernationReasonIdle      = "Idle"      // no new connection for spec.hibernation.idleAfter
 	// HibernationReasonConnection: a connection to the endpoint of the hibernated cluster
 	// woke it.
 	HibernationReasonConnection = "Connection"
@@ -66,11 +67,17 @@ func (s *ClusterSpec) Hibernating() bool {
 	return s.Hibernation != nil && s.Hibernation.Enabled != nil && *s.Hibernation.Enabled
 }
 
-// IdleAfterSupported says whether spec.hibernation.idleAfter is acted on. It is not yet:
-// idleness is measured on the endpoint's connections, which needs every endpoint behind
-// infrad's load balancer (docs/hibernation.md), so validation refuses the field for now
-// rather than hibernate a cluster in use.
-const IdleAfterSupported = false
+// IdleAfter returns spec.hibernation.idleAfter, or 0 when absent or not a positive duration.
+func (s *ClusterSpec) IdleAfter() time.Duration {
+	if s.Hibernation == nil || s.Hibernation.IdleAfter == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(s.Hibernation.IdleAfter)
+	if err != nil || d <= 0 {
+		return 0
+	}
+	return d
+}
 
 // MinIdleAfter bounds spec.hibernation.idleAfter from below.
 const MinIdleAfter = time.Second
@@ -86,8 +93,6 @@ func validateHibernation(fe *FieldErrors, h *Hibernation, parse func(string) err
 			fe.Add("spec.hibernation.idleAfter", "%q is not a duration such as 30m or 2h", h.IdleAfter)
 		case d < MinIdleAfter:
 			fe.Add("spec.hibernation.idleAfter", "%q must be at least %s", h.IdleAfter, MinIdleAfter)
-		case !IdleAfterSupported:
-			fe.Add("spec.hibernation.idleAfter", "is not supported yet: it needs infrad to see the endpoint's connections, which wake-on-connect brings (docs/hibernation.md); hibernate with spec.hibernation.enabled or schedules")
 		}
 	}
 	for i, s := range h.Schedules {

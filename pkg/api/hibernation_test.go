@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hostplane/hostplane/pkg/api"
 )
@@ -29,7 +30,7 @@ func TestValidateCluster_Hibernation_NamesEachBadField(t *testing.T) {
 		{"enabled", &api.Hibernation{Enabled: &on}, nil, ""},
 		{"weekday nights in Berlin", &api.Hibernation{Schedules: []api.HibernationSchedule{
 			{Start: "0 19 * * 1-5", End: "0 7 * * 1-5", Location: "Europe/Berlin"}}}, nil, ""},
-		{"idleAfter, not acted on yet", &api.Hibernation{IdleAfter: "30m"}, idleFields(), "not supported"},
+		{"idleAfter", &api.Hibernation{IdleAfter: "30m"}, nil, ""},
 		{"start only, UTC", &api.Hibernation{Schedules: []api.HibernationSchedule{{Start: "0 19 * * 1-5"}}}, nil, ""},
 		{"bad cron", &api.Hibernation{Schedules: []api.HibernationSchedule{{Start: "19:00 weekdays", End: "0 7 * * 1-5"}}},
 			[]string{"spec.hibernation.schedules[0].start"}, "cron"},
@@ -66,14 +67,6 @@ func TestValidateCluster_Hibernation_NamesEachBadField(t *testing.T) {
 	}
 }
 
-// idleFields is what validation says of a good idleAfter: nothing once it is supported.
-func idleFields() []string {
-	if api.IdleAfterSupported {
-		return nil
-	}
-	return []string{"spec.hibernation.idleAfter"}
-}
-
 func TestClusterSpec_Hibernating(t *testing.T) {
 	on, off := true, false
 	for _, tc := range []struct {
@@ -82,10 +75,13 @@ func TestClusterSpec_Hibernating(t *testing.T) {
 	}{
 		{nil, false},
 		{&api.Hibernation{}, false},
-		{&api.Hibernation{Enabled: &off}, false},
+		{&api.Hibernation{Enabled: &off, IdleAfter: "90s"}, false},
 		{&api.Hibernation{Enabled: &on}, true},
 	} {
 		s := api.ClusterSpec{Hibernation: tc.h}
+		if tc.h != nil && tc.h.IdleAfter == "90s" && s.IdleAfter() != 90*time.Second {
+			t.Errorf("idleAfter %v, want 90s", s.IdleAfter())
+		}
 		if s.Hibernating() != tc.want {
 			t.Errorf("%+v: hibernating %v, want %v", tc.h, s.Hibernating(), tc.want)
 		}

@@ -29,6 +29,9 @@ type Infra struct {
 	// Hibernated is set once infrad stopped every machine of a hibernating cluster (there is
 	// nothing to stop on platform none or without a local cloud).
 	Hibernated bool `json:"hibernated,omitempty"`
+	// LastActivity is when the endpoint's load balancer last accepted a client connection
+	// (written at most every ActivityInterval): what spec.hibernation.idleAfter measures.
+	LastActivity *time.Time `json:"lastActivity,omitempty"`
 	// WakeRequested is when a connection reached the endpoint of the hibernated cluster:
 	// clusterd wakes the cluster when it is later than status.hibernation.changedTime.
 	WakeRequested *time.Time `json:"wakeRequested,omitempty"`

@@ -212,7 +212,7 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	if err != nil {
 		return nil, err
 	}
-	return []daemon.Runnable{c, in, daemon.RunnableFunc(d.hibernationTicker)}, nil
+	return []daemon.Runnable{c, in, daemon.Every(d.cfg.Clock, d.cfg.HibernationTick, d.hibernationTicker)}, nil
 }
 
 // sealKey loads the seal key on first use: pkid may create the file after clusterd started.

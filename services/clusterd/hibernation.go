@@ -86,7 +86,7 @@ const ReasonNotSupported = "NotSupported"
 type hibernationTrigger struct {
 	due       bool   // a change of spec.hibernation.enabled is due
 	hibernate bool   // to this value
-	reason    string // api.HibernationReasonSchedule
+	reason    string // api.HibernationReasonSchedule or api.HibernationReasonIdle
 }
 
 // scheduleTrigger returns the latest schedule start or end of c in (after, now]: the one
@@ -146,7 +146,8 @@ func lastFiring(sched cron.Schedule, after, now time.Time) time.Time {
 
 // applyHibernationTriggers moves spec.hibernation.enabled of live cluster c when a schedule
 // fired since the last look (status.hibernation.scheduleTime), or to false when infrad saw a
-// connection reach the endpoint while it hibernates (infra.wakeRequested). It returns the time up to which the schedules are applied
+// connection reach the endpoint while it hibernates (infra.wakeRequested), or to true when
+// the endpoint saw no new connection for spec.hibernation.idleAfter (infra.lastActivity). It returns the time up to which the schedules are applied
 // (to record in the status), or nil when that time need not move.
 func (d *Daemon) applyHibernationTriggers(ctx context.Context, c *api.Cluster, inf *api.Infra) (*time.Time, error) {
 	h := c.Spec.Hibernation
@@ -155,8 +156,10 @@ func (d *Daemon) applyHibernationTriggers(ctx context.Context, c *api.Cluster, i
 	}
 	if inf != nil && inf.WakeRequested != nil && c.Spec.Hibernating() {
 		// A connection reached the endpoint after the cluster was put to sleep (infrad's
-		// load balancer holds it until kube-apiserver is ready).
-		if st := c.Status.Hibernation; st == nil || st.ChangedTime == nil || inf.WakeRequested.After(*st.ChangedTime) {
+		// load balancer holds it until kube-apiserver is ready; it only asks once the
+		// cluster is fully asleep, so not before the change: equal times are a clock that
+		// did not move, as a test's fake one).
+		if st := c.Status.Hibernation; st == nil || st.ChangedTime == nil || !inf.WakeRequested.Before(*st.ChangedTime) {
 			d.clusterLog(c.Name).InfoContext(ctx, "waking: a connection reached the endpoint", "at", inf.WakeRequested)
 			_, err := d.setHibernation(ctx, c.Name, false, api.HibernationReasonConnection)
 			return nil, err
@@ -164,6 +167,15 @@ func (d *Daemon) applyHibernationTriggers(ctx context.Context, c *api.Cluster, i
 	}
 	now := d.cfg.Clock.Now().UTC()
 	var trig hibernationTrigger
+	// Idle since the endpoint's last new connection, the last change of
+	// spec.hibernation.enabled or the creation, whichever is latest.
+	lastActivity := c.CreationTimestamp
+	if inf != nil && inf.LastActivity != nil && inf.LastActivity.After(lastActivity) {
+		lastActivity = *inf.LastActivity
+	}
+	if st := c.Status.Hibernation; st != nil && st.ChangedTime != nil && st.ChangedTime.After(lastActivity) {
+		lastActivity = *st.ChangedTime
+	}
 	var applied *time.Time
 	if len(h.Schedules) > 0 {
 		// The first look only notes the time: a start or end before it does not count. Later
@@ -174,6 +186,9 @@ func (d *Daemon) applyHibernationTriggers(ctx context.Context, c *api.Cluster, i
 		} else if trig = scheduleTrigger(h.Schedules, *st.ScheduleTime, now); trig.due {
 			applied = &now
 		}
+	}
+	if idle := c.Spec.IdleAfter(); !trig.due && idle > 0 && !c.Spec.Hibernating() && inf != nil && isLoadBalanced(inf) && now.Sub(lastActivity) >= idle {
+		trig = hibernationTrigger{due: true, hibernate: true, reason: api.HibernationReasonIdle}
 	}
 	if !trig.due || trig.hibernate == c.Spec.Hibernating() {
 		return applied, nil
@@ -197,25 +212,24 @@ func (d *Daemon) setHibernation(ctx context.Context, name string, enabled bool, 
 }
 
 // hibernationTicker enqueues, every tick of the daemon's clock, the clusters whose
-// schedules may move spec.hibernation.enabled.
-func (d *Daemon) hibernationTicker(ctx context.Context) error {
-	t := d.cfg.Clock.NewTicker(d.cfg.HibernationTick)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C():
-		}
-		entries, err := d.clusters.List(ctx)
-		if err != nil {
-			d.Logger().WarnContext(ctx, "hibernation: list clusters", "err", err)
-			continue
-		}
-		for _, e := range entries {
-			if h := e.Value.Spec.Hibernation; h != nil && len(h.Schedules) > 0 {
-				d.controller.EnqueueContext(ctx, e.Key)
-			}
+// schedules or idleness may move spec.hibernation.enabled.
+func (d *Daemon) hibernationTicker(ctx context.Context) {
+	entries, err := d.clusters.List(ctx)
+	if err != nil {
+		d.Logger().WarnContext(ctx, "hibernation: list clusters", "err", err)
+		return
+	}
+	for _, e := range entries {
+		if h := e.Value.Spec.Hibernation; h != nil && (len(h.Schedules) > 0 || h.IdleAfter != "") {
+			d.controller.EnqueueContext(ctx, e.Key)
 		}
 	}
+}
+
+// isLoadBalanced reports whether the cluster's endpoint is infrad's load balancer in front of
+// a single apiserver, the one that sees (and wakes on) connections: a SingleReplica record
+// from before keeps the apiserver's own port, where nobody counts connections, so idleAfter
+// does nothing there.
+func isLoadBalanced(inf *api.Infra) bool {
+	return len(inf.APIServers) == 1 && inf.Endpoint != inf.APIServers[0]
 }

@@ -124,9 +124,36 @@ func (d *Daemon) syncAsleep(ctx context.Context, c *api.Cluster, inf *api.Infra)
 }
 
 // clock is the daemon's clock (daemon.Base.Clock, the real one when unset).
-func (d *Daemon) clock() clock.Clock {
+func (d *Daemon) clock() clock.WithTicker {
 	if d.cfg.Clock != nil {
 		return d.cfg.Clock
 	}
 	return clock.RealClock{}
+}
+
+// recordActivity writes (every ActivityInterval of the daemon's clock) when each wake-capable
+// balancer last accepted a client connection into its cluster's infra record (lastActivity),
+// where clusterd compares it with spec.hibernation.idleAfter. A connection is what counts:
+// requests on a connection kept open (a kubelet's heartbeats) do not.
+func (d *Daemon) recordActivity(ctx context.Context) {
+	d.mu.Lock()
+	seen := map[string]time.Time{}
+	for cluster, lb := range d.lbs {
+		if n := lb.lastAccept.Load(); n != 0 {
+			seen[cluster] = time.Unix(0, n).UTC()
+		}
+	}
+	d.mu.Unlock()
+	for cluster, at := range seen {
+		_, _, err := d.infra.Mutate(ctx, cluster, false, func(inf *api.Infra) error {
+			if inf.LastActivity != nil && !at.After(*inf.LastActivity) {
+				return store.ErrNoChange
+			}
+			inf.LastActivity = &at
+			return nil
+		})
+		if err != nil && !errors.Is(err, store.ErrNotFound) && ctx.Err() == nil {
+			d.log.Warn("record the endpoint's last connection", "cluster", cluster, "err", err)
+		}
+	}
 }

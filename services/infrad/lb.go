@@ -40,6 +40,10 @@ type loadBalancer struct {
 	wake      func() error
 	asleep    atomic.Bool
 	wakeAsked atomic.Bool
+	// now and lastAccept record when a client last connected (unix nanoseconds on the
+	// daemon's clock): the activity spec.hibernation.idleAfter measures.
+	now        func() time.Time
+	lastAccept atomic.Int64
 
 	ln     net.Listener
 	cancel context.CancelFunc
@@ -129,6 +133,9 @@ func (lb *loadBalancer) serve(ctx context.Context) {
 		if !lb.track(c) {
 			_ = c.Close()
 			return
+		}
+		if lb.now != nil {
+			lb.lastAccept.Store(lb.now().UnixNano())
 		}
 		lb.wg.Add(1)
 		go func() {

@@ -289,6 +289,7 @@ func (d *Daemon) ensureLB(cluster string, inf *api.Infra) error {
 	}
 	if wakes {
 		lb.wake = func() error { return d.requestWake(cluster) }
+		lb.now = d.clock().Now
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

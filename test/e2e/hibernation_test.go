@@ -192,6 +192,37 @@ func TestHibernation_ScheduleHibernatesAtItsStartAndWakesAtItsEnd(t *testing.T) 
 	deleteCluster(t, s, c, name, available)
 }
 
+// A cluster whose endpoint sees no new connection for idleAfter hibernates on its own, and
+// the next connection wakes it. The daemons run on a fake clock the test moves past idleAfter.
+func TestHibernation_IdleAfterHibernatesAnUnusedClusterAndAConnectionWakesIt(t *testing.T) {
+	testenv.RequireBinaries(t, release.Latest(), release.Components()...)
+	fake := clocktesting.NewFakeClock(time.Now())
+	s, c := startStackAt(t, t.TempDir(), func(cfg *dev.Config) { cfg.Clock = fake })
+	t.Cleanup(func() { s.Stop(context.Background()) })
+	const name = "idler"
+	body := fmt.Sprintf(`{"name":%q,"spec":{"release":{"version":%q},"hibernation":{"idleAfter":"10m"}}}`, name, newRelease)
+	if code, b := c.do("POST", "/v1/clusters", body, nil); code != http.StatusAccepted {
+		t.Fatalf("create: %d %s", code, b)
+	}
+	c.waitCondition(name, api.ConditionAvailable, api.ConditionTrue, available)
+	kc := c.kubeClient(name)
+	writeConfigMaps(t, kc, "used-once")
+
+	fake.Step(9 * time.Minute)
+	if cl, _ := c.cluster(name); cl.Spec.Hibernating() {
+		t.Fatalf("hibernated after 9 of 10 idle minutes: %s", lazyJSON{cl.Status.Hibernation})
+	}
+	fake.Step(2 * time.Minute)
+	waitHibernated(t, s, c, name, api.HibernationReasonIdle)
+
+	got, err := kc.CoreV1().ConfigMaps("default").Get(ctx(t), "used-once", metav1.GetOptions{})
+	if err != nil || got.Data["written"] != "used-once" {
+		t.Fatalf("GET on the idle-hibernated cluster: %v, %v", got, err)
+	}
+	c.waitCondition(name, api.ConditionAvailable, api.ConditionTrue, available)
+	deleteCluster(t, s, c, name, available)
+}
+
 // Bad hibernation settings are refused with a problem naming each field.
 func TestHibernation_BadSettingsAreRefusedFieldByField(t *testing.T) {
 	s, c := startStackAt(t, t.TempDir(), func(cfg *dev.Config) { cfg.NoManagementAPIServer = true })
