@@ -12,12 +12,13 @@ import (
 
 // Hibernation (docs/hibernation.md): spec.hibernation.enabled is the one lever. Users pull
 // it (PATCH, the CLI, the cluster.hibernate inbound event); clusterd pulls it at a
-// schedule's start and end.
-// componentd and infrad follow it; status.hibernation says why it last moved, and the
-// Hibernated condition whether nothing of the cluster runs any more.
+// schedule's start and end, after spec.hibernation.idleAfter without a new connection, and
+// when infrad saw a connection reach the endpoint of the sleeping cluster. componentd and
+// infrad follow it; status.hibernation says why it last moved, and the Hibernated condition
+// whether nothing of the cluster runs any more.
 
-// DefaultHibernationTick is how often clusterd looks at the schedules of every cluster
-// that has some (cron schedules have minute resolution).
+// DefaultHibernationTick is how often clusterd looks at the schedules and idleness of every
+// cluster that has some (cron schedules have minute resolution).
 const DefaultHibernationTick = 10 * time.Second
 
 // Reasons of the Hibernated condition while it is False.
