@@ -47,6 +47,9 @@ type ClusterSpec struct {
 	// RestoreFrom starts a new cluster's etcd from a complete backup of another (or a
 	// deleted) cluster; set at creation only (docs/backups.md).
 	RestoreFrom *RestoreSource `json:"restoreFrom,omitempty"`
+	// Hibernation hibernates the cluster on request, on schedules or when idle
+	// (docs/hibernation.md).
+	Hibernation *Hibernation `json:"hibernation,omitempty"`
 }
 
 // AutoNode is spec.autoNode.
@@ -225,6 +228,8 @@ type ClusterStatus struct {
 	ControlPlaneEndpoint *Endpoint      `json:"controlPlaneEndpoint,omitempty"`
 	IgnitionEndpoint     string         `json:"ignitionEndpoint,omitempty"`
 	KubeconfigAvailable  bool           `json:"kubeconfigAvailable,omitempty"`
+	// Hibernation says why and when spec.hibernation.enabled last changed.
+	Hibernation *HibernationStatus `json:"hibernation,omitempty"`
 }
 
 // VersionStatus is the desired release and the history of rollouts to it, newest first.

@@ -161,6 +161,7 @@ func validateClusterSpec(fe *FieldErrors, s *ClusterSpec, releases ReleaseCatalo
 	validateAutoscaling(fe, s.Autoscaling)
 	validateEtcd(fe, s.Etcd, releases.ParseSchedule)
 	validateRestoreFrom(fe, s.RestoreFrom)
+	validateHibernation(fe, s.Hibernation, releases.ParseSchedule)
 	if a := s.AutoNode; a != nil {
 		switch {
 		case a.ProvisionerConfig.Name != ProvisionerKarpenter:

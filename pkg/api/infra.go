@@ -1,13 +1,15 @@
 package api
 
+import "time"
+
 // Infra is what infrad allocated for one cluster (bucket "infra", key = cluster name).
 type Infra struct {
 	ObjectMeta
 	// ClusterGeneration is the cluster generation this allocation was made for.
 	ClusterGeneration int64  `json:"clusterGeneration"`
 	Platform          string `json:"platform"`
-	// Endpoint is where clients reach the kube-apiserver: the apiserver itself
-	// (SingleReplica) or infrad's TCP load balancer in front of the replicas (HighlyAvailable).
+	// Endpoint is where clients reach the kube-apiserver: infrad's TCP load balancer in front
+	// of the replicas (a SingleReplica record from before that: the apiserver itself).
 	Endpoint Endpoint `json:"endpoint"`
 	// APIServers are the per-replica kube-apiserver listen endpoints.
 	APIServers []Endpoint `json:"apiServers"`
@@ -24,6 +26,15 @@ type Infra struct {
 	Ignition Endpoint `json:"ignition"`
 	Ready    bool     `json:"ready"`
 	Message  string   `json:"message,omitempty"`
+	// Hibernated is set once infrad stopped every machine of a hibernating cluster (there is
+	// nothing to stop on platform none or without a local cloud).
+	Hibernated bool `json:"hibernated,omitempty"`
+	// LastActivity is when the endpoint's load balancer last accepted a client connection
+	// (written at most every ActivityInterval): what spec.hibernation.idleAfter measures.
+	LastActivity *time.Time `json:"lastActivity,omitempty"`
+	// WakeRequested is when a connection reached the endpoint of the hibernated cluster:
+	// clusterd wakes the cluster when it is later than status.hibernation.changedTime.
+	WakeRequested *time.Time `json:"wakeRequested,omitempty"`
 }
 
 // EtcdMember is one etcd member's addresses.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
+	"k8s.io/utils/clock"
 
 	"github.com/hostplane/hostplane/pkg/auth"
 	"github.com/hostplane/hostplane/pkg/bus"
@@ -72,12 +73,18 @@ type Base struct {
 	Logger         *slog.Logger
 	Registry       *prometheus.Registry
 	TracerProvider trace.TracerProvider
+	// Clock is the time that drives behaviour (hibernation schedules and idleness); tests
+	// inject a fake one. Default: the real clock.
+	Clock clock.WithTicker
 }
 
 // Validate fills defaults and checks the fields.
 func (b *Base) Validate() error {
 	if b.NATSURL == "" {
 		b.NATSURL = "nats://127.0.0.1:4222"
+	}
+	if b.Clock == nil {
+		b.Clock = clock.RealClock{}
 	}
 	if b.DataDir == "" {
 		b.DataDir = ".hostplane"

@@ -22,6 +22,7 @@ const InboundTypePrefix = TypePrefix + "in."
 // The inbound event types (docs/inbound-events.md).
 const (
 	InboundClusterUpgrade     = "cluster.upgrade"
+	InboundClusterHibernate   = "cluster.hibernate"
 	InboundNodePoolScale      = "nodepool.scale"
 	InboundMachineTerminating = "machine.terminating"
 )
@@ -51,6 +52,7 @@ func (t InboundType) CloudEventType() string { return InboundTypePrefix + t.Type
 // Inbound lists every inbound event type. Flip Handled when the owner starts consuming it.
 var Inbound = []InboundType{
 	{Type: InboundClusterUpgrade, Owner: "clusterd", Handled: true, Schema: "schemas/cluster.upgrade.json"},
+	{Type: InboundClusterHibernate, Owner: "clusterd", Handled: true, Schema: "schemas/cluster.hibernate.json"},
 	{Type: InboundNodePoolScale, Owner: "nodepoold", Handled: true, Schema: "schemas/nodepool.scale.json"},
 	{Type: InboundMachineTerminating, Owner: "infrad", Handled: true, Schema: "schemas/machine.terminating.json"},
 }

@@ -13,6 +13,9 @@ var brokenVariants = map[string][]string{
 		`{}`, `{"version": 134}`, `{"version": "v1.34.4"}`, `{"version": "1.34"}`,
 		`{"version": "1.34.4", "extra": true}`, `null`, `"1.34.4"`,
 	},
+	InboundClusterHibernate: {
+		`{}`, `{"enabled": "yes"}`, `{"enabled": 1}`, `{"enabled": true, "reason": "x"}`, `null`, `true`,
+	},
 	InboundNodePoolScale: {
 		`{"nodePool": "workers"}`, `{"nodePool": "workers", "replicas": -1}`,
 		`{"nodePool": "workers", "replicas": 1.5}`, `{"nodePool": "Workers!", "replicas": 1}`,

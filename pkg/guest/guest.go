@@ -1,16 +1,24 @@
 // Package guest hands out clients of guest clusters: the admin kubeconfig pkid sealed into a
 // cluster's PKI record (bucket "pki"), opened with the seal key and cached until the record's
 // serial changes (a rotation renews the admin certificate).
+//
+// With the infra records (WithInfra), a cluster whose single kube-apiserver is behind
+// infrad's load balancer is reached at the apiserver's own port: the daemons' own traffic
+// must not wake a hibernated cluster (the balancer wakes it on a connection,
+// docs/hibernation.md), and fails fast while it sleeps.
 package guest
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"sync"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/certs"
@@ -28,20 +36,66 @@ type Client struct {
 	Kubeconfig []byte // admin kubeconfig (YAML), secret
 	RESTConfig *rest.Config
 	Clientset  *kubernetes.Clientset
+	server     string // the apiserver it goes to directly, or "" (the kubeconfig's)
 }
 
 // Clients caches a Client per cluster. It is safe for concurrent use.
 type Clients struct {
-	pki *store.Store[api.ClusterPKI]
-	key *certs.SealKey
+	pki   *store.Store[api.ClusterPKI]
+	infra *store.Store[api.Infra] // nil: the kubeconfig's own server
+	key   *certs.SealKey
 
 	mu    sync.Mutex
 	cache map[string]*Client
 }
 
+// Option configures Clients.
+type Option func(*Clients)
+
+// WithInfra has the clients read the infra records, to reach a single kube-apiserver
+// directly rather than through the endpoint's load balancer.
+func WithInfra(infra *store.Store[api.Infra]) Option {
+	return func(c *Clients) { c.infra = infra }
+}
+
 // NewClients reads PKI records from pki and opens their kubeconfigs with key.
-func NewClients(pki *store.Store[api.ClusterPKI], key *certs.SealKey) *Clients {
-	return &Clients{pki: pki, key: key, cache: map[string]*Client{}}
+func NewClients(pki *store.Store[api.ClusterPKI], key *certs.SealKey, opts ...Option) *Clients {
+	c := &Clients{pki: pki, key: key, cache: map[string]*Client{}}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// internalServer returns the URL of the cluster's single kube-apiserver when it is behind a
+// load balancer, else "" (the kubeconfig's server stands).
+func (c *Clients) internalServer(ctx context.Context, cluster string) (string, error) {
+	if c.infra == nil {
+		return "", nil
+	}
+	inf, _, err := c.infra.Get(ctx, cluster)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if len(inf.APIServers) != 1 || inf.APIServers[0] == inf.Endpoint || inf.APIServers[0].Port == 0 {
+		return "", nil
+	}
+	return "https://" + net.JoinHostPort(inf.APIServers[0].Host, strconv.Itoa(inf.APIServers[0].Port)), nil
+}
+
+// withServer returns kubeconfig with every cluster's server set to server.
+func withServer(kubeconfig []byte, server string) ([]byte, error) {
+	cfg, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	for _, cl := range cfg.Clusters {
+		cl.Server = server
+	}
+	return clientcmd.Write(*cfg)
 }
 
 // For returns the admin client of cluster, built anew when the PKI serial changed. It wraps
@@ -58,15 +112,24 @@ func (c *Clients) For(ctx context.Context, cluster string) (*Client, error) {
 	if !p.Ready || len(sealed) == 0 {
 		return nil, fmt.Errorf("%w: cluster %s", ErrNotReady, cluster)
 	}
+	server, err := c.internalServer(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
 	c.mu.Lock()
 	cached := c.cache[cluster]
 	c.mu.Unlock()
-	if cached != nil && cached.Serial == p.Serial {
+	if cached != nil && cached.Serial == p.Serial && cached.server == server {
 		return cached, nil
 	}
 	kc, err := c.key.Open(sealed)
 	if err != nil {
 		return nil, fmt.Errorf("open the admin kubeconfig of %s (is the seal key the one pkid uses?): %w", cluster, err)
+	}
+	if server != "" {
+		if kc, err = withServer(kc, server); err != nil {
+			return nil, fmt.Errorf("admin kubeconfig of %s: %w", cluster, err)
+		}
 	}
 	cfg, err := kube.RESTConfig(kc)
 	if err != nil {
@@ -76,7 +139,7 @@ func (c *Clients) For(ctx context.Context, cluster string) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl := &Client{Cluster: cluster, Serial: p.Serial, Kubeconfig: kc, RESTConfig: cfg, Clientset: cs}
+	cl := &Client{Cluster: cluster, Serial: p.Serial, Kubeconfig: kc, RESTConfig: cfg, Clientset: cs, server: server}
 	c.mu.Lock()
 	c.cache[cluster] = cl
 	c.mu.Unlock()

@@ -44,7 +44,8 @@ var Daemons = []Daemon{
 	},
 	{
 		Name: "nodepoold", Owns: bus.BucketNodePools,
-		Reads:     []string{bus.BucketClusters, bus.BucketIgnition, bus.BucketPKI},
+		// infra: its guest clients reach a single kube-apiserver directly (pkg/guest).
+		Reads:     []string{bus.BucketClusters, bus.BucketIgnition, bus.BucketPKI, bus.BucketInfra},
 		Publishes: []events.Resource{events.ResourceNodePool},
 		Consumers: []string{"nodepoold"}, Inbound: true,
 	},

@@ -65,6 +65,9 @@ type Config struct {
 	// Requeue is how often a live cluster is reconciled without an event (default 30s);
 	// DeletingRequeue the same for a cluster being deleted (default 5s).
 	Requeue, DeletingRequeue time.Duration
+	// HibernationTick is how often the hibernation schedules and idleness of every cluster
+	// are looked at, on Base.Clock (default DefaultHibernationTick).
+	HibernationTick time.Duration
 }
 
 // Validate fills defaults and checks the fields.
@@ -80,6 +83,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DeletingRequeue <= 0 {
 		c.DeletingRequeue = DefaultDeletingRequeue
+	}
+	if c.HibernationTick <= 0 {
+		c.HibernationTick = DefaultHibernationTick
 	}
 	return nil
 }
@@ -206,7 +212,7 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	if err != nil {
 		return nil, err
 	}
-	return []daemon.Runnable{c, in}, nil
+	return []daemon.Runnable{c, in, daemon.Every(d.cfg.Clock, d.cfg.HibernationTick, d.hibernationTicker)}, nil
 }
 
 // sealKey loads the seal key on first use: pkid may create the file after clusterd started.
@@ -233,7 +239,7 @@ func (d *Daemon) guestClients() (*guest.Clients, error) {
 	d.sealMu.Lock()
 	defer d.sealMu.Unlock()
 	if d.guests == nil {
-		d.guests = guest.NewClients(d.pki, key)
+		d.guests = guest.NewClients(d.pki, key, guest.WithInfra(d.infra))
 	}
 	return d.guests, nil
 }

@@ -137,7 +137,7 @@ func (d *Daemon) patchCluster(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	ctx := r.Context()
-	c, err := d.updateSpec(ctx, chi.URLParam(r, "cluster"), func(spec api.ClusterSpec) (api.ClusterSpec, error) {
+	c, err := d.updateSpec(ctx, chi.URLParam(r, "cluster"), api.HibernationReasonRequested, func(spec api.ClusterSpec) (api.ClusterSpec, error) {
 		return httpapi.ApplySpecPatch(ctx, spec, specPatch)
 	})
 	if err != nil {
@@ -151,8 +151,9 @@ func (d *Daemon) patchCluster(w http.ResponseWriter, r *http.Request) error {
 // event): change computes the new spec from the current one, which is defaulted and checked
 // with api.ValidateClusterUpdate (release.CheckUpgrade among others); a cluster being deleted
 // refuses (Conflict). When the spec changed, the generation is bumped and cluster.updated
-// published. A missing cluster is a NotFound api.Error.
-func (d *Daemon) updateSpec(ctx context.Context, name string, change func(api.ClusterSpec) (api.ClusterSpec, error)) (*api.Cluster, error) {
+// published. A missing cluster is a NotFound api.Error. When the change hibernates or wakes
+// the cluster, status.hibernation records why (reason, an api.HibernationReason*).
+func (d *Daemon) updateSpec(ctx context.Context, name, reason string, change func(api.ClusterSpec) (api.ClusterSpec, error)) (*api.Cluster, error) {
 	if _, _, err := d.lookup(ctx, name); err != nil {
 		return nil, err
 	}
@@ -170,6 +171,9 @@ func (d *Daemon) updateSpec(ctx context.Context, name string, change func(api.Cl
 		spec.Default()
 		if err := api.ValidateClusterUpdate(&c.Spec, &spec, releases); err != nil {
 			return err
+		}
+		if spec.Hibernating() != c.Spec.Hibernating() {
+			noteHibernation(c, reason, d.cfg.Clock.Now())
 		}
 		c.Spec = spec
 		return nil

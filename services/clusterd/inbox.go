@@ -24,8 +24,11 @@ func (d *Daemon) newInbox(ctx context.Context, rt *daemon.Runtime) (*inbox.Consu
 	}
 	d.rejections = inbox.NewRejectionPublisher(rt.JS, Name)
 	return inbox.New(rt.JS, inbox.Config{
-		Name:           InboxConsumer,
-		Handlers:       map[string]inbox.Handler{events.InboundClusterUpgrade: d.inboundUpgrade},
+		Name: InboxConsumer,
+		Handlers: map[string]inbox.Handler{
+			events.InboundClusterUpgrade:   d.inboundUpgrade,
+			events.InboundClusterHibernate: d.inboundHibernate,
+		},
 		FrontDesk:      true,
 		Dedup:          dedup,
 		Reject:         d.rejectInbound,
@@ -51,10 +54,29 @@ func (d *Daemon) inboundUpgrade(ctx context.Context, cluster string, ev events.E
 	if err := ev.DecodeData(&data); err != nil {
 		return inbox.Rejectf("%v", err)
 	}
-	_, err := d.updateSpec(ctx, cluster, func(spec api.ClusterSpec) (api.ClusterSpec, error) {
+	_, err := d.updateSpec(ctx, cluster, api.HibernationReasonRequested, func(spec api.ClusterSpec) (api.ClusterSpec, error) {
 		spec.Release.Version = data.Version
 		return spec, nil
 	})
+	return inboundResult(cluster, "upgrade", err)
+}
+
+// inboundHibernate applies cluster.hibernate ({"enabled": bool}) exactly as
+// PATCH /v1/clusters/{cluster} with {"hibernation":{"enabled":...}} does.
+func (d *Daemon) inboundHibernate(ctx context.Context, cluster string, ev events.Event) error {
+	var data struct {
+		Enabled bool `json:"enabled"`
+	}
+	if err := ev.DecodeData(&data); err != nil {
+		return inbox.Rejectf("%v", err)
+	}
+	_, err := d.setHibernation(ctx, cluster, data.Enabled, api.HibernationReasonRequested)
+	return inboundResult(cluster, "hibernate", err)
+}
+
+// inboundResult turns the outcome of an inbound change into the inbox's answer: the
+// caller's mistakes are rejections, anything else is retried.
+func inboundResult(cluster, what string, err error) error {
 	var ae *api.Error
 	if errors.As(err, &ae) {
 		switch ae.Code {
@@ -65,7 +87,7 @@ func (d *Daemon) inboundUpgrade(ctx context.Context, cluster string, ev events.E
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("upgrade cluster %s: %w", cluster, err)
+		return fmt.Errorf("%s cluster %s: %w", what, cluster, err)
 	}
 	return nil
 }

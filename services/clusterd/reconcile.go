@@ -37,11 +37,27 @@ func (d *Daemon) Reconcile(ctx context.Context, key string) (reconcile.Result, e
 		}
 	}
 
+	var scheduleTime *time.Time
+	if c.DeletionTimestamp == nil {
+		if scheduleTime, err = d.applyHibernationTriggers(ctx, c, o.infra); err != nil {
+			return reconcile.Result{}, fmt.Errorf("hibernation of %s: %w", key, err)
+		}
+	}
+
 	now := time.Now().UTC().Truncate(time.Second)
 	var ch statusChange
 	var sent outbox.Entry
 	updated, _, err := d.clusters.MutateBefore(ctx, key, false, func(c *api.Cluster) error {
 		ch = computeStatus(c, o, now)
+		if scheduleTime != nil {
+			h := api.HibernationStatus{}
+			if c.Status.Hibernation != nil {
+				h = *c.Status.Hibernation
+			}
+			t := scheduleTime.Truncate(time.Second)
+			h.ScheduleTime = &t
+			c.Status.Hibernation = &h
+		}
 		return nil
 	}, func(ctx context.Context, _ *api.Cluster) error {
 		if !ch.conditions {
@@ -186,6 +202,9 @@ func (d *Daemon) observe(ctx context.Context, name string) (observed, error) {
 	for _, e := range entries {
 		o.componentKeys = append(o.componentKeys, e.Key)
 		o.components[strings.TrimPrefix(e.Key, name+".")] = e.Value
+		if cond, ok := e.Value.Status.Conditions.Get(api.ConditionDegraded); ok && cond.Status == api.ConditionTrue && cond.Reason == api.ReasonHibernationNotSupported {
+			o.notSupported = cond.Message
+		}
 	}
 	return o, nil
 }

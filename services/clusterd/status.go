@@ -56,6 +56,8 @@ type observed struct {
 	ignition *api.IgnitionServer
 	// management is what the deletion of the cluster's Cluster API objects waits for.
 	management string
+	// notSupported, when not empty, says why the runtime cannot hibernate the cluster.
+	notSupported string
 }
 
 // empty reports whether no daemon holds anything for the cluster any more.
@@ -89,6 +91,7 @@ func computeStatus(c *api.Cluster, o observed, now time.Time) statusChange {
 	s.setProgressing(everCompleted)
 	s.setDegraded()
 	s.setIgnitionEndpointAvailable()
+	s.setHibernated()
 	if c.DeletionTimestamp != nil {
 		s.set(api.ConditionDeleting, api.ConditionTrue, ReasonWaitingForCleanup, deletionMessage(o))
 	}
@@ -185,6 +188,15 @@ func (s *statusScope) setComponentAvailable(typ, name string) {
 // setAvailable sets Available: every component is. It reports whether the cluster is.
 func (s *statusScope) setAvailable(pkiReady bool) bool {
 	st, o := s.st, s.o
+	if s.c.Spec.Hibernating() && o.notSupported == "" {
+		why := api.HibernationReasonRequested
+		if h := st.Hibernation; h != nil && h.Reason != "" {
+			why = h.Reason
+		}
+		s.set(api.ConditionAvailable, api.ConditionFalse, api.ReasonHibernated,
+			"the cluster hibernates ("+why+"); a connection to its endpoint or spec.hibernation.enabled=false wakes it")
+		return false
+	}
 	for _, name := range components {
 		if comp := o.components[name]; comp == nil || !componentAvailable(comp) {
 			reason := ReasonWaitingForComponent

@@ -108,6 +108,10 @@ func (k *kubeRuntime) converge(ctx context.Context, log *slog.Logger, cl *cluste
 			// settled, nothing to wait for.
 			o.sum.Available, o.sum.Complete = true, true
 		}
+		if cl.cluster.Spec.Hibernating() && comp.Name == api.ComponentKubeAPIServer {
+			// Not built yet (docs/hibernation.md): the control plane keeps running and says why.
+			o.degraded, o.degradedReason = hibernationNotSupported, api.ReasonHibernationNotSupported
+		}
 		if err := d.record(ctx, log.With("component", comp.Name), name, byName[comp.Name], o); err != nil {
 			return reconcile.Result{}, fmt.Errorf("%s: %w", comp.Name, err)
 		}
@@ -115,6 +119,9 @@ func (k *kubeRuntime) converge(ctx context.Context, log *slog.Logger, cl *cluste
 	}
 	return d.requeue(settled), nil
 }
+
+// hibernationNotSupported is what the kubernetes runtime says of a cluster asked to hibernate.
+const hibernationNotSupported = "the kubernetes runtime does not hibernate clusters yet (docs/hibernation.md): the control plane keeps running; set spec.hibernation.enabled to false"
 
 // apply applies the cluster's objects and returns each component's config hash. It skips
 // the Apply when neither the cluster nor the PKI record changed since the last one, unless

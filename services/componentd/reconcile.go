@@ -92,7 +92,18 @@ func (d *Daemon) reconcileCluster(ctx context.Context, log *slog.Logger, name st
 		}
 		return res, err
 	}
+	if c.Spec.Hibernating() {
+		if h, ok := d.workloads.(hibernator); ok {
+			return h.hibernate(ctx, log, c)
+		}
+	}
 	return d.keepUp(ctx, log, c, crev)
+}
+
+// hibernator is a runtime that can hibernate a cluster: stop every workload of its control
+// plane and keep everything it needs to start them again (data, certificates, ports).
+type hibernator interface {
+	hibernate(ctx context.Context, log *slog.Logger, c *api.Cluster) (reconcile.Result, error)
 }
 
 // keepUp converges the cluster's control plane once its infrastructure and certificates are

@@ -223,7 +223,7 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	if d.nodepools, err = daemon.Open[api.NodePool](ctx, rt, bus.BucketNodePools); err != nil {
 		return nil, err
 	}
-	d.guests = guest.NewClients(d.pki, d.seal)
+	d.guests = guest.NewClients(d.pki, d.seal, guest.WithInfra(d.infra))
 	d.cache = newPayloadCache()
 	d.index = newTokenIndex(d.cache.keep)
 	d.listeners = newListeners(d.log, m)

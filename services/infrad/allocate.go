@@ -22,7 +22,9 @@ func topologyFor(policy string) topology {
 	if policy == api.HighlyAvailable {
 		return topology{etcd: 3, apiServers: 2, controllerManagers: 2, schedulers: 2, autoscaler: 2, loadBalanced: true}
 	}
-	return topology{etcd: 1, apiServers: 1, controllerManagers: 1, schedulers: 1, autoscaler: 2}
+	// Behind the load balancer too, so infrad can hold the endpoint while the cluster
+	// hibernates and wake it on the first connection (docs/hibernation.md).
+	return topology{etcd: 1, apiServers: 1, controllerManagers: 1, schedulers: 1, autoscaler: 2, loadBalanced: true}
 }
 
 // satisfiedBy reports whether inf already holds exactly the ports t needs, so nothing is
@@ -35,6 +37,11 @@ func (t topology) satisfiedBy(inf *api.Infra) bool {
 	}
 	if inf.Endpoint.Port == 0 || inf.Ignition.Port == 0 {
 		return false
+	}
+	if t.apiServers == 1 && inf.Endpoint == inf.APIServers[0] {
+		// A SingleReplica record from before its endpoint went behind the load balancer:
+		// it keeps its endpoint (clients hold kubeconfigs naming it), without wake on connect.
+		return true
 	}
 	if t.loadBalanced {
 		return !isAPIServerPort(inf, inf.Endpoint.Port)

@@ -15,10 +15,10 @@ func TestAllocate_KeepsRecordedPortsAndAllocatesOnlyWhatIsMissing(t *testing.T) 
 		wantAPI    int
 		wantLBPort bool
 	}{
-		{"new single replica", "", api.SingleReplica, 1, 1, false},
+		{"new single replica", "", api.SingleReplica, 1, 1, true},
 		{"new highly available", "", api.HighlyAvailable, 3, 2, true},
 		{"single replica grows", api.SingleReplica, api.HighlyAvailable, 3, 2, true},
-		{"highly available shrinks", api.HighlyAvailable, api.SingleReplica, 1, 1, false},
+		{"highly available shrinks", api.HighlyAvailable, api.SingleReplica, 1, 1, true},
 		{"unchanged", api.HighlyAvailable, api.HighlyAvailable, 3, 2, true},
 	}
 	for _, tt := range tests {
@@ -69,5 +69,21 @@ func TestAllocate_KeepsRecordedPortsAndAllocatesOnlyWhatIsMissing(t *testing.T) 
 				t.Errorf("%d distinct ports %v, want %d", len(distinct), distinct, want)
 			}
 		})
+	}
+}
+
+// A SingleReplica record from before endpoints went behind the load balancer keeps its
+// endpoint (the apiserver's port), so kubeconfigs handed out stay valid.
+func TestSatisfiedBy_KeepsASingleReplicaRecordWhoseEndpointIsTheAPIServer(t *testing.T) {
+	inf := &api.Infra{}
+	if err := allocate(inf, DefaultHost, topologyFor(api.SingleReplica), newPortAllocator(DefaultHost)); err != nil {
+		t.Fatal(err)
+	}
+	inf.Endpoint = inf.APIServers[0]
+	if !topologyFor(api.SingleReplica).satisfiedBy(inf) {
+		t.Errorf("a legacy SingleReplica record %+v would be allocated again", inf)
+	}
+	if isLoadBalanced(inf) {
+		t.Errorf("a legacy SingleReplica record %+v counts as load balanced", inf)
 	}
 }

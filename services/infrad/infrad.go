@@ -48,6 +48,9 @@ const (
 	DefaultHost           = "127.0.0.1"
 	DefaultHealthInterval = 500 * time.Millisecond
 	DefaultDeletePoll     = 2 * time.Second
+	// DefaultActivityInterval: idleAfter is minutes or hours; a record write per cluster
+	// at most every 30 s is cheap.
+	DefaultActivityInterval = 30 * time.Second
 )
 
 // Config is infrad's configuration. Zero fields get defaults in New.
@@ -59,6 +62,9 @@ type Config struct {
 	// HealthInterval is how often a load balancer probes its backends' /readyz (default
 	// 500ms; kube-apiserver's --shutdown-delay-duration must be a few of these).
 	HealthInterval time.Duration
+	// ActivityInterval is how often the load balancers' last client connection is written to
+	// the infra records (lastActivity), on Base.Clock (default DefaultActivityInterval).
+	ActivityInterval time.Duration
 	// DeletePoll is how often a deleting cluster's controlplane keys are checked again,
 	// besides the component events that trigger a check at once (default 2s).
 	DeletePoll time.Duration
@@ -83,6 +89,9 @@ func (c *Config) defaults() error {
 	}
 	if c.DeletePoll <= 0 {
 		c.DeletePoll = DefaultDeletePoll
+	}
+	if c.ActivityInterval <= 0 {
+		c.ActivityInterval = DefaultActivityInterval
 	}
 	if c.MachineResync <= 0 {
 		c.MachineResync = DefaultMachineResync
@@ -176,7 +185,7 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	if err != nil {
 		return nil, err
 	}
-	runnables := []daemon.Runnable{c, in}
+	runnables := []daemon.Runnable{c, in, daemon.Every(d.clock(), d.cfg.ActivityInterval, d.recordActivity)}
 	d.provider = nil
 	if d.cfg.ManagementKubeconfig == "" {
 		d.log.Info("no management cluster (HOSTPLANE_MANAGEMENT_KUBECONFIG): the machines provider is off")

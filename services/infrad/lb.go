@@ -35,6 +35,16 @@ type loadBalancer struct {
 	metrics  *metrics
 	log      *slog.Logger
 
+	// Wake on connect (a single apiserver's balancer; nil wake: never). While asleep, a new
+	// connection asks for a wake (once per sleep) and is held until the apiserver is ready.
+	wake      func() error
+	asleep    atomic.Bool
+	wakeAsked atomic.Bool
+	// now and lastAccept record when a client last connected (unix nanoseconds on the
+	// daemon's clock): the activity spec.hibernation.idleAfter measures.
+	now        func() time.Time
+	lastAccept atomic.Int64
+
 	ln     net.Listener
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -124,6 +134,9 @@ func (lb *loadBalancer) serve(ctx context.Context) {
 			_ = c.Close()
 			return
 		}
+		if lb.now != nil {
+			lb.lastAccept.Store(lb.now().UnixNano())
+		}
 		lb.wg.Add(1)
 		go func() {
 			defer lb.wg.Done()
@@ -150,9 +163,78 @@ func (lb *loadBalancer) untrack(c net.Conn) {
 	delete(lb.conns, c)
 }
 
+// WakeHold bounds how long a connection to a hibernated (or waking) cluster is held before
+// it is forwarded.
+const WakeHold = 60 * time.Second
+
+// setAsleep puts the balancer in or out of wake-on-connect mode. Waking marks every backend
+// unready until its probe passes, so held connections go to a ready apiserver only.
+func (lb *loadBalancer) setAsleep(asleep bool) {
+	was := lb.asleep.Swap(asleep)
+	switch {
+	case asleep && !was:
+		lb.wakeAsked.Store(false)
+		lb.log.Info("cluster hibernates: the endpoint listens and wakes it on the first connection")
+	case !asleep && was:
+		for i := range lb.healthy {
+			lb.healthy[i].Store(false)
+		}
+		lb.log.Info("cluster wakes: connections are held until its apiserver is ready")
+	}
+}
+
+// awaitBackend holds a new connection of a wake-on-connect balancer while the cluster
+// sleeps or no apiserver is ready yet: the first one asks for a wake, later ones join it. It
+// reports false when WakeHold passed (or the balancer closed) first.
+func (lb *loadBalancer) awaitBackend(ctx context.Context) bool {
+	if lb.wake == nil {
+		return true
+	}
+	ready := func() bool {
+		if lb.asleep.Load() {
+			return false
+		}
+		for i := range lb.healthy {
+			if lb.healthy[i].Load() {
+				return true
+			}
+		}
+		return false
+	}
+	if ready() {
+		return true
+	}
+	// Only a connection that arrives while the cluster sleeps wakes it; one that arrived
+	// while it was going to sleep (a kubelet, kube-controller-manager) only waits.
+	wakes := lb.asleep.Load()
+	ctx, cancel := context.WithTimeout(ctx, WakeHold)
+	defer cancel()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for !ready() {
+		if wakes && lb.asleep.Load() && lb.wakeAsked.CompareAndSwap(false, true) {
+			lb.log.Info("a connection reached the hibernated cluster: waking it")
+			if err := lb.wake(); err != nil {
+				lb.wakeAsked.Store(false) // the next look asks again
+				lb.log.Warn("wake request failed", "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+	return true
+}
+
 // forward dials a backend for client and copies bytes both ways until both sides are done.
 func (lb *loadBalancer) forward(ctx context.Context, client net.Conn) {
 	defer client.Close()
+	if !lb.awaitBackend(ctx) {
+		lb.log.Warn("no apiserver became ready while the connection was held", "client", client.RemoteAddr().String(), "held", WakeHold)
+		return
+	}
 	backend, addr := lb.dial(ctx)
 	if backend == nil {
 		lb.log.Warn("no backend accepted the connection", "client", client.RemoteAddr().String())

@@ -1,6 +1,7 @@
 package infrad
 
 import (
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"net"
@@ -163,5 +164,72 @@ func waitFor(t *testing.T, cond func() bool, msg string) {
 			t.Fatal(msg)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A sleeping single-apiserver balancer holds every new connection, asks for one wake however
+// many connections arrive, and forwards them once the apiserver answers its probe.
+func TestLoadBalancer_AsleepHoldsConnectionsWakesOnceAndForwardsWhenReady(t *testing.T) {
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The apiserver's port, with nothing listening yet: the cluster hibernates.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	lb, err := startLoadBalancer("c1", "127.0.0.1:0", []string{addr}, 50*time.Millisecond, m, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lb.Close() })
+	var wakes atomic.Int32
+	lb.wake = func() error {
+		wakes.Add(1)
+		// What clusterd, componentd and infrad do: the spec says awake, the apiserver starts.
+		go func() {
+			lb.setAsleep(false)
+			l, err := net.Listen("tcp", addr)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.WriteString(w, "awake")
+			}))
+			srv.Listener = l
+			srv.StartTLS()
+			t.Cleanup(srv.Close)
+		}()
+		return nil
+	}
+	lb.setAsleep(true)
+
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true}} //nolint:gosec // a test server
+	url := "https://" + lb.ln.Addr().String() + "/api/v1/namespaces/default/configmaps/x"
+	answers := make(chan string, 3)
+	for range 3 {
+		go func() {
+			resp, err := client.Get(url)
+			if err != nil {
+				answers <- err.Error()
+				return
+			}
+			body, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			answers <- string(body)
+		}()
+	}
+	for range 3 {
+		if got := <-answers; got != "awake" {
+			t.Errorf("a held request answered %q, want the woken apiserver's answer", got)
+		}
+	}
+	if n := wakes.Load(); n != 1 {
+		t.Errorf("wake asked %d times for 3 connections, want once", n)
 	}
 }

@@ -57,6 +57,7 @@ type cloud interface {
 	Delete(ctx context.Context, cluster, name string) error
 	Fault(ctx context.Context, cluster, name, fault string) (localcloud.MachineStatus, error)
 	Reconfigure(ctx context.Context, cluster, name string, userData []byte) (localcloud.MachineStatus, error)
+	Power(ctx context.Context, cluster, name string, on bool) (localcloud.MachineStatus, error)
 }
 
 var _ cloud = (*localcloud.Client)(nil)

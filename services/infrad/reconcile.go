@@ -38,7 +38,13 @@ func (d *Daemon) reconcile(ctx context.Context, cluster string) (reconcile.Resul
 	case c.DeletionTimestamp != nil:
 		return d.release(ctx, cluster, log)
 	}
-	return reconcile.Result{}, d.ensure(ctx, c, log)
+	settled, err := d.ensure(ctx, c, log)
+	if err == nil && !settled {
+		// Machines wait for the control plane to come back (component events bring this
+		// back too; the requeue is the safety net).
+		return reconcile.Result{RequeueAfter: d.cfg.DeletePoll}, nil
+	}
+	return reconcile.Result{}, err
 }
 
 // supportedPlatform reports whether this infrad provides infrastructure for platform.
@@ -47,11 +53,12 @@ func supportedPlatform(platform string) bool {
 }
 
 // ensure allocates the cluster's record if it has none, keeps the record's ports otherwise,
-// runs or closes the load balancer and marks the record ready.
-func (d *Daemon) ensure(ctx context.Context, c *api.Cluster, log *slog.Logger) error {
+// runs or closes the load balancer, powers the machines off or on as the cluster hibernates
+// or wakes, and marks the record ready. It reports whether the machines are settled.
+func (d *Daemon) ensure(ctx context.Context, c *api.Cluster, log *slog.Logger) (bool, error) {
 	name := c.Name
 	if name == "" {
-		return fmt.Errorf("cluster record has no name")
+		return true, fmt.Errorf("cluster record has no name")
 	}
 	platform := c.Spec.Platform.Type
 	if platform == "" {
@@ -61,7 +68,7 @@ func (d *Daemon) ensure(ctx context.Context, c *api.Cluster, log *slog.Logger) e
 	if errors.Is(err, store.ErrNotFound) {
 		inf, rev = &api.Infra{ObjectMeta: api.ObjectMeta{Name: name}}, 0
 	} else if err != nil {
-		return err
+		return true, err
 	}
 	before, _ := json.Marshal(inf)
 	inf.Platform = platform
@@ -73,7 +80,7 @@ func (d *Daemon) ensure(ctx context.Context, c *api.Cluster, log *slog.Logger) e
 		inf.Message = fmt.Sprintf("platform %q is not supported; infrad provides %q and %q", platform, api.PlatformLocal, api.PlatformNone)
 		_, err := d.write(ctx, inf, rev, before, false, "")
 		d.setReady(name, false)
-		return err
+		return true, err
 	}
 
 	t := topologyFor(c.Spec.ControllerAvailabilityPolicy)
@@ -84,20 +91,20 @@ func (d *Daemon) ensure(ctx context.Context, c *api.Cluster, log *slog.Logger) e
 		defer d.allocMu.Unlock()
 		a := newPortAllocator(d.cfg.Host)
 		if err := d.reserveRecorded(ctx, a, name); err != nil {
-			return err
+			return true, err
 		}
 		_, span := observe.StartSpan(ctx, "infrad allocate", attribute.String("hostplane.cluster", name),
 			attribute.String("hostplane.policy", c.Spec.ControllerAvailabilityPolicy))
 		err := allocate(inf, d.cfg.Host, t, a)
 		observe.EndSpan(span, err)
 		if err != nil {
-			return err
+			return true, err
 		}
 		allocated = true
 		log.Info("allocated control-plane endpoint and ports", "endpoint", inf.Endpoint, "policy", c.Spec.ControllerAvailabilityPolicy)
 	}
 
-	if t.loadBalanced {
+	if isLoadBalanced(inf) {
 		err := d.ensureLB(name, inf)
 		if err == nil {
 			err = d.syncDraining(ctx, name)
@@ -107,14 +114,19 @@ func (d *Daemon) ensure(ctx context.Context, c *api.Cluster, log *slog.Logger) e
 			inf.Message = "load balancer: " + err.Error()
 			d.setReady(name, false)
 			if _, werr := d.write(ctx, inf, rev, before, allocated, ""); werr != nil {
-				return errors.Join(err, werr)
+				return true, errors.Join(err, werr)
 			}
-			return fmt.Errorf("load balancer of %s: %w", name, err)
+			return true, fmt.Errorf("load balancer of %s: %w", name, err)
 		}
 	} else {
 		d.closeLB(name)
 	}
 
+	settled, powerErr := d.syncMachinePower(ctx, c, log)
+	inf.Hibernated = c.Spec.Hibernating() && settled && powerErr == nil
+	if err := d.syncAsleep(ctx, c, inf); err != nil {
+		powerErr = errors.Join(powerErr, err)
+	}
 	inf.Ready = true
 	inf.Message = ""
 	_, err = d.write(ctx, inf, rev, before, allocated, VerbReady)
@@ -122,10 +134,10 @@ func (d *Daemon) ensure(ctx context.Context, c *api.Cluster, log *slog.Logger) e
 		if allocated {
 			d.closeLB(name) // the next attempt allocates again
 		}
-		return err
+		return true, err
 	}
 	d.setReady(name, true)
-	return nil
+	return settled, powerErr
 }
 
 // write stores inf if it differs from before (its JSON at revision rev; rev 0 creates it),
@@ -200,6 +212,13 @@ func (d *Daemon) release(ctx context.Context, cluster string, log *slog.Logger) 
 			if err := d.ensureLB(cluster, inf); err != nil {
 				return reconcile.Result{}, fmt.Errorf("load balancer of deleting %s: %w", cluster, err)
 			}
+			// A hibernated cluster being deleted runs its control plane again for the
+			// deletion: the balancer forwards (and wakes nothing).
+			d.mu.Lock()
+			if lb := d.lbs[cluster]; lb != nil {
+				lb.setAsleep(false)
+			}
+			d.mu.Unlock()
 			if err := d.syncDraining(ctx, cluster); err != nil {
 				return reconcile.Result{}, err
 			}
@@ -241,7 +260,9 @@ func (d *Daemon) record(ctx context.Context, cluster, verb string) (outbox.Entry
 }
 
 // ensureLB runs the cluster's load balancer on the record's endpoint in front of its
-// apiservers, restarting it if either changed.
+// apiservers, restarting it if either changed. A single apiserver's balancer can wake the
+// cluster (setAsleep); a HighlyAvailable cluster's never, as the daemons reach its
+// apiservers through it too.
 func (d *Daemon) ensureLB(cluster string, inf *api.Infra) error {
 	addr := net.JoinHostPort(inf.Endpoint.Host, strconv.Itoa(inf.Endpoint.Port))
 	backends := make([]string, 0, len(inf.APIServers))
@@ -255,6 +276,7 @@ func (d *Daemon) ensureLB(cluster string, inf *api.Infra) error {
 	}
 	old := d.lbs[cluster]
 	d.mu.Unlock()
+	wakes := len(backends) == 1
 	if old != nil {
 		if old.matches(addr, backends) {
 			return nil
@@ -264,6 +286,10 @@ func (d *Daemon) ensureLB(cluster string, inf *api.Infra) error {
 	lb, err := startLoadBalancer(cluster, addr, backends, d.cfg.HealthInterval, d.metrics, d.log)
 	if err != nil {
 		return err
+	}
+	if wakes {
+		lb.wake = func() error { return d.requestWake(cluster) }
+		lb.now = d.clock().Now
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

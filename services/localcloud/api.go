@@ -48,26 +48,35 @@ type MachineSpec struct {
 
 // MachineStatus is what a machine reports.
 type MachineStatus struct {
-	Cluster        string    `json:"cluster"`
-	Name           string    `json:"name"`
-	NodePool       string    `json:"nodePool"`
-	ProviderID     string    `json:"providerID"`
-	InstanceType   string    `json:"instanceType,omitempty"`
-	Zone           string    `json:"zone,omitempty"`
-	CapacityType   string    `json:"capacityType,omitempty"`
-	State          string    `json:"state"`
-	NodeName       string    `json:"nodeName,omitempty"`
-	ConfigHash     string    `json:"configHash,omitempty"`     // of the Ignition payload last applied
-	KubeletVersion string    `json:"kubeletVersion,omitempty"` // "v1.34.4"
-	Fault          string    `json:"fault,omitempty"`          // api.Fault* injected, if any
-	Message        string    `json:"message,omitempty"`
-	Boots          int       `json:"boots"`
-	CreatedAt      time.Time `json:"createdAt"`
+	Cluster        string `json:"cluster"`
+	Name           string `json:"name"`
+	NodePool       string `json:"nodePool"`
+	ProviderID     string `json:"providerID"`
+	InstanceType   string `json:"instanceType,omitempty"`
+	Zone           string `json:"zone,omitempty"`
+	CapacityType   string `json:"capacityType,omitempty"`
+	State          string `json:"state"`
+	NodeName       string `json:"nodeName,omitempty"`
+	ConfigHash     string `json:"configHash,omitempty"`     // of the Ignition payload last applied
+	KubeletVersion string `json:"kubeletVersion,omitempty"` // "v1.34.4"
+	Fault          string `json:"fault,omitempty"`          // api.Fault* injected, if any
+	// PoweredOff is set while the machine is Stopped by a power-off (its cluster hibernates)
+	// rather than a crash: powering it on resumes it as the same Node.
+	PoweredOff bool      `json:"poweredOff,omitempty"`
+	Message    string    `json:"message,omitempty"`
+	Boots      int       `json:"boots"`
+	CreatedAt  time.Time `json:"createdAt"`
 }
 
 // FaultRequest is the body of POST /machines/{cluster}/{name}/fault.
 type FaultRequest struct {
 	Type string `json:"type"` // api.Fault*
+}
+
+// PowerRequest is the body of POST /machines/{cluster}/{name}/power: off stops the machine
+// (its disk, kubelet credentials and Node name stay), on resumes a powered-off one.
+type PowerRequest struct {
+	On bool `json:"on"`
 }
 
 // UserDataRequest is the body of POST /machines/{cluster}/{name}/userdata: the Ignition stub

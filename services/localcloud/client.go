@@ -107,6 +107,15 @@ func (c *Client) Reconfigure(ctx context.Context, cluster, name string, userData
 	return st, err
 }
 
+// Power powers a machine off (on false: it stops, keeping its disk, credentials and Node
+// name) or a powered-off one on again (it resumes as the same Node). A machine already in
+// that state, or one that crashed, is left as it is.
+func (c *Client) Power(ctx context.Context, cluster, name string, on bool) (MachineStatus, error) {
+	var st MachineStatus
+	err := c.do(ctx, http.MethodPost, machinePath(cluster, name)+"/power", PowerRequest{On: on}, &st)
+	return st, err
+}
+
 // InstanceTypes lists the machine shapes the cloud offers (api.LocalInstanceTypes).
 func (c *Client) InstanceTypes(ctx context.Context) ([]api.InstanceType, error) {
 	var l api.InstanceTypeList

@@ -382,3 +382,37 @@ func (c *Cloud) reconfigure(cluster, name string, userData []byte) (MachineStatu
 	}
 	return m.reconfigure(userData), nil
 }
+
+// power powers a machine off or a powered-off one on again (see Client.Power).
+func (c *Cloud) power(cluster, name string, on bool) (MachineStatus, error) {
+	m, err := c.lookup(cluster, name)
+	if err != nil {
+		return MachineStatus{}, err
+	}
+	if !on {
+		return m.powerOff(), nil
+	}
+	st := m.status()
+	if st.State != StateStopped || !st.PoweredOff {
+		return st, nil // running, booting, or crashed (a crash stays)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.running || m.deleting || c.machines[m.key()] != m {
+		return st, nil
+	}
+	// The stopped machine's goroutines are gone: a new one takes over its record.
+	m.mu.Lock()
+	m.rec.Status.State, m.rec.Status.PoweredOff, m.rec.Status.Message = StateBooting, false, "powered on"
+	rec := m.rec
+	if err := m.save(); err != nil {
+		m.mu.Unlock()
+		return st, err
+	}
+	m.mu.Unlock()
+	nm := c.newMachine(&rec)
+	c.machines[nm.key()] = nm
+	c.startLocked(nm)
+	nm.log.Info("powered on")
+	return rec.Status, nil
+}

@@ -253,3 +253,46 @@ func TestCloud_PlacesAPoolsMachinesOverItsTypesZonesAndRefusesAnUnknownType(t *t
 		t.Errorf("a zone the type is not offered in: %v, want ErrInvalid", err)
 	}
 }
+
+// A powered-off machine stays off across a cloud restart and boots again once powered on;
+// a crashed one is not powered on.
+func TestPower_OffStaysOffAcrossARestartAndOnResumesButACrashStays(t *testing.T) {
+	ign := lct.NewIgnitionServer(t)
+	dir, sock := t.TempDir(), shortSocket(t)
+	_, cl, stop := startCloud(t, dir, sock)
+	ctx := t.Context()
+	for _, n := range []string{"sleeper", "crashed"} {
+		if _, err := cl.Create(ctx, MachineSpec{Cluster: "c", Name: n, UserData: ign.Stub(t, "unknown")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cl.Fault(ctx, "c", "crashed", api.FaultCrash); err != nil {
+		t.Fatal(err)
+	}
+	st, err := cl.Power(ctx, "c", "sleeper", false)
+	if err != nil || st.State != StateStopped || !st.PoweredOff {
+		t.Fatalf("power off = %+v, %v; want Stopped and powered off", st, err)
+	}
+	if st, err := cl.Power(ctx, "c", "crashed", false); err != nil || st.PoweredOff || st.Fault != api.FaultCrash {
+		t.Fatalf("power off of a crashed machine = %+v, %v; want it left crashed", st, err)
+	}
+
+	stop()
+	_, cl, _ = startCloud(t, dir, sock)
+	if st, err := cl.Get(ctx, "c", "sleeper"); err != nil || st.State != StateStopped || !st.PoweredOff || st.Boots != 1 {
+		t.Fatalf("after a restart %+v, %v; want still powered off, not booted again", st, err)
+	}
+	if st, err = cl.Power(ctx, "c", "sleeper", true); err != nil || st.PoweredOff {
+		t.Fatalf("power on = %+v, %v", st, err)
+	}
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		st, err = cl.Get(ctx, "c", "sleeper")
+		return err == nil && st.Boots == 2 && st.State != StateStopped
+	}, "the powered-on machine never booted again; last %+v, %v", st, err)
+	if st, err := cl.Power(ctx, "c", "crashed", true); err != nil || st.State != StateStopped || st.Fault != api.FaultCrash {
+		t.Errorf("power on of a crashed machine = %+v, %v; want it still crashed", st, err)
+	}
+	if _, err := cl.Power(ctx, "c", "nope", true); !errors.Is(err, ErrNotFound) {
+		t.Errorf("power on of an unknown machine: %v, want ErrNotFound", err)
+	}
+}

@@ -176,6 +176,23 @@ func (m *machine) inject(fault string) MachineStatus {
 	return st
 }
 
+// powerOff stops the machine, keeping its disk and kubelet credentials: when it returns,
+// it sends nothing more. A machine stopped already (powered off or crashed) stays as it is.
+func (m *machine) powerOff() MachineStatus {
+	st := m.update(func(r *record) {
+		if r.Status.State == StateStopped {
+			return
+		}
+		r.Status.State, r.Status.PoweredOff, r.Status.Message = StateStopped, true, "powered off"
+	})
+	m.cancel()
+	<-m.done
+	if st.PoweredOff {
+		m.log.Info("powered off")
+	}
+	return st
+}
+
 // updateUserData gives a machine that has not joined yet new userdata to boot with (Create
 // of an existing machine, for example after a token rotation).
 func (m *machine) updateUserData(userData []byte) MachineStatus {

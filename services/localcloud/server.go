@@ -80,6 +80,18 @@ func (c *Cloud) routes() http.Handler {
 			httpapi.WriteJSON(w, http.StatusOK, st)
 			return nil
 		}))
+		r.Post("/power", httpapi.Handle(func(w http.ResponseWriter, r *http.Request) error {
+			var req PowerRequest
+			if err := httpapi.DecodeJSON(r, &req); err != nil {
+				return err
+			}
+			st, err := c.power(chi.URLParam(r, "cluster"), chi.URLParam(r, "name"), req.On)
+			if err != nil {
+				return apiError(err)
+			}
+			httpapi.WriteJSON(w, http.StatusOK, st)
+			return nil
+		}))
 		r.Post("/userdata", httpapi.Handle(func(w http.ResponseWriter, r *http.Request) error {
 			var req UserDataRequest
 			if err := httpapi.DecodeJSON(r, &req); err != nil {

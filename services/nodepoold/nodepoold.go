@@ -134,6 +134,7 @@ type Daemon struct {
 	clusters   *store.Store[api.Cluster]
 	ignition   *store.Store[api.IgnitionTokens]
 	pki        *store.Store[api.ClusterPKI]
+	infra      *store.Store[api.Infra] // for the guest clients (pkg/guest WithInfra)
 	outbox     *outbox.Outbox
 	controller *reconcile.Controller
 	rejections *inbox.RejectionPublisher
@@ -182,6 +183,9 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 		return nil, err
 	}
 	if d.ignition, err = daemon.Open[api.IgnitionTokens](ctx, rt, bus.BucketIgnition); err != nil {
+		return nil, err
+	}
+	if d.infra, err = daemon.Open[api.Infra](ctx, rt, bus.BucketInfra); err != nil {
 		return nil, err
 	}
 	if d.pki, err = daemon.Open[api.ClusterPKI](ctx, rt, bus.BucketPKI); err != nil {
@@ -277,6 +281,6 @@ func (d *Daemon) guestClients() (*guest.Clients, error) {
 	if err != nil {
 		return nil, fmt.Errorf("seal key %s: %w", d.cfg.SealKeyFile, err)
 	}
-	d.guests = guest.NewClients(d.pki, k)
+	d.guests = guest.NewClients(d.pki, k, guest.WithInfra(d.infra))
 	return d.guests, nil
 }

@@ -149,7 +149,7 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	}
 	d.pki, d.clusters, d.infra, d.controlplane = st.PKI, st.Clusters, st.Infra, st.Components
 	d.outbox = rt.Outbox
-	d.guests = guest.NewClients(d.pki, seal)
+	d.guests = guest.NewClients(d.pki, seal, guest.WithInfra(d.infra))
 
 	c, err := rt.Controller(reconcile.Config{
 		Name: Name,

@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
+	"k8s.io/utils/clock"
 
 	"github.com/hostplane/hostplane/cmd/hostplane/internal/console"
 	"github.com/hostplane/hostplane/pkg/api"
@@ -91,6 +92,10 @@ type Config struct {
 	// provider it uses instead of making its own; a nil result makes its own. Tests pass
 	// providers that share an in-memory exporter.
 	TracerProvider func(daemon string) trace.TracerProvider
+
+	// Clock is the time that drives the daemons' behaviour (hibernation schedules); tests
+	// pass a fake one to step. Default: the real clock.
+	Clock clock.WithTicker
 }
 
 // startNATS generates (once) the NATS identities and the TLS CA and server certificate,
@@ -322,7 +327,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 			tp = cfg.TracerProvider(name)
 		}
 		return daemon.Base{NATSURL: s.NATS.URL(), NATSNKeyFile: s.NATSCreds.SeedFile(name), NATSTLS: s.NATSTLS.Client(), DataDir: dataDir, Logger: s.log, Registry: reg, ManagementKubeconfig: mgmtKubeconfig,
-			OTLPEndpoint: cfg.OTLPEndpoint, TracerProvider: tp}
+			OTLPEndpoint: cfg.OTLPEndpoint, TracerProvider: tp, Clock: cfg.Clock}
 	}
 	for _, name := range daemonNames {
 		if cfg.Replicas <= 1 {

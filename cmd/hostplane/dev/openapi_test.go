@@ -95,6 +95,9 @@ var goTypes = map[string]reflect.Type{
 	"api.EtcdSpec":                    reflect.TypeFor[api.EtcdSpec](),
 	"api.EtcdBackupSchedule":          reflect.TypeFor[api.EtcdBackupSchedule](),
 	"api.RestoreSource":               reflect.TypeFor[api.RestoreSource](),
+	"api.Hibernation":                 reflect.TypeFor[api.Hibernation](),
+	"api.HibernationSchedule":         reflect.TypeFor[api.HibernationSchedule](),
+	"api.HibernationStatus":           reflect.TypeFor[api.HibernationStatus](),
 	"httpapi.Problem":                 reflect.TypeFor[httpapi.Problem](),
 	"events.Event":                    reflect.TypeFor[events.Event](),
 }
