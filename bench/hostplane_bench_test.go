@@ -39,7 +39,7 @@ const benchRelease = "1.34.4"
 
 // Environment knobs.
 const (
-	envRuns       = "HOSTPLANE_BENCH_RUNS"       // create runs (and floor runs); default 10
+	envRuns       = "HOSTPLANE_BENCH_RUNS"       // creates, or wakes, and as many floor runs; default 10
 	envMany       = "HOSTPLANE_BENCH_MANY"       // "1": the RSS benchmark also goes to 30 clusters
 	envConcurrent = "HOSTPLANE_BENCH_CONCURRENT" // clusters created at once; default 20
 	envLogDir     = "HOSTPLANE_BENCH_LOGDIR"     // keep the dev stack's info log here, one file per benchmark
@@ -264,13 +264,19 @@ func (c *client) list() ([]api.Cluster, error) {
 // waitAvailable polls until the cluster's Available condition is True and returns when it
 // was first seen so.
 func (c *client) waitAvailable(name string, timeout time.Duration) (time.Time, error) {
+	return c.waitCondition(name, api.ConditionAvailable, timeout)
+}
+
+// waitCondition polls until the cluster's condition of that type is True and returns when it
+// was first seen so.
+func (c *client) waitCondition(name, condition string, timeout time.Duration) (time.Time, error) {
 	deadline := time.Now().Add(timeout)
 	var last api.Cluster
 	for time.Now().Before(deadline) {
 		var cl api.Cluster
 		code, _, err := c.do(http.MethodGet, "/v1/clusters/"+name, "", &cl)
 		if err == nil && code == http.StatusOK {
-			if cl.Status.Conditions.IsTrue(api.ConditionAvailable) {
+			if cl.Status.Conditions.IsTrue(condition) {
 				return time.Now(), nil
 			}
 			last = cl
@@ -278,7 +284,7 @@ func (c *client) waitAvailable(name string, timeout time.Duration) (time.Time, e
 		time.Sleep(pollInterval)
 	}
 	st, _ := json.Marshal(last.Status.Conditions)
-	return time.Time{}, fmt.Errorf("cluster %s not Available after %s; conditions: %s", name, timeout, st)
+	return time.Time{}, fmt.Errorf("cluster %s not %s after %s; conditions: %s", name, condition, timeout, st)
 }
 
 // waitAllAvailable polls the list until every named cluster is Available, and returns when
