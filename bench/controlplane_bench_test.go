@@ -22,6 +22,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/localkube"
 	"github.com/hostplane/hostplane/pkg/process"
 	"github.com/hostplane/hostplane/pkg/release"
+	"github.com/hostplane/hostplane/pkg/testenv"
 )
 
 // BenchmarkClusterCreateToAvailable measures POST /v1/clusters → Available=True of a
@@ -34,7 +35,7 @@ import (
 // The log shows each run and the median time of every milestone of a create (from the
 // daemons' events).
 func BenchmarkClusterCreateToAvailable(b *testing.B) {
-	runs := envInt(b, envRuns, 10)
+	runs := testenv.EnvInt(b, envRuns, 10, 1)
 	rel := benchReleaseOf(b)
 	tl := newTimeline()
 	_, c := startStack(b, tl)
@@ -297,7 +298,7 @@ func sampleIdle(b *testing.B, c *client, names []string) {
 // median and the last is Available (polling the list every 250 ms), then deletes them all
 // and measures the time until every one answers 404.
 func BenchmarkConcurrentCreate(b *testing.B) {
-	n := envInt(b, envConcurrent, 20)
+	n := testenv.EnvInt(b, envConcurrent, 20, 1)
 	tl := newTimeline()
 	_, c := startStack(b, tl)
 	names := make([]string, n)

@@ -22,7 +22,7 @@ import (
 // in its bucket) answers GET /v1/clusters, once straight and once through the gateway, with
 // the same client (8 workers sharing 4,000 requests, keep-alive); twice each, the second round reported.
 func BenchmarkGateway_ListClustersDirectAndThroughTheGateway(b *testing.B) {
-	reqs := envInt(b, "HOSTPLANE_BENCH_GATEWAY_REQS", 4000)
+	reqs := testenv.EnvInt(b, "HOSTPLANE_BENCH_GATEWAY_REQS", 4000, 1)
 	env := testenv.NATS(b)
 	const token = "bench-gateway-admin-token-0123456789"
 	d, err := clusterd.New(clusterd.Config{Base: daemon.Base{

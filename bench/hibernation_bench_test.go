@@ -20,6 +20,7 @@ import (
 
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/release"
+	"github.com/hostplane/hostplane/pkg/testenv"
 )
 
 // Bounds of the wake benchmark: reaching Hibernated, and a user's retries after a failed
@@ -45,7 +46,7 @@ const (
 // them. Metrics: p50 and p90 of the wakes, p50 and p90 of the floor, the p50 ratio, the
 // failures, and p50 of PATCH → Hibernated=True.
 func BenchmarkHibernation_WakeOnConnect(b *testing.B) {
-	runs := envInt(b, envRuns, 10)
+	runs := testenv.EnvInt(b, envRuns, 10, 1)
 	rel := benchReleaseOf(b)
 	if latest := release.Latest().Version; latest != rel.Version {
 		b.Fatalf("the newest release is %s, the benchmark clusters run %s", latest, rel.Version)

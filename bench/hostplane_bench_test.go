@@ -52,19 +52,6 @@ const (
 	pollInterval     = 100 * time.Millisecond
 )
 
-// envInt reads a positive integer from the environment, def when unset.
-func envInt(b *testing.B, name string, def int) int {
-	s := os.Getenv(name)
-	if s == "" {
-		return def
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 {
-		b.Fatalf("%s=%q: want a positive integer", name, s)
-	}
-	return n
-}
-
 func benchReleaseOf(b *testing.B) release.Release {
 	rel, err := release.Lookup(benchRelease)
 	if err != nil {

@@ -154,7 +154,7 @@ func (c *client) deletePool(cluster, pool string, timeout time.Duration) error {
 func BenchmarkNodePool_CreateToAllNodesReady(b *testing.B) {
 	for _, replicas := range []int{3, 30} {
 		b.Run(fmt.Sprintf("replicas=%d", replicas), func(b *testing.B) {
-			runs := envInt(b, envPoolRuns, 5)
+			runs := testenv.EnvInt(b, envPoolRuns, 5, 1)
 			_, c, _ := startPoolStack(b)
 			const cl = "bench-pools"
 			c.createAvailable(b, cl)
@@ -198,7 +198,7 @@ func BenchmarkNodePool_CreateToAllNodesReady(b *testing.B) {
 // run, with the same client settings: HTTP/1.1 over TLS with keep-alive, ignitionWorkers
 // workers sharing HOSTPLANE_BENCH_IGNITION_REQS requests (default 20000) per server.
 func BenchmarkIgnition_ServeCachedPayload(b *testing.B) {
-	reqs := envInt(b, envIgnitionReqs, 20000)
+	reqs := testenv.EnvInt(b, envIgnitionReqs, 20000, 1)
 	s, c, _ := startPoolStack(b)
 	const cl, pool = "bench-ign", "workers"
 	c.createAvailable(b, cl)
@@ -406,8 +406,8 @@ func hammer(b *testing.B, hc *http.Client, url, token string, n, size int) loadR
 func BenchmarkFleet_500MachinesAcross25PoolsIn5Clusters(b *testing.B) {
 	const clusters, poolsPer, replicas = 5, 5, 20
 	const total = clusters * poolsPer * replicas
-	limit := time.Duration(envInt(b, envFleetMinutes, 20)) * time.Minute
-	steady := time.Duration(envInt(b, envSteadySeconds, 60)) * time.Second
+	limit := time.Duration(testenv.EnvInt(b, envFleetMinutes, 20, 1)) * time.Minute
+	steady := time.Duration(testenv.EnvInt(b, envSteadySeconds, 60, 1)) * time.Second
 	s, c, dir := startPoolStack(b)
 
 	var names []string

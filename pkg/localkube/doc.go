@@ -1,5 +1,7 @@
-// Package localkube runs a local etcd and kube-apiserver as supervised child processes: the
-// management apiserver of `hostplane dev` and the real apiserver of integration tests.
+// Package localkube runs a local etcd and kube-apiserver as supervised child processes (and,
+// with Config.Controllers, kube-controller-manager running just those controllers): the
+// management cluster of `hostplane dev` and `hostplane management`, and the real apiserver of
+// integration tests.
 //
 // Everything a cluster needs lives in one directory, so a later Start on the same directory
 // (after a daemon restart, with a new process.Supervisor) resumes it: the certificates are

@@ -79,7 +79,7 @@ func (c *Cluster) Stop(ctx context.Context) error {
 }
 
 // Start starts etcd, waits for its /health, then starts kube-apiserver and waits for its
-// /readyz. Processes still running from an earlier Start on the same Dir with the same
+// /readyz, then kube-controller-manager with Config.Controllers if any. Processes still running from an earlier Start on the same Dir with the same
 // command line are re-adopted, not restarted. If a component does not become ready, Start
 // stops what it started and returns an ErrNotReady error that quotes the end of its log.
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {

@@ -27,6 +27,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/bus"
 	"github.com/hostplane/hostplane/pkg/natsauth"
 	"github.com/hostplane/hostplane/pkg/release"
+	"github.com/hostplane/hostplane/pkg/testenv"
 )
 
 // The fault campaign's knobs: `make chaos` sets them for a long run; `make test` runs the
@@ -108,7 +109,7 @@ func TestCompose_FaultCampaign(t *testing.T) {
 			t.Fatalf("%s=%q: %v", EnvChaosSeed, v, err)
 		}
 	}
-	nFaults, nClusters := envInt(t, EnvChaosFaults, 6), envInt(t, EnvChaosClusters, 2)
+	nFaults, nClusters := testenv.EnvInt(t, EnvChaosFaults, 6, 0), testenv.EnvInt(t, EnvChaosClusters, 2, 1)
 	t.Logf("fault campaign: seed %d, %d faults, %d clusters (replay: %s=%d)", seed, nFaults, nClusters, EnvChaosSeed, seed)
 
 	override := filepath.Join(t.TempDir(), "chaos.yml")
@@ -227,18 +228,6 @@ func (k *campaign) round(round, n int, from, to string) (names, kept []string) {
 	return names, kept
 }
 
-func envInt(t *testing.T, name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		t.Fatalf("%s=%q: want a count", name, v)
-	}
-	return n
-}
-
 // inject kills n seeded targets, one at a time, at seeded intervals: a daemon replica (most
 // often), NATS or the management apiserver, each started again after a seeded pause. The
 // first three are one of each, in a seeded order, so even a short campaign has every kind.
@@ -340,11 +329,15 @@ func (k *campaign) accept(method, path, body string) {
 // check records an invariant, failing the test if it does not hold.
 func (k *campaign) check(format string, ok bool, args ...any) {
 	k.t.Helper()
-	what := fmt.Sprintf(format, args...)
 	if !ok {
-		k.t.Fatalf("invariant violated: %s", what)
+		k.t.Fatalf("invariant violated: "+format, args...)
 	}
-	k.checks = append(k.checks, what)
+	k.held(format, args...)
+}
+
+// held records an invariant already seen to hold (by a poll that fails the test otherwise).
+func (k *campaign) held(format string, args ...any) {
+	k.checks = append(k.checks, fmt.Sprintf(format, args...))
 }
 
 func (k *campaign) waitUpgraded(cluster, version string) {
@@ -365,9 +358,7 @@ func (k *campaign) waitPool(cluster, pool string, want int32, timeout time.Durat
 	var np api.NodePool
 	k.poll(timeout, func() bool {
 		np, _ = k.c.nodePool(cluster, pool)
-		st := np.Status
-		return st.ObservedGeneration == np.Generation && st.Replicas == want && st.ReadyReplicas == want &&
-			st.UpdatedReplicas == want && st.Conditions.IsTrue(api.NodePoolConditionReady)
+		return poolSettled(np, want)
 	}, "node pool %s/%s never had %d ready, updated machines: %s", cluster, pool, want, lazyJSON{&np})
 }
 
@@ -602,7 +593,7 @@ func (k *campaign) checkCluster(name, version string, replicas int) {
 		slices.Sort(ready)
 		return slices.Equal(ready, nodeNames) && !slices.ContainsFunc(ghosts, func(g string) bool { return strings.HasSuffix(g, "=True)") })
 	}, "invariant violated: %s's Ready nodes are not its machines' nodes %v (Ready: %v; nodes of no machine: %v)", name, nodeNames, ready, ghosts)
-	k.check("%s's Ready nodes are its machines' nodes %v", true, name, nodeNames)
+	k.held("%s's Ready nodes are its machines' nodes %v", name, nodeNames)
 	if len(ghosts) > 0 {
 		k.t.Logf("%s: Nodes of removed machines left NotReady in the guest: %v", name, ghosts)
 	}

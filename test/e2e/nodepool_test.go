@@ -70,11 +70,17 @@ func (c *client) waitPoolReady(cluster, pool string, want int32, timeout time.Du
 	var np api.NodePool
 	testenv.Eventually(c.t, timeout, func() bool {
 		np, _ = c.nodePool(cluster, pool)
-		st := np.Status
-		return st.ObservedGeneration == np.Generation && st.Replicas == want && st.ReadyReplicas == want &&
-			st.UpdatedReplicas == want && np.Status.Conditions.IsTrue(api.NodePoolConditionReady)
+		return poolSettled(np, want)
 	}, "node pool %s/%s never had %d ready, updated machines: %s\nmachines: %s", cluster, pool, want, lazyJSON{&np}, lazyJSON{c.poolMachines(cluster, pool)})
 	return np
+}
+
+// poolSettled reports whether np has observed its spec and has want ready, updated
+// machines and is Ready.
+func poolSettled(np api.NodePool, want int32) bool {
+	st := np.Status
+	return st.ObservedGeneration == np.Generation && st.Replicas == want && st.ReadyReplicas == want &&
+		st.UpdatedReplicas == want && st.Conditions.IsTrue(api.NodePoolConditionReady)
 }
 
 // readyNodes lists the guest cluster's Ready nodes of the pool.
