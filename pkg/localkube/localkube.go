@@ -49,6 +49,7 @@ type Cluster struct {
 	Dir     string
 
 	etcd, apiserver, controllerManager *process.Process
+	cfg                                Config // what Start ran with, for Restart
 }
 
 // Etcd returns the supervised etcd process.
@@ -76,6 +77,21 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	errAPI := c.apiserver.Stop(ctx)
 	errEtcd := c.etcd.Stop(ctx)
 	return errors.Join(errKCM, errAPI, errEtcd)
+}
+
+// Restart stops every process of the cluster and starts them again on the same state,
+// ports and certificates, as a crash and restart of the management plane would: clients
+// see the apiserver go away and come back at the same URL with the same data.
+func (c *Cluster) Restart(ctx context.Context) error {
+	if err := c.Stop(ctx); err != nil {
+		return err
+	}
+	again, err := Start(ctx, c.cfg)
+	if err != nil {
+		return err
+	}
+	*c = *again
+	return nil
 }
 
 // Start starts etcd, waits for its /health, then starts kube-apiserver and waits for its
@@ -126,6 +142,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		KubeconfigPath: filepath.Join(cfg.Dir, "admin.kubeconfig"),
 		Release:        cfg.Release,
 		Dir:            cfg.Dir,
+		cfg:            cfg,
 	}
 	if c.Kubeconfig, err = kube.Kubeconfig(kube.KubeconfigSpec{
 		Server: c.URL, CAPEM: c.CAPEM,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/crd"
+	"github.com/hostplane/hostplane/pkg/localkube"
 	"github.com/hostplane/hostplane/pkg/testenv"
 )
 
@@ -31,6 +32,7 @@ type capiEnv struct {
 	*env
 	kube client.Client
 	ns   string
+	mgmt *localkube.Cluster
 }
 
 func startCAPI(t *testing.T, cluster string) *capiEnv {
@@ -45,7 +47,7 @@ func startCAPI(t *testing.T, cluster string) *capiEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ce := &capiEnv{env: e, kube: kube, ns: api.ControlPlaneNamespace(cluster)}
+	ce := &capiEnv{env: e, kube: kube, ns: api.ControlPlaneNamespace(cluster), mgmt: mgmt}
 	e.putCluster(cluster, "1.34.4")
 	createClusterObjects(t, kube, cluster)
 	return ce

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -66,10 +67,12 @@ type management struct {
 	mu      sync.Mutex
 	mgr     manager.Manager
 	started atomic.Bool
+	// rebuilds counts the manager's restarts after the management apiserver came back.
+	rebuilds prometheus.Counter
 }
 
 // newManagement reads the management kubeconfig; nothing connects until Start.
-func newManagement(kubeconfigFile string, inProcess bool, log *slog.Logger, enqueue func(string)) (*management, error) {
+func newManagement(kubeconfigFile string, inProcess bool, log *slog.Logger, enqueue func(string), rebuilds prometheus.Counter) (*management, error) {
 	kubeconfig, err := os.ReadFile(kubeconfigFile)
 	if err != nil {
 		return nil, fmt.Errorf("management kubeconfig: %w", err)
@@ -79,7 +82,7 @@ func newManagement(kubeconfigFile string, inProcess bool, log *slog.Logger, enqu
 		return nil, fmt.Errorf("management kubeconfig %s: %w", kubeconfigFile, err)
 	}
 	cfg.QPS, cfg.Burst = 50, 100
-	return &management{log: log.With("component", "management"), rest: cfg, inProcess: inProcess, enqueue: enqueue}, nil
+	return &management{log: log.With("component", "management"), rest: cfg, inProcess: inProcess, enqueue: enqueue, rebuilds: rebuilds}, nil
 }
 
 // ready reports whether the caches are synced (and, in-process, Cluster API runs).
@@ -107,12 +110,52 @@ func (m *management) reader() client.Reader {
 }
 
 // Start installs Cluster API's CRDs (in-process; retrying while the management apiserver is
-// unreachable), builds the manager and runs it until ctx ends.
+// unreachable), builds the manager and runs it until ctx ends. When the management apiserver
+// goes away and comes back, the manager is stopped and built again with fresh caches: after
+// a restart client-go's informers re-list only after a backoff that grows to 30 s over
+// repeated failures, and a MachineSet controller reading a cache that old does not see the
+// Machines it created and creates them again (docs/resilience.md).
 func (m *management) Start(ctx context.Context) error {
-	// 500ms doubling to 30s between attempts, until ctx ends.
-	// Building the manager is retried too: its controllers map their kinds through discovery,
-	// which a management apiserver that just restarted may not serve yet.
-	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Cap: 30 * time.Second, Steps: math.MaxInt}
+	for {
+		mgr := m.buildRetrying(ctx)
+		if mgr == nil {
+			return nil // ctx ended
+		}
+		runCtx, stop := context.WithCancel(ctx)
+		var returned atomic.Bool
+		go func() {
+			back, err := kube.AwaitReturn(runCtx, m.rest, func(err error) {
+				m.log.Warn("management apiserver unreachable", "err", err)
+			})
+			if err != nil {
+				m.log.Error("probe the management apiserver for restarts", "err", err)
+			}
+			if back {
+				returned.Store(true)
+				stop()
+			}
+		}()
+		err := m.run(runCtx, mgr)
+		stop()
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case returned.Load():
+			m.rebuilds.Inc()
+			m.log.Info("management apiserver is back; restarting Cluster API's controllers and the caches with a fresh list")
+		case err != nil:
+			return err
+		default:
+			return nil
+		}
+	}
+}
+
+// buildRetrying installs the CRDs and builds the manager, 500ms doubling to 5s between
+// attempts, until ctx ends (nil then). Building is retried too: the controllers map their
+// kinds through discovery, which a management apiserver that just restarted may not serve yet.
+func (m *management) buildRetrying(ctx context.Context) manager.Manager {
+	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Cap: 5 * time.Second, Steps: math.MaxInt}
 	var mgr manager.Manager
 	if backoff.DelayFunc().Until(ctx, true, true, func(ctx context.Context) (bool, error) {
 		err := m.install(ctx)
@@ -124,13 +167,18 @@ func (m *management) Start(ctx context.Context) error {
 		}
 		return err == nil, nil
 	}) != nil {
-		return nil // ctx ended
+		return nil
 	}
+	return mgr
+}
+
+// run runs mgr until ctx ends, ready while its caches are synced.
+func (m *management) run(ctx context.Context, mgr manager.Manager) error {
 	m.mu.Lock()
 	m.mgr = mgr
 	m.mu.Unlock()
 	go func() {
-		if mgr.GetCache().WaitForCacheSync(ctx) {
+		if mgr.GetCache().WaitForCacheSync(ctx) && ctx.Err() == nil {
 			m.started.Store(true)
 			m.log.Info("management cluster ready", "cluster_api", map[bool]string{true: ClusterAPIInProcess, false: ClusterAPIExternal}[m.inProcess])
 		}

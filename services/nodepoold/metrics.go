@@ -24,6 +24,9 @@ type metrics struct {
 	inPlaceFinished prometheus.Counter
 	// scaled counts the autoscaler's changes of autoscaled pools' sizes, by direction.
 	scaled *prometheus.CounterVec
+	// managementRebuilds counts restarts of the management manager (Cluster API's
+	// controllers and their caches) after the management apiserver came back.
+	managementRebuilds prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -50,6 +53,10 @@ func newMetrics() *metrics {
 			Name: "hostplane_nodepool_autoscaler_scales_total",
 			Help: "Changes of an autoscaled node pool's size by the autoscaler, as nodepoold saw them (status.autoscaling.lastScale), by direction (up, down).",
 		}, []string{"cluster", "nodepool", "direction"}),
+		managementRebuilds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hostplane_nodepoold_management_rebuilds_total",
+			Help: "Restarts of Cluster API's controllers and the management caches after the management apiserver went away and came back.",
+		}),
 	}
 }
 
@@ -68,7 +75,10 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 	if m.inPlaceFinished, err = observe.Register(reg, m.inPlaceFinished); err != nil {
 		return err
 	}
-	m.scaled, err = observe.Register(reg, m.scaled)
+	if m.scaled, err = observe.Register(reg, m.scaled); err != nil {
+		return err
+	}
+	m.managementRebuilds, err = observe.Register(reg, m.managementRebuilds)
 	return err
 }
 

@@ -212,7 +212,7 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	runnables := []daemon.Runnable{c}
 
 	if d.cfg.ManagementKubeconfig != "" {
-		m, err := newManagement(d.cfg.ManagementKubeconfig, d.cfg.ClusterAPI == ClusterAPIInProcess, d.Logger(), c.Enqueue)
+		m, err := newManagement(d.cfg.ManagementKubeconfig, d.cfg.ClusterAPI == ClusterAPIInProcess, d.Logger(), c.Enqueue, d.metrics.managementRebuilds)
 		if err != nil {
 			return nil, err
 		}

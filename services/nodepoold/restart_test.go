@@ -1,0 +1,65 @@
+package nodepoold
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/hostplane/hostplane/pkg/testenv"
+)
+
+// A management cluster that restarts several times in a row (a crash loop, a node reboot
+// while it is slow to start) must not make Cluster API create a pool's Machines twice: a
+// pool scaled right after the last restart gets exactly the Machines it asks for.
+func TestNodePool_ManagementRestartsInARow_NoMachineCreatedTwice(t *testing.T) {
+	ce := startCAPI(t, "demo")
+	np := ce.createPool("demo", poolBody("workers", `"replicas":1,"release":{"version":"1.34.4"},"management":{"upgradeType":"Replace"}`))
+	ce.putIgnition("demo", "workers", np.Status.ConfigHash, "token-one")
+	testenv.Eventually(t, time.Minute, func() bool { return len(ce.machines("workers")) == 1 }, "the pool never got its Machine")
+	first := ce.machines("workers")[0].Name
+
+	const restarts = 4
+	for i := range restarts {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		err := ce.mgmt.Restart(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("restart %d of the management cluster: %v", i+1, err)
+		}
+		time.Sleep(time.Second)
+	}
+
+	ce.patchPool("demo", "workers", `{"spec":{"replicas":3}}`)
+	// Every Machine the pool ever had, watched until well after any stale cache would have
+	// caught up (client-go's re-list backoff is at most 30 s).
+	seen := map[string]bool{first: true}
+	deadline := time.Now().Add(45 * time.Second)
+	for time.Now().Before(deadline) {
+		ms, err := listMachines(t.Context(), ce.kube, "demo", "workers")
+		if err != nil {
+			t.Logf("list Machines: %v", err)
+		}
+		for _, m := range ms {
+			seen[m.Name] = true
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	ms := ce.machines("workers")
+	if len(ms) != 3 || len(seen) != 3 {
+		t.Fatalf("after %d restarts and a scale to 3: %d Machines now (%v), %d ever (%v); want 3 and 3",
+			restarts, len(ms), names(ms), len(seen), seen)
+	}
+	if got := ce.getPool("demo", "workers").Spec.Replicas; got == nil || *got != 3 {
+		t.Errorf("pool replicas = %v, want 3", got)
+	}
+}
+
+func names(ms []clusterv1.Machine) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.Name
+	}
+	return out
+}
