@@ -142,6 +142,50 @@ func TestEnsureReplicated_ThreeCopiesOnAClusterSurviveAServerLoss(t *testing.T) 
 	}
 }
 
+// A key written through any server of the cluster reads back at once through that server,
+// whichever replica it holds: reads of a replicated bucket go to the stream's leader, never
+// to a follower's direct get (in-process servers apply writes too fast to show a stale
+// follower; deploy/compose's three servers did: a node pool created and read back at once
+// was "not found", and the compose smoke test failed with 500).
+func TestEnsureReplicated_AKeyReadsBackAtOnceThroughEveryServer(t *testing.T) {
+	servers := natsCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	all := clusterJS(t, servers)
+	if _, err := bus.EnsureBucketReplicated(ctx, all, bus.BucketClusters, 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bus.EnsureObjectStore(ctx, all, bus.ObjectStoreSnapshots, 3); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"KV_" + bus.BucketClusters, "OBJ_" + bus.ObjectStoreSnapshots} {
+		st, err := all.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.CachedInfo().Config.AllowDirect {
+			t.Errorf("%s answers direct gets from any replica; want reads through its leader", name)
+		}
+	}
+	for i, srv := range servers {
+		// A client of this server alone, as a daemon connected to it is.
+		js := clusterJS(t, []*server.Server{srv})
+		kv, err := bus.EnsureBucketReplicated(ctx, js, bus.BucketClusters, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n := range 100 {
+			key := fmt.Sprintf("s%d-k%d", i, n)
+			if _, err := kv.Create(ctx, key, []byte("v")); err != nil {
+				t.Fatalf("create %s: %v", key, err)
+			}
+			if _, err := kv.Get(ctx, key); err != nil {
+				t.Fatalf("get %s through server %d right after its create: %v", key, i, err)
+			}
+		}
+	}
+}
+
 func TestEnsureReplicated_OnOneServer_SaysWhatToCheck(t *testing.T) {
 	env := testenv.NATS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

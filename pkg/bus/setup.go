@@ -152,7 +152,13 @@ func EnsureObjectStore(ctx context.Context, js jetstream.JetStream, bucket strin
 	if err != nil {
 		return nil, fmt.Errorf("ensure object store %s: %w", bucket, replicaHint(err, replicas))
 	}
-	return o, nil
+	if cfg.Replicas <= 1 {
+		return o, nil
+	}
+	if changed, err := leaderReads(ctx, js, "OBJ_"+bucket); err != nil || !changed {
+		return o, err
+	}
+	return js.ObjectStore(ctx, bucket)
 }
 
 // EnsureStream creates or updates one stream (an error names the stream and, when cfg asks
@@ -178,14 +184,44 @@ func EnsureBucket(ctx context.Context, js jetstream.JetStream, bucket string) (j
 
 // EnsureBucketReplicated is EnsureBucket with replicas copies on a NATS cluster.
 // A bucket that exists with these settings is only opened.
+// With more than one replica every read goes to the stream's leader (leaderReads).
 func EnsureBucketReplicated(ctx context.Context, js jetstream.JetStream, bucket string, replicas int) (jetstream.KeyValue, error) {
-	return EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
+	kv, err := EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      bucket,
 		Description: "hostplane state owned by one daemon",
 		History:     5,
 		Storage:     jetstream.FileStorage,
 		Replicas:    max(replicas, 1),
 	})
+	if err != nil || replicas <= 1 {
+		return kv, err
+	}
+	if changed, err := leaderReads(ctx, js, "KV_"+bucket); err != nil || !changed {
+		return kv, err
+	}
+	return js.KeyValue(ctx, bucket) // opened again: the handle chose its way of reading when opened
+}
+
+// leaderReads makes every read of a replicated stream go to its leader (no direct gets),
+// and reports whether it had to change the stream. nats.go's buckets and object stores
+// read with direct gets, which any replica answers: a follower that has not applied the
+// latest write yet answers with what was there before, so a key created and read back at
+// once is "not found" (seen on deploy/compose's three NATS servers). Reads through the
+// leader see every write it acknowledged.
+func leaderReads(ctx context.Context, js jetstream.JetStream, stream string) (bool, error) {
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return false, fmt.Errorf("stream %s: %w", stream, err)
+	}
+	cfg := s.CachedInfo().Config
+	if !cfg.AllowDirect {
+		return false, nil
+	}
+	cfg.AllowDirect = false
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		return false, fmt.Errorf("stream %s: read through its leader: %w", stream, err)
+	}
+	return true, nil
 }
 
 // EnsureKeyValue opens the bucket cfg describes when it exists with cfg's settings, else

@@ -79,12 +79,14 @@ func (p *perms) durable(stream, name string) {
 }
 
 // readBucket is opening, getting from, listing and watching a KV bucket. Watches are
-// ordered push consumers with flow control.
+// ordered push consumers with flow control. Gets are direct gets on one server, or message
+// gets from the stream's leader on a NATS cluster (pkg/bus reads replicated buckets there).
 func (p *perms) readBucket(bucket string) {
 	stream := "KV_" + bucket
 	p.allow(
 		streamInfo(stream),
 		jsAPI+"DIRECT.GET."+stream+".>",
+		jsAPI+"STREAM.MSG.GET."+stream,
 		jsAPI+"CONSUMER.CREATE."+stream+".>",
 		jsAPI+"CONSUMER.DELETE."+stream+".*",
 		jsFC+stream+".>",
