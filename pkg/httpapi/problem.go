@@ -85,11 +85,12 @@ func (p *Problem) Err() *api.Error {
 func NewProblem(r *http.Request, err error) *Problem {
 	code, msg, fields := api.CodeInternal, "", []api.FieldError(nil)
 	var ae *api.Error
-	switch {
-	case errors.As(err, &ae):
+	if errors.As(err, &ae) {
 		code, msg, fields = ae.Code, ae.Message, ae.Fields
-	case busUnavailable(r, err):
-		code, msg = api.CodeUnavailable, "the management plane's message bus (NATS) is not reachable right now; retry shortly"
+	}
+	// An internal error whose cause is NATS out of reach is that, whoever wrapped it.
+	if code == api.CodeInternal && busUnavailable(r, err) {
+		code, msg, fields = api.CodeUnavailable, "the management plane's message bus (NATS) is not reachable right now; retry shortly", nil
 	}
 	status, known := statusByCode[code]
 	if !known || code == api.CodeInternal {

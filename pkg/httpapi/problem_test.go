@@ -45,6 +45,8 @@ func TestWriteProblem_MapsCodesToStatuses(t *testing.T) {
 		{name: "internal hides message and cause", err: &api.Error{Code: api.CodeInternal, Message: "kv bucket corrupt", Err: secret},
 			wantStatus: 500, wantCode: api.CodeInternal, wantDetail: "an internal error occurred"},
 		{name: "nats out of reach is unavailable", err: fmt.Errorf("get clusters demo: %w", nats.ErrConnectionClosed), wantStatus: 503, wantCode: api.CodeUnavailable, wantDetail: "not reachable right now"},
+		{name: "an internal error caused by nats out of reach is unavailable", err: &api.Error{Code: api.CodeInternal, Message: "reading the cluster failed", Err: fmt.Errorf("get demo: %w", nats.ErrTimeout)},
+			wantStatus: 503, wantCode: api.CodeUnavailable, wantDetail: "retry shortly"},
 		{name: "jetstream not answering is unavailable", err: fmt.Errorf("list: %w", jetstream.ErrNoStreamResponse), wantStatus: 503, wantCode: api.CodeUnavailable, wantDetail: "retry shortly"},
 		{name: "plain error is internal", err: secret, wantStatus: 500, wantCode: api.CodeInternal, wantDetail: "an internal error occurred"},
 		{name: "unknown code is internal", err: api.Errorf("teapot", "short and stout"), wantStatus: 500, wantCode: api.CodeInternal},

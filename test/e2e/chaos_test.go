@@ -236,11 +236,6 @@ func (k *campaign) inject(rng *rand.Rand, n int, done chan<- struct{}) {
 	targets := chaosTargets()
 	kinds := []int{0, 6, 8} // a replica, NATS, the management apiserver: each once first
 	rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
-	// Management apiserver restarts in quick succession leave Cluster API's caches behind
-	// (most likely client-go's watch-retry backoff), and its MachineSet controller then creates
-	// Machines it already created (docs/resilience.md, "Known"): at most one in six faults
-	// restarts it, so the short campaign in make test has one.
-	mgmt, maxMgmt := 0, max(1, n/6)
 	for i := range n {
 		time.Sleep(time.Duration(3000+rng.IntN(7000)) * time.Millisecond)
 		kind := rng.IntN(10)
@@ -249,13 +244,12 @@ func (k *campaign) inject(rng *rand.Rand, n int, done chan<- struct{}) {
 		}
 		var target string
 		switch {
-		case kind < 6, kind >= 8 && mgmt >= maxMgmt:
+		case kind < 6:
 			target = targets[rng.IntN(len(targets))]
 		case kind < 8:
 			target = "nats"
 		default:
 			target = "management"
-			mgmt++
 		}
 		f := fault{at: time.Since(k.start), target: target, down: time.Duration(500+rng.IntN(3000)) * time.Millisecond}
 		if out, err := k.s.run("kill", "-s", "SIGKILL", target); err != nil {
