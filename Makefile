@@ -26,6 +26,18 @@ help: ## list the targets
 k8s-bins: ## build etcd and the Kubernetes release binaries into ~/.cache/hostplane (skips what is built)
 	@tools/k8s-bins/build.sh
 
+.PHONY: kubelet
+kubelet: ## build the management release's kubelet into ~/.cache/hostplane (its own stamp; skips it when built)
+	@tools/k8s-bins/kubelet.sh
+
+.PHONY: mgmt-tools
+mgmt-tools: ## install containerd, runc and the CNI plugins (Debian packages) the real management cluster runs, when missing
+	@tools/mgmt-tools.sh
+
+.PHONY: mgmt-test
+mgmt-test: k8s-bins kubelet mgmt-tools ## the real management cluster's test (root): two kubelet nodes in network namespaces, pods spread, a lost node
+	HOSTPLANE_MGMT_TEST=1 flock /tmp/e2e.lock $(GO) test -count=1 -v -timeout 20m ./test/integration/mgmtcluster
+
 .PHONY: prometheus-tools
 prometheus-tools: ## install prometheus and promtool (Debian's prometheus package) when missing
 	@tools/prometheus.sh
