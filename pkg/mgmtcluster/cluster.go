@@ -224,7 +224,7 @@ func Cleanup(ctx context.Context, cfg Config) error {
 		return errors.Join(killLeftovers(ctx, cfg.Dir, cfg.Name), unmountUnder(cfg.Dir), os.RemoveAll(cfg.Dir))
 	}
 	cfg.Log.Info("undoing an earlier run's leftovers", "dir", cfg.Dir)
-	return teardown(ctx, cfg.Dir, st, cfg.Nodes)
+	return teardown(ctx, cfg.Log, cfg.Dir, st)
 }
 
 // Stop stops every process and undoes every change the cluster made on the host.
@@ -244,7 +244,7 @@ func (c *Cluster) Stop(ctx context.Context) error {
 		}
 		errs = append(errs, c.sup.StopAll(ctx), c.sup.Close())
 	}
-	errs = append(errs, teardown(ctx, c.cfg.Dir, c.state, c.cfg.Nodes))
+	errs = append(errs, teardown(ctx, c.log, c.cfg.Dir, c.state))
 	return errors.Join(errs...)
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -129,12 +130,15 @@ func loadState(dir string) (hostState, bool, error) {
 // containerds, kubelets), unmounts, deletes namespaces and cgroups, restores sysctls and
 // iptables chains, removes what it created in host directories, and finally dir. It carries
 // on past failures and returns them all.
-func teardown(ctx context.Context, dir string, st hostState, nodes int) error {
+func teardown(ctx context.Context, log *slog.Logger, dir string, st hostState) error {
 	var errs []error
 	note := func(err error) {
 		if err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if pids := clusterPids(dir, st.Name); len(pids) > 0 {
+		log.Info("killing the cluster's remaining processes", "pids", pids)
 	}
 	note(killLeftovers(ctx, dir, st.Name))
 	note(unmountUnder(dir))
@@ -144,6 +148,7 @@ func teardown(ctx context.Context, dir string, st hostState, nodes int) error {
 			continue
 		}
 		if strings.HasPrefix(n, podNetnsPrefx) || isOurNetns(st.Name, n) {
+			log.Debug("deleting network namespace", "netns", n)
 			note(deleteNetns(n))
 		}
 	}
@@ -157,10 +162,11 @@ func teardown(ctx context.Context, dir string, st hostState, nodes int) error {
 	note(removeCgroups(st))
 	for k, v := range st.Sysctls {
 		if now, err := readSysctl(k); err == nil && now != v {
+			log.Info("restoring a sysctl the kubelet changed", "sysctl", k, "from", now, "to", v)
 			note(writeSysctl(k, v))
 		}
 	}
-	note(restoreChains(st))
+	note(restoreChains(log, st))
 	// Shim sockets of shims that were killed.
 	for _, n := range dirNames(shimSocketDir) {
 		if !slices.Contains(st.ShimSockets, n) {
@@ -204,6 +210,9 @@ func teardown(ctx context.Context, dir string, st hostState, nodes int) error {
 	// Mounts first (a kubelet may have made new ones while dying), then the files.
 	note(unmountUnder(dir))
 	note(os.RemoveAll(dir))
+	if filepath.Dir(dir) == defaultDirRoot {
+		_ = os.Remove(defaultDirRoot) // only when empty
+	}
 	return errors.Join(errs...)
 }
 
@@ -483,7 +492,7 @@ func listChains(tool, table string) ([]string, error) {
 
 // restoreChains deletes every KUBE-* chain the run added to the host's tables, with the
 // rules that jump to it.
-func restoreChains(st hostState) error {
+func restoreChains(log *slog.Logger, st hostState) error {
 	var errs []error
 	for key, before := range st.Chains {
 		tool, table, _ := strings.Cut(key, "/")
@@ -500,6 +509,7 @@ func restoreChains(st hostState) error {
 		if len(added) == 0 {
 			continue
 		}
+		log.Info("deleting iptables chains the run added", "tool", tool, "table", table, "chains", added)
 		out, _ := exec.Command(tool, "-w", "5", "-t", table, "-S").Output()
 		for _, line := range strings.Split(string(out), "\n") {
 			f := strings.Fields(line)
