@@ -35,7 +35,7 @@ const (
 	testNamespace  = "default"
 )
 
-func TestMgmtCluster_TwoKubeletNodes_SpreadPodsServeOnTheirOwnAddressesAndALostNodesPodMoves(t *testing.T) {
+func TestMgmtCluster_TwoKubeletNodes_SpreadPodsServeOnTheirOwnIPsAndMoveOffALostNode(t *testing.T) {
 	if os.Getenv(EnvMgmtTest) == "" {
 		t.Skip("needs root, containerd, runc, the CNI plugins and the kubelet: run `make mgmt-test`")
 	}
@@ -130,35 +130,33 @@ func TestMgmtCluster_TwoKubeletNodes_SpreadPodsServeOnTheirOwnAddressesAndALostN
 	if err := c.StopKubelet(ctx, lost); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(ctx, t, first.Spec.NodeName+" NotReady", func(ctx context.Context) (bool, string, error) {
-		n, err := cs.CoreV1().Nodes().Get(ctx, first.Spec.NodeName, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		st := mgmtcluster.NodeReady(n)
-		return st != corev1.ConditionTrue, "Ready=" + string(st), nil
-	})
+	waitNodeReady(ctx, t, cs, first.Spec.NodeName, false)
 	notReady := time.Since(killed)
-	var moved corev1.Pod
-	waitFor(ctx, t, "a solo pod Running on the other node", func(ctx context.Context) (bool, string, error) {
-		list, err := cs.CoreV1().Pods(testNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=solo"})
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		var seen []string
-		for _, p := range list.Items {
-			seen = append(seen, p.Name+"@"+p.Spec.NodeName+":"+string(p.Status.Phase))
-			if p.Spec.NodeName != "" && p.Spec.NodeName != first.Spec.NodeName && p.DeletionTimestamp == nil && running(&p) {
-				moved = p
-				return true, "", nil
-			}
-		}
-		return false, strings.Join(seen, ", "), nil
-	})
+	moved := waitSoloAwayFrom(ctx, t, cs, first.Spec.NodeName)
 	t.Logf("kubelet of %s stopped: NotReady after %s, pod %s Running on %s after %s",
 		first.Spec.NodeName, notReady.Round(time.Millisecond), moved.Name, moved.Spec.NodeName, time.Since(killed).Round(time.Millisecond))
 	if body := get(ctx, t, "http://"+moved.Status.PodIP+":8080/"); !strings.Contains(body, "pod="+moved.Name) {
 		t.Errorf("the moved pod %s answered %q", moved.Name, body)
+	}
+
+	// The kubelet comes back; then the other node is cut off the network (its kubelet and
+	// pods keep running, unreachable), and the pod moves back.
+	if err := c.StartKubelet(ctx, lost); err != nil {
+		t.Fatal(err)
+	}
+	waitNodeReady(ctx, t, cs, first.Spec.NodeName, true)
+	cut := nodeIndex(t, c, moved.Spec.NodeName)
+	cutAt := time.Now()
+	if err := c.SetNodeLink(cut, false); err != nil {
+		t.Fatal(err)
+	}
+	waitNodeReady(ctx, t, cs, moved.Spec.NodeName, false)
+	notReady = time.Since(cutAt)
+	back := waitSoloAwayFrom(ctx, t, cs, moved.Spec.NodeName)
+	t.Logf("link of %s cut: NotReady after %s, pod %s Running on %s after %s",
+		moved.Spec.NodeName, notReady.Round(time.Millisecond), back.Name, back.Spec.NodeName, time.Since(cutAt).Round(time.Millisecond))
+	if body := get(ctx, t, "http://"+back.Status.PodIP+":8080/"); !strings.Contains(body, "pod="+back.Name) {
+		t.Errorf("the pod %s answered %q", back.Name, body)
 	}
 
 	stopBegin := time.Now()
@@ -173,6 +171,45 @@ func TestMgmtCluster_TwoKubeletNodes_SpreadPodsServeOnTheirOwnAddressesAndALostN
 			t.Errorf("host %s changed:\n before: %s\n  after: %s", k, before[k], after[k])
 		}
 	}
+}
+
+// waitNodeReady waits until node's Ready condition is True (ready) or anything else.
+func waitNodeReady(ctx context.Context, t *testing.T, cs kubernetes.Interface, node string, ready bool) {
+	t.Helper()
+	what := node + " NotReady"
+	if ready {
+		what = node + " Ready"
+	}
+	waitFor(ctx, t, what, func(ctx context.Context) (bool, string, error) {
+		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		st := mgmtcluster.NodeReady(n)
+		return (st == corev1.ConditionTrue) == ready, "Ready=" + string(st), nil
+	})
+}
+
+// waitSoloAwayFrom waits for a Running, Ready solo pod on a node other than node.
+func waitSoloAwayFrom(ctx context.Context, t *testing.T, cs kubernetes.Interface, node string) corev1.Pod {
+	t.Helper()
+	var found corev1.Pod
+	waitFor(ctx, t, "a solo pod Running on a node other than "+node, func(ctx context.Context) (bool, string, error) {
+		list, err := cs.CoreV1().Pods(testNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=solo"})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		var seen []string
+		for _, p := range list.Items {
+			seen = append(seen, p.Name+"@"+p.Spec.NodeName+":"+string(p.Status.Phase))
+			if p.Spec.NodeName != "" && p.Spec.NodeName != node && p.DeletionTimestamp == nil && running(&p) {
+				found = p
+				return true, "", nil
+			}
+		}
+		return false, strings.Join(seen, ", "), nil
+	})
+	return found
 }
 
 func deployment(name string, replicas int32, spread bool) *appsv1.Deployment {
