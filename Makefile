@@ -71,9 +71,9 @@ run: ## run everything in one process: hostplane dev on http://127.0.0.1:8080 (C
 	  $(BIN)/hostplane dev $(RUN_FLAGS)
 
 .PHONY: test
-test: k8s-bins prometheus-tools chromium-tools clusterctl ## build what the tests need and run every test (the compose smoke test too)
+test: k8s-bins kubelet mgmt-tools prometheus-tools chromium-tools clusterctl ## build what the tests need and run every test (the compose smoke test too)
 	$(GO) vet $(PKGS)
-	$(GO) test $(TEST_FLAGS) $(PKGS)
+	HOSTPLANE_MGMT_TEST=1 $(GO) test $(TEST_FLAGS) $(PKGS)
 	$(MAKE) fuzz-short
 	$(MAKE) compose-test
 
