@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,9 +14,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/hostplane/hostplane/pkg/localkube"
 	"github.com/hostplane/hostplane/pkg/process"
@@ -36,6 +39,8 @@ type Cluster struct {
 	nodes          []*Node
 	scheduler      *process.Process
 	images         string
+	dns            *dnsServer
+	stopDNS        context.CancelFunc
 }
 
 // Controllers the management kube-controller-manager runs: workloads, node lifecycle and
@@ -47,6 +52,8 @@ var Controllers = []string{
 	"serviceaccount-controller", "root-ca-certificate-publisher-controller",
 	"garbage-collector-controller", "namespace-controller",
 	"endpointslice-controller", "endpoints-controller", "disruption-controller",
+	"persistentvolume-binder-controller", "persistentvolumeclaim-protection-controller",
+	"persistentvolume-protection-controller",
 }
 
 const cniBinDir = "/usr/lib/cni"
@@ -182,6 +189,15 @@ func Start(ctx context.Context, cfg Config, images ...string) (_ *Cluster, err e
 	}); err != nil {
 		return c, err
 	}
+	cs, err := c.kube.Clientset()
+	if err != nil {
+		return c, err
+	}
+	dnsCtx, stopDNS := context.WithCancel(context.WithoutCancel(ctx))
+	c.stopDNS = stopDNS
+	if c.dns, err = startDNS(dnsCtx, cs, net.JoinHostPort(hostIP, "53")); err != nil {
+		return c, fmt.Errorf("cluster DNS: %w", err)
+	}
 	for i := 1; i <= cfg.Nodes; i++ {
 		n := c.newNode(i)
 		c.nodes = append(c.nodes, n)
@@ -230,6 +246,10 @@ func Cleanup(ctx context.Context, cfg Config) error {
 // Stop stops every process and undoes every change the cluster made on the host.
 func (c *Cluster) Stop(ctx context.Context) error {
 	var errs []error
+	if c.dns != nil {
+		c.stopDNS()
+		errs = append(errs, c.dns.Close())
+	}
 	if c.sup != nil {
 		// Kubelets first (they would restart containers), then containerds, then the rest.
 		for _, n := range c.nodes {
@@ -246,6 +266,42 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	}
 	errs = append(errs, teardown(ctx, c.log, c.cfg.Dir, c.state))
 	return errors.Join(errs...)
+}
+
+// AddHostPathVolumes creates n PersistentVolumes of size each (for example "1Gi"), without a
+// storage class, backed by directories under Dir: claims without a class (a StatefulSet's
+// volumeClaimTemplates, with no default StorageClass) bind to them.
+func (c *Cluster) AddHostPathVolumes(ctx context.Context, n int, size string) error {
+	cs, err := c.Clientset()
+	if err != nil {
+		return err
+	}
+	q, err := resource.ParseQuantity(size)
+	if err != nil {
+		return err
+	}
+	for i := 1; i <= n; i++ {
+		name := fmt.Sprintf("%s-pv-%d", c.cfg.Name, i)
+		dir := filepath.Join(c.cfg.Dir, "volumes", name)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		pv := &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.PersistentVolumeSpec{
+				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: q},
+				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+				PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{
+					Path: dir, Type: ptr.To(corev1.HostPathDirectory),
+				}},
+			},
+		}
+		if _, err := cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Nodes returns the cluster's nodes.

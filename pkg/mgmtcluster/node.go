@@ -122,7 +122,8 @@ func (n *Node) cniConfig() ([]byte, error) {
 // kubeletConfig: cgroupfs under the node's own cgroup root (two kubelets share the host's
 // hierarchies), swap and cgroup v1 tolerated, fast heartbeats so a lost node is noticed
 // within the cluster's node-monitor grace period, eviction thresholds that never fire on a
-// busy test machine, no DNS from the host, pod logs in the node's dir.
+// busy test machine, no DNS from the host (the cluster's own DNS server on the host's link
+// address instead: dns.go), pod logs in the node's dir.
 func (n *Node) kubeletConfig(caFile string) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -148,6 +149,8 @@ failCgroupV1: false
 containerRuntimeEndpoint: unix://%s
 podLogsDir: %s
 resolvConf: ""
+clusterDNS: [%s]
+clusterDomain: %s
 nodeStatusUpdateFrequency: 2s
 nodeStatusReportFrequency: 2s
 nodeLeaseDurationSeconds: 8
@@ -161,7 +164,7 @@ evictionHard:
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
-`, n.IP, n.IP, kubeletHealthzPort, caFile, n.Name, n.ContainerdSocket, filepath.Join(n.Dir, "pods-logs"))
+`, n.IP, n.IP, kubeletHealthzPort, caFile, n.Name, n.ContainerdSocket, filepath.Join(n.Dir, "pods-logs"), hostIP, ClusterDomain)
 }
 
 // start writes the node's configuration, starts containerd in the node's namespace, imports

@@ -119,6 +119,22 @@ func TestMgmtCluster_TwoKubeletNodes_SpreadPodsServeOnTheirOwnIPsAndMoveOffALost
 		t.Errorf("pod %s (%s) fetching pod %s (%s) got %q", a.Name, a.Spec.NodeName, b.Name, b.Spec.NodeName, body)
 	}
 
+	// A Service in front of them, by its short name from a pod: the cluster's DNS (the
+	// pod's resolv.conf search path, no kube-proxy: the name resolves to the pods).
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "spread", Namespace: testNamespace},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app": "spread"},
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 8080, TargetPort: intstr.FromInt32(8080)}},
+		},
+	}
+	if _, err := cs.CoreV1().Services(testNamespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if body := get(ctx, t, "http://"+a.Status.PodIP+":8080/fetch?url=http://spread:8080/"); !strings.Contains(body, "pod=spread-") {
+		t.Errorf("pod %s fetching http://spread:8080/ got %q", a.Name, body)
+	}
+
 	// One replica without constraints; its node's kubelet dies.
 	solo := deployment("solo", 1, false)
 	if _, err := cs.AppsV1().Deployments(testNamespace).Create(ctx, solo, metav1.CreateOptions{}); err != nil {
