@@ -38,6 +38,10 @@ mgmt-tools: ## install containerd, runc and the CNI plugins (Debian packages) th
 mgmt-test: k8s-bins kubelet mgmt-tools ## the real management cluster's test (root): two kubelet nodes in network namespaces, pods spread, a lost node
 	HOSTPLANE_MGMT_TEST=1 flock /tmp/e2e.lock $(GO) test -count=1 -v -timeout 20m ./test/integration/mgmtcluster
 
+.PHONY: mgmt-kuberuntime-test
+mgmt-kuberuntime-test: k8s-bins kubelet mgmt-tools ## componentd's kubernetes runtime on the real management cluster (root): one hosted control plane as pods
+	HOSTPLANE_MGMT_KUBERUNTIME_TEST=1 flock /tmp/e2e.lock $(GO) test -count=1 -v -timeout 20m -run '^TestComponentd_KubernetesRuntime_OnRealKubelets' ./test/integration/componentd
+
 .PHONY: prometheus-tools
 prometheus-tools: ## install prometheus and promtool (Debian's prometheus package) when missing
 	@tools/prometheus.sh

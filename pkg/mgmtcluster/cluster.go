@@ -283,7 +283,11 @@ func (c *Cluster) AddHostPathVolumes(ctx context.Context, n int, size string) er
 	for i := 1; i <= n; i++ {
 		name := fmt.Sprintf("%s-pv-%d", c.cfg.Name, i)
 		dir := filepath.Join(c.cfg.Dir, "volumes", name)
-		if err := os.MkdirAll(dir, 0o700); err != nil {
+		// hostPath volumes get no fsGroup ownership: pods running as any user may write.
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		if err := os.Chmod(dir, 0o777); err != nil {
 			return err
 		}
 		pv := &corev1.PersistentVolume{
