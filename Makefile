@@ -78,6 +78,7 @@ run: ## run everything in one process: hostplane dev on http://127.0.0.1:8080 (C
 test: k8s-bins kubelet mgmt-tools prometheus-tools chromium-tools clusterctl ## build what the tests need and run every test (the compose smoke test too)
 	$(GO) vet $(PKGS)
 	HOSTPLANE_MGMT_TEST=1 $(GO) test $(TEST_FLAGS) $(PKGS)
+	$(MAKE) mgmt-kuberuntime-test
 	$(MAKE) fuzz-short
 	$(MAKE) compose-test
 

@@ -22,7 +22,9 @@ import (
 )
 
 // EnvRealKubeTest runs TestComponentd_KubernetesRuntime_OnRealKubelets (make
-// mgmt-kuberuntime-test): it needs what make mgmt-test needs.
+// mgmt-kuberuntime-test, which make test runs after the other tests: it needs what make
+// mgmt-test needs, and the management cluster's fixed names and addresses admit one cluster at
+// a time).
 const EnvRealKubeTest = "HOSTPLANE_MGMT_KUBERUNTIME_TEST"
 
 // The kubernetes runtime on a management cluster whose kubelets run the pods: one hosted
