@@ -14,6 +14,10 @@
 //	pods of node i: 10.232.i.0/24 on the bridge cni0 inside <Name>-n<i>; the host and the other
 //	nodes route that range via node i's address.
 //
+// Pods resolve Services through the cluster's own DNS server on the host's link address
+// (names of Services and of a headless Service's pods only; nothing is forwarded), and
+// AddHostPathVolumes gives StatefulSets' claims something to bind to.
+//
 // Images are written by this package as docker archives around static binaries (no registry,
 // no pulls; pods use imagePullPolicy: Never) and imported into every node's containerd. The
 // sandbox ("pause") image is built from a tiny Go program here.

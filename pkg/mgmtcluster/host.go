@@ -43,8 +43,9 @@ var kernelSysctls = []string{
 	"vm.overcommit_memory", "vm.panic_on_oom",
 }
 
-// kubeChains are iptables chains the kubelet creates (in its network namespace; recorded on
-// the host too in case a kubelet ever runs there).
+// iptablesTools and iptablesTables are where the host's chains are recorded: the kubelet
+// creates KUBE-FIREWALL, KUBE-KUBELET-CANARY and KUBE-IPTABLES-HINT in its own network
+// namespace here, but any KUBE-* chain a run adds to the host is deleted too.
 var iptablesTools = []string{"iptables", "ip6tables", "iptables-legacy", "ip6tables-legacy"}
 var iptablesTables = []string{"filter", "nat", "mangle"}
 
