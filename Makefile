@@ -26,6 +26,22 @@ help: ## list the targets
 k8s-bins: ## build etcd and the Kubernetes release binaries into ~/.cache/hostplane (skips what is built)
 	@tools/k8s-bins/build.sh
 
+.PHONY: kubelet
+kubelet: ## build the management release's kubelet into ~/.cache/hostplane (its own stamp; skips it when built)
+	@tools/k8s-bins/kubelet.sh
+
+.PHONY: mgmt-tools
+mgmt-tools: ## install containerd, runc and the CNI plugins (Debian packages) the real management cluster runs, when missing
+	@tools/mgmt-tools.sh
+
+.PHONY: mgmt-test
+mgmt-test: k8s-bins kubelet mgmt-tools ## the real management cluster's test (root): two kubelet nodes in network namespaces, pods spread, a lost node
+	HOSTPLANE_MGMT_TEST=1 flock /tmp/e2e.lock $(GO) test -count=1 -v -timeout 20m ./test/integration/mgmtcluster
+
+.PHONY: mgmt-kuberuntime-test
+mgmt-kuberuntime-test: k8s-bins kubelet mgmt-tools ## componentd's kubernetes runtime on the real management cluster (root): one hosted control plane as pods
+	HOSTPLANE_MGMT_KUBERUNTIME_TEST=1 flock /tmp/e2e.lock $(GO) test -count=1 -v -timeout 20m -run '^TestComponentd_KubernetesRuntime_OnRealKubelets' ./test/integration/componentd
+
 .PHONY: prometheus-tools
 prometheus-tools: ## install prometheus and promtool (Debian's prometheus package) when missing
 	@tools/prometheus.sh
@@ -59,9 +75,10 @@ run: ## run everything in one process: hostplane dev on http://127.0.0.1:8080 (C
 	  $(BIN)/hostplane dev $(RUN_FLAGS)
 
 .PHONY: test
-test: k8s-bins prometheus-tools chromium-tools clusterctl ## build what the tests need and run every test (the compose smoke test too)
+test: k8s-bins kubelet mgmt-tools prometheus-tools chromium-tools clusterctl ## build what the tests need and run every test (the compose smoke test too)
 	$(GO) vet $(PKGS)
-	$(GO) test $(TEST_FLAGS) $(PKGS)
+	HOSTPLANE_MGMT_TEST=1 $(GO) test $(TEST_FLAGS) $(PKGS)
+	$(MAKE) mgmt-kuberuntime-test
 	$(MAKE) fuzz-short
 	$(MAKE) compose-test
 

@@ -36,6 +36,9 @@ type Config struct {
 	// beside kube-apiserver (ManagementControllers for a management cluster); none run
 	// when it is empty.
 	Controllers []string
+	// ExtraControllerManagerArgs are appended to kube-controller-manager's command line when
+	// Controllers is not empty (a later flag wins), for example node-monitor settings.
+	ExtraControllerManagerArgs []string
 	// ReadyTimeout bounds the wait for each component to become ready; default 2 minutes.
 	ReadyTimeout time.Duration
 	// Log; default slog.Default().

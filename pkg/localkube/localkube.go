@@ -210,15 +210,16 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 }
 
 // controllerManagerArgs runs just cfg.Controllers, as the admin, with one replica (no
-// leader election) and no HTTPS port of its own.
+// leader election) and no HTTPS port of its own, then cfg.ExtraControllerManagerArgs.
 func controllerManagerArgs(cfg Config, kubeconfig string) []string {
-	return []string{
+	args := []string{
 		"--kubeconfig=" + kubeconfig,
 		"--controllers=" + strings.Join(cfg.Controllers, ","),
 		"--leader-elect=false",
 		"--use-service-account-credentials=false",
 		"--secure-port=0",
 	}
+	return append(args, cfg.ExtraControllerManagerArgs...)
 }
 
 // startReady starts (or re-adopts) spec and waits for its probe.
