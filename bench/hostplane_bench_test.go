@@ -43,6 +43,13 @@ const (
 	envMany       = "HOSTPLANE_BENCH_MANY"       // "1": the RSS benchmark also goes to 30 clusters
 	envConcurrent = "HOSTPLANE_BENCH_CONCURRENT" // clusters created at once; default 20
 	envLogDir     = "HOSTPLANE_BENCH_LOGDIR"     // keep the dev stack's info log here, one file per benchmark
+	// The tuning benchmark: its variants (release.ParseSelection syntax, separated by ";";
+	// default "none;all"), clusters per variant (default 2), seconds the clusters settle after
+	// Available (default 20) and seconds of idle measured (default 30).
+	envTuning         = "HOSTPLANE_BENCH_TUNING"
+	envTuningClusters = "HOSTPLANE_BENCH_TUNING_CLUSTERS"
+	envSettle         = "HOSTPLANE_BENCH_SETTLE"
+	envIdle           = "HOSTPLANE_BENCH_IDLE"
 )
 
 // Timeouts: generous, since 20 control planes starting at once on 2 cores take minutes.
@@ -67,15 +74,20 @@ func benchReleaseOf(b *testing.B) release.Release {
 // NATS feeds it every event.
 func startStack(b *testing.B, tl *timeline) (*dev.Stack, *client) {
 	b.Helper()
+	return startStackWith(b, tl, dev.Config{})
+}
+
+// startStackWith is startStack with cfg's optional fields (ComponentTuning).
+func startStackWith(b *testing.B, tl *timeline, cfg dev.Config) (*dev.Stack, *client) {
+	b.Helper()
 	benchReleaseOf(b)
 	dir := b.TempDir()
 	log := stackLogger(b)
 	if tl != nil {
 		log = slog.New(&tapHandler{Handler: log.Handler(), tl: tl})
 	}
-	s, err := dev.Start(context.Background(), dev.Config{
-		DataDir: dir, Addr: "127.0.0.1:0", NATSPort: -1, NoManagementAPIServer: true, Logger: log,
-	})
+	cfg.DataDir, cfg.Addr, cfg.NATSPort, cfg.NoManagementAPIServer, cfg.Logger = dir, "127.0.0.1:0", -1, true, log
+	s, err := dev.Start(context.Background(), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -212,6 +212,7 @@ func (p processRuntime) converge(ctx context.Context, log *slog.Logger, cl *clus
 		Files:      files,
 		Audit:      cl.cluster.Spec.EffectiveAudit(),
 		PKISerial:  cl.pki.Serial,
+		Tuning:     d.cfg.tuning,
 	}
 	if in.Autoscaler, err = d.autoscaler(ctx, cl.cluster); err != nil {
 		return reconcile.Result{}, fmt.Errorf("cluster %s: %w", name, err)

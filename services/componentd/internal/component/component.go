@@ -45,6 +45,10 @@ type Inputs struct {
 	AdminCert, AdminKey []byte
 	// Autoscaler configures the karpenter component.
 	Autoscaler Autoscaler
+	// Tuning selects which of the release catalogue's component settings apply (the zero
+	// value: all of them). Each selected setting's flags and environment join the
+	// component's own, so they are part of its config hash.
+	Tuning release.Selection
 }
 
 // path returns the absolute path of a file relative to the cluster's directory.
@@ -177,17 +181,20 @@ func (c *Component) Desired(in *Inputs) (Desired, error) {
 			hi.Files[f] = hex.EncodeToString(sum[:])
 		}
 	}
+	tuning := rel.Tuning(c.Name, in.Policy, in.Tuning)
 	for i := range n {
 		args, err := c.args(in, i)
 		if err != nil {
 			return Desired{}, err
 		}
-		hi.Args = append(hi.Args, args)
+		hi.Args = append(hi.Args, release.ApplyArgs(args, tuning))
+		var env []string
 		if c.env != nil {
-			env, err := c.env(in, i)
-			if err != nil {
+			if env, err = c.env(in, i); err != nil {
 				return Desired{}, err
 			}
+		}
+		if env = append(env, release.Env(tuning)...); len(env) > 0 {
 			hi.Env = append(hi.Env, env)
 		}
 	}

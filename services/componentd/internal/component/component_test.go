@@ -377,3 +377,90 @@ func TestKarpenter_RunsOnlyWhenEnabled_ConfiguredByItsEnvironment(t *testing.T) 
 		}
 	}
 }
+
+// TestDesired_ComponentsRunWithTheCataloguesTuning checks that every replica of etcd,
+// kube-apiserver, kube-controller-manager and kube-scheduler runs with the release
+// catalogue's settings for its policy (their flags once each, their environment), that
+// turning a setting off rolls only its component, and that with none selected nothing of
+// the catalogue remains.
+func TestDesired_ComponentsRunWithTheCataloguesTuning(t *testing.T) {
+	for _, policy := range []string{api.SingleReplica, api.HighlyAvailable} {
+		t.Run(policy, func(t *testing.T) {
+			in := inputs(t, "1.34.4", policy)
+			rel, err := release.Lookup(in.Version)
+			if err != nil {
+				t.Fatal(err)
+			}
+			none, err := release.ParseSelection("none")
+			if err != nil {
+				t.Fatal(err)
+			}
+			bare := *in
+			bare.Tuning = none
+			for _, name := range release.Components() {
+				c, err := Lookup(name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				settings := rel.Tuning(name, policy, release.Selection{})
+				if len(settings) == 0 {
+					t.Fatalf("the catalogue has no setting for %s", name)
+				}
+				tuned, plain := desired(t, c, in), desired(t, c, &bare)
+				if tuned.Hash == plain.Hash {
+					t.Errorf("%s: the same config hash with and without its tuning", name)
+				}
+				for i, spec := range tuned.Specs {
+					for _, e := range release.Env(settings) {
+						if !slices.Contains(spec.Env, e) {
+							t.Errorf("%s: %s lacks %s in its environment %v", name, spec.Name, e, spec.Env)
+						}
+						if slices.Contains(plain.Specs[i].Env, e) {
+							t.Errorf("%s: %s has %s with no tuning selected", name, spec.Name, e)
+						}
+					}
+					for _, s := range settings {
+						for _, a := range s.Args {
+							flagName, value, _ := strings.Cut(a, "=")
+							if got := flag(spec.Args, flagName); got != value {
+								t.Errorf("%s: %s has %s=%q, want %q (setting %s)", name, spec.Name, flagName, got, value, s.Name)
+							}
+							n := 0
+							for _, arg := range spec.Args {
+								if strings.HasPrefix(arg, flagName+"=") {
+									n++
+								}
+							}
+							if n != 1 {
+								t.Errorf("%s: %s has %s %d times, want once", name, spec.Name, flagName, n)
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestDesired_TurningOffOneSettingRollsOnlyItsComponent(t *testing.T) {
+	in := inputs(t, "1.34.4", api.SingleReplica)
+	without, err := release.ParseSelection("-kube-apiserver/gc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := *in
+	other.Tuning = without
+	for _, c := range All() {
+		changed := desired(t, c, in).Hash != desired(t, c, &other).Hash
+		if want := c.Name == api.ComponentKubeAPIServer; changed != want {
+			t.Errorf("%s: hash changed = %v, want %v", c.Name, changed, want)
+		}
+	}
+	for _, spec := range desired(t, kubeAPIServer(), &other).Specs {
+		for _, e := range spec.Env {
+			if strings.HasPrefix(e, "GOGC=") {
+				t.Errorf("%s still has %s", spec.Name, e)
+			}
+		}
+	}
+}
