@@ -251,14 +251,19 @@ func sampleIdle(b *testing.B, c *client, names []string, idleWait time.Duration)
 	idle := time.Since(start).Seconds()
 	load := machine.machine()
 
-	perComponent := map[string]int64{}
+	perComponent, anon := map[string]int64{}, map[string]int64{}
 	var total int64
 	for _, p := range procs {
 		kib, err := rssKiB(p.pid)
 		if err != nil {
 			b.Fatalf("%s pid %s: %v", p.comp, p.pid, err)
 		}
+		a, err := statusKiB(p.pid, "RssAnon")
+		if err != nil {
+			b.Fatalf("%s pid %s: %v", p.comp, p.pid, err)
+		}
 		perComponent[p.comp] += kib
+		anon[p.comp] += a
 		total += kib
 	}
 	self, err := rssKiB("self")
@@ -284,14 +289,15 @@ func sampleIdle(b *testing.B, c *client, names []string, idleWait time.Duration)
 		}
 		b.ReportMetric(100*(cp1-cp0)/idle/n, "cp-idle-cpu-%/cluster")
 	}
-	var perCompCPU []string
+	var perCompCPU, perCompRSS []string
 	for _, comp := range []string{api.ComponentEtcd, api.ComponentKubeAPIServer, api.ComponentControllerManager, api.ComponentScheduler} {
-		perCompCPU = append(perCompCPU, fmt.Sprintf("%s %.1f%%", comp, 100*(comp1[comp]-comp0[comp])/idle/n))
+		perCompCPU = append(perCompCPU, fmt.Sprintf("%s %.2f%%", comp, 100*(comp1[comp]-comp0[comp])/idle/n))
+		perCompRSS = append(perCompRSS, fmt.Sprintf("%s %.0f (anon %.0f)", comp, mib(perComponent[comp])/n, mib(anon[comp])/n))
 	}
 	b.ReportMetric(0, "ns/op")
 	detail(b, "%d clusters, %d processes: control planes %.0f MiB (%.0f MiB each), %.1f%% of a core each while idle (%s); "+
-		"hostplane dev %.0f MiB (Go heap in use %.0f MiB), %.1f%% of a core; %s",
-		len(names), len(procs), mib(total), mib(total)/n, 100*(cp1-cp0)/idle/n, strings.Join(perCompCPU, ", "),
+		"MiB each: %s; hostplane dev %.0f MiB (Go heap in use %.0f MiB), %.1f%% of a core; %s",
+		len(names), len(procs), mib(total), mib(total)/n, 100*(cp1-cp0)/idle/n, strings.Join(perCompCPU, ", "), strings.Join(perCompRSS, ", "),
 		mib(self), float64(ms.HeapInuse)/(1<<20), 100*(self1-self0)/idle, load)
 }
 

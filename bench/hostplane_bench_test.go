@@ -517,7 +517,11 @@ func sortedCopy(ds []time.Duration) []time.Duration {
 func seconds(d time.Duration) float64 { return d.Seconds() }
 
 // rssKiB is VmRSS of a process in KiB (0 when it is gone).
-func rssKiB(pid string) (int64, error) {
+func rssKiB(pid string) (int64, error) { return statusKiB(pid, "VmRSS") }
+
+// statusKiB is a field of /proc/<pid>/status in KiB (VmRSS, RssAnon: the part of VmRSS that
+// is not mapped from files, i.e. heap and stacks rather than the executable's pages).
+func statusKiB(pid, field string) (int64, error) {
 	f, err := os.Open(filepath.Join("/proc", pid, "status"))
 	if err != nil {
 		return 0, err
@@ -525,11 +529,11 @@ func rssKiB(pid string) (int64, error) {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
 			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS for %s", pid)
+	return 0, fmt.Errorf("no %s for %s", field, pid)
 }
 
 // loadAverage is /proc/loadavg's first three fields.
