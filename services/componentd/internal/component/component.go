@@ -74,6 +74,12 @@ func (in *Inputs) ha() bool { return in.Policy == api.HighlyAvailable }
 type Component struct {
 	Name      string
 	DependsOn []string
+	// StartAfter, when set, replaces DependsOn as the components that must be Available
+	// before a replica that runs nothing starts: a component that waits for its
+	// dependencies by itself starts beside them instead of after them. DependsOn still
+	// orders rollouts (a running replica is replaced only once its dependencies have
+	// rolled out) and teardown.
+	StartAfter []string
 	// ReleaseBound components run the release's own binary, so the release version is an
 	// input of their config hash. etcd is not: one etcd build serves every release.
 	ReleaseBound bool
@@ -98,6 +104,15 @@ type Component struct {
 	enabled func(in *Inputs) bool
 	binary  func(in *Inputs) (string, error)
 	env     func(in *Inputs, n int) ([]string, error)
+}
+
+// StartsAfter returns the components that must be Available before the component's
+// replicas start: StartAfter, or DependsOn when that is unset.
+func (c *Component) StartsAfter() []string {
+	if c.StartAfter != nil {
+		return c.StartAfter
+	}
+	return c.DependsOn
 }
 
 // Replicas returns how many replicas the component runs under policy.
