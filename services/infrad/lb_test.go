@@ -233,3 +233,58 @@ func TestLoadBalancer_AsleepHoldsConnectionsWakesOnceAndForwardsWhenReady(t *tes
 		t.Errorf("wake asked %d times for 3 connections, want once", n)
 	}
 }
+
+// TestLoadBalancer_HeldConnectionGoesThroughOnceAnAPIServerIsReady_WhateverTheHealthInterval:
+// while no backend is ready (a cluster starting or waking), the balancer probes often, so a
+// connection it holds reaches kube-apiserver soon after it is ready rather than after the
+// next regular probe (an hour here, so only the frequent probing can let it through before
+// the hold ends).
+func TestLoadBalancer_HeldConnectionGoesThroughOnceAnAPIServerIsReady_WhateverTheHealthInterval(t *testing.T) {
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	lb, err := startLoadBalancer("c1", "127.0.0.1:0", []string{addr}, time.Hour, m, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lb.Close() })
+	lb.wake = func() error { return nil }
+	// Waking marks the backend unready: what a cluster whose apiserver is starting looks like.
+	lb.setAsleep(true)
+	lb.setAsleep(false)
+
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true}} //nolint:gosec // a test server
+	answer := make(chan string, 1)
+	go func() {
+		resp, err := client.Get("https://" + lb.ln.Addr().String() + "/healthz")
+		if err != nil {
+			answer <- err.Error()
+			return
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		answer <- string(body)
+	}()
+	// The apiserver comes up while the request is held.
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	}))
+	srv.Listener = l
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	if got := <-answer; got != "ok" {
+		t.Errorf("the held request answered %q, want the apiserver's answer", got)
+	}
+}

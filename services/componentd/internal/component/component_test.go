@@ -2,6 +2,7 @@ package component
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -467,5 +468,40 @@ func TestDesired_TurningOffOneSettingRollsOnlyItsComponent(t *testing.T) {
 				t.Errorf("%s still has %s", spec.Name, e)
 			}
 		}
+	}
+}
+
+// TestControllers_StartBesideKubeAPIServerWithTheirClientCAsFromFiles: kube-controller-manager
+// and kube-scheduler start once etcd is Available (with kube-apiserver, not after it) yet
+// still roll out after it, and read the client CAs of their secure port from files rather
+// than from kube-apiserver at start-up (which would fail while it is not up yet); a new CA
+// rolls them.
+func TestControllers_StartBesideKubeAPIServerWithTheirClientCAsFromFiles(t *testing.T) {
+	in := inputs(t, "1.34.4", api.SingleReplica)
+	for _, c := range []*Component{kubeControllerManager(), kubeScheduler()} {
+		if got := c.StartsAfter(); !slices.Equal(got, []string{api.ComponentEtcd}) {
+			t.Errorf("%s starts after %v, want etcd only", c.Name, got)
+		}
+		if !slices.Equal(c.DependsOn, []string{api.ComponentKubeAPIServer}) {
+			t.Errorf("%s depends on %v, want kube-apiserver", c.Name, c.DependsOn)
+		}
+		d := desired(t, c, in)
+		for flagName, file := range map[string]string{
+			"--client-ca-file":               FileClientCA,
+			"--requestheader-client-ca-file": CertFile(api.CertFrontProxyCA),
+		} {
+			if got := flag(d.Specs[0].Args, flagName); got != in.path(file) {
+				t.Errorf("%s %s=%q, want %q", c.Name, flagName, got, in.path(file))
+			}
+			changed := *in
+			changed.Files = maps.Clone(in.Files)
+			changed.Files[file] = append(slices.Clone(in.Files[file]), '\n')
+			if desired(t, c, &changed).Hash == d.Hash {
+				t.Errorf("%s: a new %s does not change its config hash", c.Name, file)
+			}
+		}
+	}
+	if got := kubeAPIServer().StartsAfter(); !slices.Equal(got, []string{api.ComponentEtcd}) {
+		t.Errorf("kube-apiserver starts after %v, want etcd", got)
 	}
 }
