@@ -5,6 +5,7 @@ package bench
 // spill into the others).
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hostplane/hostplane/cmd/hostplane/dev"
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/localkube"
 	"github.com/hostplane/hostplane/pkg/process"
@@ -199,15 +201,15 @@ func BenchmarkIdleControlPlaneRSS(b *testing.B) {
 			if len(added) > 0 {
 				detail(b, "%d new clusters Available after %s", len(added), time.Since(start).Round(time.Second))
 			}
-			sampleIdle(b, c, names)
+			sampleIdle(b, c, names, idleWait)
 		})
 	}
 }
 
-// sampleIdle lets the clusters idle for idleWait, then reports the control planes' RSS
+// sampleIdle lets the clusters idle for idle, then reports the control planes' RSS
 // (total, per cluster and per component) and this process's, and the CPU both used while
 // idling.
-func sampleIdle(b *testing.B, c *client, names []string) {
+func sampleIdle(b *testing.B, c *client, names []string, idleWait time.Duration) {
 	b.Helper()
 	type proc struct{ pid, comp string }
 	var procs []proc
@@ -249,14 +251,19 @@ func sampleIdle(b *testing.B, c *client, names []string) {
 	idle := time.Since(start).Seconds()
 	load := machine.machine()
 
-	perComponent := map[string]int64{}
+	perComponent, anon := map[string]int64{}, map[string]int64{}
 	var total int64
 	for _, p := range procs {
 		kib, err := rssKiB(p.pid)
 		if err != nil {
 			b.Fatalf("%s pid %s: %v", p.comp, p.pid, err)
 		}
+		a, err := statusKiB(p.pid, "RssAnon")
+		if err != nil {
+			b.Fatalf("%s pid %s: %v", p.comp, p.pid, err)
+		}
 		perComponent[p.comp] += kib
+		anon[p.comp] += a
 		total += kib
 	}
 	self, err := rssKiB("self")
@@ -282,15 +289,59 @@ func sampleIdle(b *testing.B, c *client, names []string) {
 		}
 		b.ReportMetric(100*(cp1-cp0)/idle/n, "cp-idle-cpu-%/cluster")
 	}
-	var perCompCPU []string
+	var perCompCPU, perCompRSS []string
 	for _, comp := range []string{api.ComponentEtcd, api.ComponentKubeAPIServer, api.ComponentControllerManager, api.ComponentScheduler} {
-		perCompCPU = append(perCompCPU, fmt.Sprintf("%s %.1f%%", comp, 100*(comp1[comp]-comp0[comp])/idle/n))
+		perCompCPU = append(perCompCPU, fmt.Sprintf("%s %.2f%%", comp, 100*(comp1[comp]-comp0[comp])/idle/n))
+		perCompRSS = append(perCompRSS, fmt.Sprintf("%s %.0f (anon %.0f)", comp, mib(perComponent[comp])/n, mib(anon[comp])/n))
 	}
 	b.ReportMetric(0, "ns/op")
 	detail(b, "%d clusters, %d processes: control planes %.0f MiB (%.0f MiB each), %.1f%% of a core each while idle (%s); "+
-		"hostplane dev %.0f MiB (Go heap in use %.0f MiB), %.1f%% of a core; %s",
-		len(names), len(procs), mib(total), mib(total)/n, 100*(cp1-cp0)/idle/n, strings.Join(perCompCPU, ", "),
+		"MiB each: %s; hostplane dev %.0f MiB (Go heap in use %.0f MiB), %.1f%% of a core; %s",
+		len(names), len(procs), mib(total), mib(total)/n, 100*(cp1-cp0)/idle/n, strings.Join(perCompCPU, ", "), strings.Join(perCompRSS, ", "),
 		mib(self), float64(ms.HeapInuse)/(1<<20), 100*(self1-self0)/idle, load)
+}
+
+// BenchmarkIdleControlPlaneTuning measures what the release catalogue's component tuning
+// saves: for each variant of HOSTPLANE_BENCH_TUNING (release.ParseSelection syntax, ";"
+// between variants; default "none;all", i.e. without any setting, then with all), back to
+// back in one run, it starts a stack of its own whose componentd applies that selection,
+// creates HOSTPLANE_BENCH_TUNING_CLUSTERS SingleReplica clusters (default 2), waits until
+// all are Available, lets them settle HOSTPLANE_BENCH_SETTLE seconds (default 20: kube-
+// controller-manager's first passes over a new cluster are not idling), then measures
+// HOSTPLANE_BENCH_IDLE seconds (default 30) of idling as BenchmarkIdleControlPlaneRSS does,
+// and deletes the clusters and stops the stack.
+func BenchmarkIdleControlPlaneTuning(b *testing.B) {
+	variants := strings.Split(cmp.Or(os.Getenv(envTuning), "none;all"), ";")
+	n := testenv.EnvInt(b, envTuningClusters, 2, 1)
+	settle := time.Duration(testenv.EnvInt(b, envSettle, 20, 0)) * time.Second
+	idle := time.Duration(testenv.EnvInt(b, envIdle, 30, 1)) * time.Second
+	for i, v := range variants {
+		sel, err := release.ParseSelection(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("%d/tuning=%s", i, sel), func(b *testing.B) {
+			_, c := startStackWith(b, nil, dev.Config{ComponentTuning: sel.String()})
+			var names []string
+			b.Cleanup(func() {
+				if err := c.deleteAll(names); err != nil {
+					b.Error(err)
+				}
+			})
+			for j := range n {
+				name := fmt.Sprintf("bench-tuning-%d-%d", i, j)
+				if err := c.create(name); err != nil {
+					b.Fatal(err)
+				}
+				names = append(names, name)
+			}
+			if _, err := c.waitAllAvailable(names, time.Second, availableTimeout); err != nil {
+				b.Fatal(err)
+			}
+			time.Sleep(settle) // settling is what is waited for, not a synchronisation
+			sampleIdle(b, c, names, idle)
+		})
+	}
 }
 
 // BenchmarkConcurrentCreate creates HOSTPLANE_BENCH_CONCURRENT SingleReplica clusters

@@ -43,6 +43,13 @@ const (
 	envMany       = "HOSTPLANE_BENCH_MANY"       // "1": the RSS benchmark also goes to 30 clusters
 	envConcurrent = "HOSTPLANE_BENCH_CONCURRENT" // clusters created at once; default 20
 	envLogDir     = "HOSTPLANE_BENCH_LOGDIR"     // keep the dev stack's info log here, one file per benchmark
+	// The tuning benchmark: its variants (release.ParseSelection syntax, separated by ";";
+	// default "none;all"), clusters per variant (default 2), seconds the clusters settle after
+	// Available (default 20) and seconds of idle measured (default 30).
+	envTuning         = "HOSTPLANE_BENCH_TUNING"
+	envTuningClusters = "HOSTPLANE_BENCH_TUNING_CLUSTERS"
+	envSettle         = "HOSTPLANE_BENCH_SETTLE"
+	envIdle           = "HOSTPLANE_BENCH_IDLE"
 )
 
 // Timeouts: generous, since 20 control planes starting at once on 2 cores take minutes.
@@ -67,15 +74,20 @@ func benchReleaseOf(b *testing.B) release.Release {
 // NATS feeds it every event.
 func startStack(b *testing.B, tl *timeline) (*dev.Stack, *client) {
 	b.Helper()
+	return startStackWith(b, tl, dev.Config{})
+}
+
+// startStackWith is startStack with cfg's optional fields (ComponentTuning).
+func startStackWith(b *testing.B, tl *timeline, cfg dev.Config) (*dev.Stack, *client) {
+	b.Helper()
 	benchReleaseOf(b)
 	dir := b.TempDir()
 	log := stackLogger(b)
 	if tl != nil {
 		log = slog.New(&tapHandler{Handler: log.Handler(), tl: tl})
 	}
-	s, err := dev.Start(context.Background(), dev.Config{
-		DataDir: dir, Addr: "127.0.0.1:0", NATSPort: -1, NoManagementAPIServer: true, Logger: log,
-	})
+	cfg.DataDir, cfg.Addr, cfg.NATSPort, cfg.NoManagementAPIServer, cfg.Logger = dir, "127.0.0.1:0", -1, true, log
+	s, err := dev.Start(context.Background(), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -505,7 +517,11 @@ func sortedCopy(ds []time.Duration) []time.Duration {
 func seconds(d time.Duration) float64 { return d.Seconds() }
 
 // rssKiB is VmRSS of a process in KiB (0 when it is gone).
-func rssKiB(pid string) (int64, error) {
+func rssKiB(pid string) (int64, error) { return statusKiB(pid, "VmRSS") }
+
+// statusKiB is a field of /proc/<pid>/status in KiB (VmRSS, RssAnon: the part of VmRSS that
+// is not mapped from files, i.e. heap and stacks rather than the executable's pages).
+func statusKiB(pid, field string) (int64, error) {
 	f, err := os.Open(filepath.Join("/proc", pid, "status"))
 	if err != nil {
 		return 0, err
@@ -513,11 +529,11 @@ func rssKiB(pid string) (int64, error) {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
 			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS for %s", pid)
+	return 0, fmt.Errorf("no %s for %s", field, pid)
 }
 
 // loadAverage is /proc/loadavg's first three fields.

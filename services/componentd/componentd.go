@@ -25,6 +25,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/kube"
 	"github.com/hostplane/hostplane/pkg/process"
 	"github.com/hostplane/hostplane/pkg/reconcile"
+	"github.com/hostplane/hostplane/pkg/release"
 	"github.com/hostplane/hostplane/pkg/store"
 	"github.com/hostplane/hostplane/services/componentd/kuberuntime"
 )
@@ -60,6 +61,14 @@ type Config struct {
 	// /usr/local/bin/hostplane-karpenter, as componentd's own image (HOSTPLANE_KARPENTER_IMAGE;
 	// default DefaultKarpenterImage).
 	KarpenterImage string
+	// Tuning selects which of the release catalogue's component settings the control planes
+	// run with (HOSTPLANE_COMPONENT_TUNING; release.ParseSelection's syntax: "" or "all" for
+	// every setting, the default, "none", "a,b" or "-a,-b"). Changing it rolls the
+	// components whose settings change. Meant for measuring a setting and for turning off
+	// one that misbehaves.
+	Tuning string
+
+	tuning release.Selection // Tuning, parsed
 }
 
 // DefaultKarpenterImage is Config.KarpenterImage's default: the componentd image
@@ -96,6 +105,9 @@ func (c *Config) defaults() error {
 	if c.KarpenterImage == "" {
 		c.KarpenterImage = DefaultKarpenterImage
 	}
+	if c.tuning, err = release.ParseSelection(c.Tuning); err != nil {
+		return err
+	}
 	if c.ProgressInterval <= 0 {
 		c.ProgressInterval = 750 * time.Millisecond
 	}
@@ -114,6 +126,8 @@ func RegisterFlags(fs *flag.FlagSet) func(daemon.Base) (daemon.Runner, error) {
 		"hostplane-karpenter executable for the autoscaler (HOSTPLANE_KARPENTER_BINARY; default: beside this executable, else on PATH)")
 	fs.StringVar(&cfg.KarpenterImage, "karpenter-image", daemon.Env("HOSTPLANE_KARPENTER_IMAGE", DefaultKarpenterImage),
 		"image with /usr/local/bin/hostplane-karpenter the kubernetes runtime runs the autoscaler from (HOSTPLANE_KARPENTER_IMAGE)")
+	fs.StringVar(&cfg.Tuning, "component-tuning", daemon.Env("HOSTPLANE_COMPONENT_TUNING", ""),
+		"which component settings of the release catalogue apply: all (default), none, a,b or -a,-b (HOSTPLANE_COMPONENT_TUNING)")
 	fs.StringVar(&cfg.Runtime, "runtime", daemon.Env("HOSTPLANE_COMPONENTD_RUNTIME", RuntimeProcess),
 		"control-plane runtime: process or kubernetes (HOSTPLANE_COMPONENTD_RUNTIME)")
 	return func(base daemon.Base) (daemon.Runner, error) {

@@ -145,6 +145,7 @@ func (k *kubeRuntime) apply(ctx context.Context, log *slog.Logger, cl *clusterSt
 		ServiceCIDR: cl.cluster.Spec.Networking.ServiceCIDR,
 		PodCIDR:     cl.cluster.Spec.Networking.PodCIDR,
 		Audit:       cl.cluster.Spec.EffectiveAudit(),
+		Tuning:      k.d.cfg.tuning,
 		Karpenter: kuberuntime.Karpenter{
 			Enabled: as.Enabled,
 			Image:   k.d.cfg.KarpenterImage,

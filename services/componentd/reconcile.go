@@ -212,6 +212,7 @@ func (p processRuntime) converge(ctx context.Context, log *slog.Logger, cl *clus
 		Files:      files,
 		Audit:      cl.cluster.Spec.EffectiveAudit(),
 		PKISerial:  cl.pki.Serial,
+		Tuning:     d.cfg.tuning,
 	}
 	if in.Autoscaler, err = d.autoscaler(ctx, cl.cluster); err != nil {
 		return reconcile.Result{}, fmt.Errorf("cluster %s: %w", name, err)
@@ -297,10 +298,12 @@ func (d *Daemon) converge(ctx context.Context, log *slog.Logger, sup *process.Su
 			return reconcile.Result{}, fmt.Errorf("%s: %w", comp.Name, err)
 		}
 		gate := rollout.Gate{Available: true, Settled: true}
+		for _, dep := range comp.StartsAfter() {
+			gate.Available = gate.Available && observed[dep].Available
+		}
 		for _, dep := range comp.DependsOn {
 			s := observed[dep]
-			gate.Available = gate.Available && s.Available
-			gate.Settled = gate.Settled && s.Available && s.Complete
+			gate.Settled = gate.Settled && gate.Available && s.Available && s.Complete
 		}
 		old := byName[comp.Name]
 		reps, err := d.rollOut(ctx, clog, c.Name, sup, want, old, gate)

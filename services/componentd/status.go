@@ -158,7 +158,7 @@ func (d *Daemon) record(ctx context.Context, log *slog.Logger, cluster string,
 	case sum.Available:
 		set(api.ConditionAvailable, true, ReasonAsExpected, fmt.Sprintf("%d of %d replicas ready", sum.Ready, o.replicas))
 	case !o.gate.Available && sum.Ready == 0:
-		set(api.ConditionAvailable, false, ReasonWaitingForDependencies, "waiting for "+strings.Join(comp.DependsOn, ", ")+" to be Available")
+		set(api.ConditionAvailable, false, ReasonWaitingForDependencies, "waiting for "+strings.Join(comp.StartsAfter(), ", ")+" to be Available")
 	default:
 		set(api.ConditionAvailable, false, ReasonReplicasNotReady, fmt.Sprintf("%d of %d replicas ready, %d needed%s",
 			sum.Ready, o.replicas, comp.Quorum(o.replicas), o.notReady))

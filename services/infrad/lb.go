@@ -307,9 +307,12 @@ func (lb *loadBalancer) setDraining(draining map[int]bool) {
 	}
 }
 
-// checkHealth probes every backend each interval and records whether it is ready.
+// checkHealth probes every backend each interval and records whether it is ready. While no
+// backend is healthy (a control plane starting or waking, its clients' connections held by
+// awaitBackend) it probes every unhealthyInterval instead, so a held connection goes through
+// soon after an apiserver is ready rather than up to an interval later.
 func (lb *loadBalancer) checkHealth(ctx context.Context) {
-	t := time.NewTicker(lb.interval)
+	t := time.NewTimer(lb.nextProbe())
 	defer t.Stop()
 	for {
 		select {
@@ -324,7 +327,21 @@ func (lb *loadBalancer) checkHealth(ctx context.Context) {
 				lb.log.Info("backend health changed", "backend", addr, "healthy", ok)
 			}
 		}
+		t.Reset(lb.nextProbe())
 	}
+}
+
+// unhealthyInterval is how often backends are probed while none is healthy.
+const unhealthyInterval = 100 * time.Millisecond
+
+// nextProbe is the pause before the next round of probes.
+func (lb *loadBalancer) nextProbe() time.Duration {
+	for i := range lb.healthy {
+		if lb.healthy[i].Load() {
+			return lb.interval
+		}
+	}
+	return min(lb.interval, unhealthyInterval)
 }
 
 // readyzPath leaves out kube-apiserver's etcd checks: etcd is shared by every replica, so its

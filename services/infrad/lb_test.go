@@ -169,40 +169,66 @@ func waitFor(t *testing.T, cond func() bool, msg string) {
 
 // A sleeping single-apiserver balancer holds every new connection, asks for one wake however
 // many connections arrive, and forwards them once the apiserver answers its probe.
-func TestLoadBalancer_AsleepHoldsConnectionsWakesOnceAndForwardsWhenReady(t *testing.T) {
+// balancerOfAFreePort starts a balancer probing every interval in front of one backend
+// address with nothing listening yet (an apiserver not started), and returns both.
+func balancerOfAFreePort(t *testing.T, interval time.Duration) (*loadBalancer, string) {
+	t.Helper()
 	m, err := newMetrics(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The apiserver's port, with nothing listening yet: the cluster hibernates.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().String()
 	_ = ln.Close()
-	lb, err := startLoadBalancer("c1", "127.0.0.1:0", []string{addr}, 50*time.Millisecond, m, slog.New(slog.DiscardHandler))
+	lb, err := startLoadBalancer("c1", "127.0.0.1:0", []string{addr}, interval, m, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = lb.Close() })
+	return lb, addr
+}
+
+// serveTLS starts an HTTPS server answering body on addr.
+func serveTLS(t *testing.T, addr, body string) {
+	t.Helper()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, body)
+	}))
+	srv.Listener = l
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+}
+
+// getInto GETs url and sends the body, or the error, to out.
+func getInto(client *http.Client, url string, out chan<- string) {
+	resp, err := client.Get(url)
+	if err != nil {
+		out <- err.Error()
+		return
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	out <- string(body)
+}
+
+func TestLoadBalancer_AsleepHoldsConnectionsWakesOnceAndForwardsWhenReady(t *testing.T) {
+	// The apiserver's port, with nothing listening yet: the cluster hibernates.
+	lb, addr := balancerOfAFreePort(t, 50*time.Millisecond)
 	var wakes atomic.Int32
 	lb.wake = func() error {
 		wakes.Add(1)
 		// What clusterd, componentd and infrad do: the spec says awake, the apiserver starts.
 		go func() {
 			lb.setAsleep(false)
-			l, err := net.Listen("tcp", addr)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				_, _ = io.WriteString(w, "awake")
-			}))
-			srv.Listener = l
-			srv.StartTLS()
-			t.Cleanup(srv.Close)
+			serveTLS(t, addr, "awake")
 		}()
 		return nil
 	}
@@ -213,16 +239,7 @@ func TestLoadBalancer_AsleepHoldsConnectionsWakesOnceAndForwardsWhenReady(t *tes
 	url := "https://" + lb.ln.Addr().String() + "/api/v1/namespaces/default/configmaps/x"
 	answers := make(chan string, 3)
 	for range 3 {
-		go func() {
-			resp, err := client.Get(url)
-			if err != nil {
-				answers <- err.Error()
-				return
-			}
-			body, _ := io.ReadAll(resp.Body)
-			_ = resp.Body.Close()
-			answers <- string(body)
-		}()
+		go getInto(client, url, answers)
 	}
 	for range 3 {
 		if got := <-answers; got != "awake" {
@@ -231,5 +248,28 @@ func TestLoadBalancer_AsleepHoldsConnectionsWakesOnceAndForwardsWhenReady(t *tes
 	}
 	if n := wakes.Load(); n != 1 {
 		t.Errorf("wake asked %d times for 3 connections, want once", n)
+	}
+}
+
+// TestLoadBalancer_HeldConnectionGoesThroughOnceAnAPIServerIsReady_WhateverTheHealthInterval:
+// while no backend is ready (a cluster starting or waking), the balancer probes often, so a
+// connection it holds reaches kube-apiserver soon after it is ready rather than after the
+// next regular probe (an hour here, so only the frequent probing can let it through before
+// the hold ends).
+func TestLoadBalancer_HeldConnectionGoesThroughOnceAnAPIServerIsReady_WhateverTheHealthInterval(t *testing.T) {
+	lb, addr := balancerOfAFreePort(t, time.Hour)
+	lb.wake = func() error { return nil }
+	// Waking marks the backend unready: what a cluster whose apiserver is starting looks like.
+	lb.setAsleep(true)
+	lb.setAsleep(false)
+
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true}} //nolint:gosec // a test server
+	answer := make(chan string, 1)
+	go getInto(client, "https://"+lb.ln.Addr().String()+"/healthz", answer)
+	// The apiserver comes up while the request is held.
+	serveTLS(t, addr, "ok")
+	if got := <-answer; got != "ok" {
+		t.Errorf("the held request answered %q, want the apiserver's answer", got)
 	}
 }

@@ -61,6 +61,9 @@ type Config struct {
 	// autoscaler; empty: HOSTPLANE_KARPENTER_BINARY when set, else hostplane-karpenter beside
 	// this executable or on PATH.
 	KarpenterBinary string
+	// ComponentTuning selects the release catalogue's component settings the control planes
+	// run with (componentd.Config.Tuning; default $HOSTPLANE_COMPONENT_TUNING, else all).
+	ComponentTuning string
 
 	// AdminToken is the front door's admin token. Empty: HOSTPLANE_ADMIN_TOKEN when set, else
 	// the token in <DataDir>/admin-token, which the first start creates (mode 0600) with a
@@ -315,7 +318,8 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	}
 
 	registries := prometheus.Gatherers{}
-	cd := componentd.Config{Runtime: cfg.Runtime, KarpenterBinary: cmp.Or(cfg.KarpenterBinary, os.Getenv("HOSTPLANE_KARPENTER_BINARY"))}
+	cd := componentd.Config{Runtime: cfg.Runtime, KarpenterBinary: cmp.Or(cfg.KarpenterBinary, os.Getenv("HOSTPLANE_KARPENTER_BINARY")),
+		Tuning: cmp.Or(cfg.ComponentTuning, os.Getenv("HOSTPLANE_COMPONENT_TUNING"))}
 	mgmtKubeconfig := ""
 	if s.Management != nil {
 		mgmtKubeconfig = s.Management.KubeconfigPath

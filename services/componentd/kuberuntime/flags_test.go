@@ -19,14 +19,17 @@ func TestRender_EveryArgumentIsAFlagOfTheComponentsBinary(t *testing.T) {
 	for _, version := range []string{"1.33.13", "1.34.4"} {
 		rel := mustRelease(t, version)
 		testenv.RequireBinaries(t, rel, Components()...)
-		in, _ := testInputs(t, "flags", api.HighlyAvailable, version)
-		o := mustRender(t, in)
+		// Both policies: the release catalogue's tuning differs between them.
 		args := map[string][]string{}
-		for _, s := range o.StatefulSets {
-			args[*s.Name] = s.Spec.Template.Spec.Containers[0].Args
-		}
-		for _, d := range o.Deployments {
-			args[*d.Name] = d.Spec.Template.Spec.Containers[0].Args
+		for _, policy := range []string{api.HighlyAvailable, api.SingleReplica} {
+			in, _ := testInputs(t, "flags", policy, version)
+			o := mustRender(t, in)
+			for _, s := range o.StatefulSets {
+				args[*s.Name] = append(args[*s.Name], s.Spec.Template.Spec.Containers[0].Args...)
+			}
+			for _, d := range o.Deployments {
+				args[*d.Name] = append(args[*d.Name], d.Spec.Template.Spec.Containers[0].Args...)
+			}
 		}
 		flagRE := regexp.MustCompile(`--[a-z0-9][a-z0-9-]*`)
 		for _, c := range Components() {

@@ -82,6 +82,9 @@ type Inputs struct {
 	Audit api.Audit
 	// Karpenter is the autoscaler (component karpenter): rendered only while Enabled.
 	Karpenter Karpenter
+	// Tuning selects which of the release catalogue's component settings the containers
+	// run with (the zero value: all of them), as in the process runtime.
+	Tuning release.Selection
 }
 
 // Karpenter is what the autoscaler needs beyond the control plane's own inputs.

@@ -293,3 +293,66 @@ func TestRender_KubeAPIServerEncryptsSecretsWithTheClustersKeyAndANewKeyRollsOnl
 		}
 	}
 }
+
+// TestRender_ContainersRunWithTheCataloguesTuning checks that each component's container
+// carries the release catalogue's settings for the policy (environment and flags), as the
+// process runtime's processes do, and none of them with no setting selected.
+func TestRender_ContainersRunWithTheCataloguesTuning(t *testing.T) {
+	for _, policy := range []string{api.SingleReplica, api.HighlyAvailable} {
+		in, _ := testInputs(t, "tuned", policy, "1.34.4")
+		none, err := release.ParseSelection("none")
+		if err != nil {
+			t.Fatal(err)
+		}
+		bare := in
+		bare.Tuning = none
+		containers := func(o *Objects) map[string]*corev1ac.ContainerApplyConfiguration {
+			out := map[string]*corev1ac.ContainerApplyConfiguration{}
+			for _, s := range o.StatefulSets {
+				out[*s.Name] = &s.Spec.Template.Spec.Containers[0]
+			}
+			for _, d := range o.Deployments {
+				out[*d.Name] = &d.Spec.Template.Spec.Containers[0]
+			}
+			return out
+		}
+		tuned, plain := mustRender(t, in), mustRender(t, bare)
+		tc, pc := containers(tuned), containers(plain)
+		for _, comp := range Components() {
+			settings := in.Release.Tuning(comp, policy, release.Selection{})
+			if len(settings) == 0 {
+				if tuned.ConfigHashes[comp] != plain.ConfigHashes[comp] {
+					t.Errorf("%s %s has no setting, yet its config hash depends on the selection", policy, comp)
+				}
+				continue
+			}
+			if tuned.ConfigHashes[comp] == plain.ConfigHashes[comp] {
+				t.Errorf("%s %s: the same config hash with and without its tuning", policy, comp)
+			}
+			env := func(c *corev1ac.ContainerApplyConfiguration) []string {
+				var out []string
+				for _, e := range c.Env {
+					if e.Value != nil {
+						out = append(out, *e.Name+"="+*e.Value)
+					}
+				}
+				return out
+			}
+			for _, e := range release.Env(settings) {
+				if !slices.Contains(env(tc[comp]), e) {
+					t.Errorf("%s %s: container lacks %s", policy, comp, e)
+				}
+				if slices.Contains(env(pc[comp]), e) {
+					t.Errorf("%s %s: container has %s with no tuning selected", policy, comp, e)
+				}
+			}
+			for _, s := range settings {
+				for _, a := range s.Args {
+					if !slices.Contains(tc[comp].Args, a) {
+						t.Errorf("%s %s: container lacks %s (setting %s)", policy, comp, a, s.Name)
+					}
+				}
+			}
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/release"
 )
 
 // workload is one component's pod, before it becomes a template.
@@ -41,8 +42,23 @@ const (
 
 func (in *Inputs) workloads() []workload {
 	w := []workload{in.etcd(), in.withAudit(in.kubeAPIServer()), in.kubeControllerManager(), in.kubeScheduler()}
+	for i := range w {
+		w[i] = in.withTuning(w[i])
+	}
 	if in.Karpenter.Enabled {
 		w = append(w, in.karpenter())
+	}
+	return w
+}
+
+// withTuning adds the release catalogue's settings of w's component: their flags join (or
+// replace) w's own, their environment joins w's.
+func (in *Inputs) withTuning(w workload) workload {
+	settings := in.Release.Tuning(w.component, in.Policy, in.Tuning)
+	w.args = release.ApplyArgs(w.args, settings)
+	for _, e := range release.Env(settings) {
+		name, value, _ := strings.Cut(e, "=")
+		w.env = append(w.env, corev1ac.EnvVar().WithName(name).WithValue(value))
 	}
 	return w
 }

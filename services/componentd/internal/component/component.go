@@ -45,6 +45,10 @@ type Inputs struct {
 	AdminCert, AdminKey []byte
 	// Autoscaler configures the karpenter component.
 	Autoscaler Autoscaler
+	// Tuning selects which of the release catalogue's component settings apply (the zero
+	// value: all of them). Each selected setting's flags and environment join the
+	// component's own, so they are part of its config hash.
+	Tuning release.Selection
 }
 
 // path returns the absolute path of a file relative to the cluster's directory.
@@ -70,6 +74,12 @@ func (in *Inputs) ha() bool { return in.Policy == api.HighlyAvailable }
 type Component struct {
 	Name      string
 	DependsOn []string
+	// StartAfter, when set, replaces DependsOn as the components that must be Available
+	// before a replica that runs nothing starts: a component that waits for its
+	// dependencies by itself starts beside them instead of after them. DependsOn still
+	// orders rollouts (a running replica is replaced only once its dependencies have
+	// rolled out) and teardown.
+	StartAfter []string
 	// ReleaseBound components run the release's own binary, so the release version is an
 	// input of their config hash. etcd is not: one etcd build serves every release.
 	ReleaseBound bool
@@ -94,6 +104,15 @@ type Component struct {
 	enabled func(in *Inputs) bool
 	binary  func(in *Inputs) (string, error)
 	env     func(in *Inputs, n int) ([]string, error)
+}
+
+// StartsAfter returns the components that must be Available before the component's
+// replicas start: StartAfter, or DependsOn when that is unset.
+func (c *Component) StartsAfter() []string {
+	if c.StartAfter != nil {
+		return c.StartAfter
+	}
+	return c.DependsOn
 }
 
 // Replicas returns how many replicas the component runs under policy.
@@ -177,17 +196,20 @@ func (c *Component) Desired(in *Inputs) (Desired, error) {
 			hi.Files[f] = hex.EncodeToString(sum[:])
 		}
 	}
+	tuning := rel.Tuning(c.Name, in.Policy, in.Tuning)
 	for i := range n {
 		args, err := c.args(in, i)
 		if err != nil {
 			return Desired{}, err
 		}
-		hi.Args = append(hi.Args, args)
+		hi.Args = append(hi.Args, release.ApplyArgs(args, tuning))
+		var env []string
 		if c.env != nil {
-			env, err := c.env(in, i)
-			if err != nil {
+			if env, err = c.env(in, i); err != nil {
 				return Desired{}, err
 			}
+		}
+		if env = append(env, release.Env(tuning)...); len(env) > 0 {
 			hi.Env = append(hi.Env, env)
 		}
 	}

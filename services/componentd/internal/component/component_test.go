@@ -2,6 +2,7 @@ package component
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -375,5 +376,132 @@ func TestKarpenter_RunsOnlyWhenEnabled_ConfiguredByItsEnvironment(t *testing.T) 
 		if _, err := k.Desired(in); !errors.Is(err, ErrCannotRun) {
 			t.Errorf("%s: err %v, want ErrCannotRun", name, err)
 		}
+	}
+}
+
+// TestDesired_ComponentsRunWithTheCataloguesTuning checks that every replica of etcd,
+// kube-apiserver, kube-controller-manager and kube-scheduler runs with the release
+// catalogue's settings for its policy (their flags once each, their environment), that
+// turning a setting off rolls only its component, and that with none selected nothing of
+// the catalogue remains.
+func TestDesired_ComponentsRunWithTheCataloguesTuning(t *testing.T) {
+	for _, policy := range []string{api.SingleReplica, api.HighlyAvailable} {
+		t.Run(policy, func(t *testing.T) {
+			in := inputs(t, "1.34.4", policy)
+			rel, err := release.Lookup(in.Version)
+			if err != nil {
+				t.Fatal(err)
+			}
+			none, err := release.ParseSelection("none")
+			if err != nil {
+				t.Fatal(err)
+			}
+			bare := *in
+			bare.Tuning = none
+			tunedComponents := 0
+			for _, name := range release.Components() {
+				c, err := Lookup(name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				settings := rel.Tuning(name, policy, release.Selection{})
+				if len(settings) == 0 {
+					continue
+				}
+				tunedComponents++
+				tuned, plain := desired(t, c, in), desired(t, c, &bare)
+				if tuned.Hash == plain.Hash {
+					t.Errorf("%s: the same config hash with and without its tuning", name)
+				}
+				for i, spec := range tuned.Specs {
+					for _, e := range release.Env(settings) {
+						if !slices.Contains(spec.Env, e) {
+							t.Errorf("%s: %s lacks %s in its environment %v", name, spec.Name, e, spec.Env)
+						}
+						if slices.Contains(plain.Specs[i].Env, e) {
+							t.Errorf("%s: %s has %s with no tuning selected", name, spec.Name, e)
+						}
+					}
+					for _, s := range settings {
+						for _, a := range s.Args {
+							flagName, value, _ := strings.Cut(a, "=")
+							if got := flag(spec.Args, flagName); got != value {
+								t.Errorf("%s: %s has %s=%q, want %q (setting %s)", name, spec.Name, flagName, got, value, s.Name)
+							}
+							n := 0
+							for _, arg := range spec.Args {
+								if strings.HasPrefix(arg, flagName+"=") {
+									n++
+								}
+							}
+							if n != 1 {
+								t.Errorf("%s: %s has %s %d times, want once", name, spec.Name, flagName, n)
+							}
+						}
+					}
+				}
+			}
+			if tunedComponents < 2 {
+				t.Errorf("%d components have settings in the catalogue; etcd and kube-apiserver should", tunedComponents)
+			}
+		})
+	}
+}
+
+func TestDesired_TurningOffOneSettingRollsOnlyItsComponent(t *testing.T) {
+	in := inputs(t, "1.34.4", api.SingleReplica)
+	without, err := release.ParseSelection("-kube-apiserver/gc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := *in
+	other.Tuning = without
+	for _, c := range All() {
+		changed := desired(t, c, in).Hash != desired(t, c, &other).Hash
+		if want := c.Name == api.ComponentKubeAPIServer; changed != want {
+			t.Errorf("%s: hash changed = %v, want %v", c.Name, changed, want)
+		}
+	}
+	for _, spec := range desired(t, kubeAPIServer(), &other).Specs {
+		for _, e := range spec.Env {
+			if strings.HasPrefix(e, "GOGC=") {
+				t.Errorf("%s still has %s", spec.Name, e)
+			}
+		}
+	}
+}
+
+// TestControllers_StartBesideKubeAPIServerWithTheirClientCAsFromFiles: kube-controller-manager
+// and kube-scheduler start once etcd is Available (with kube-apiserver, not after it) yet
+// still roll out after it, and read the client CAs of their secure port from files rather
+// than from kube-apiserver at start-up (which would fail while it is not up yet); a new CA
+// rolls them.
+func TestControllers_StartBesideKubeAPIServerWithTheirClientCAsFromFiles(t *testing.T) {
+	in := inputs(t, "1.34.4", api.SingleReplica)
+	for _, c := range []*Component{kubeControllerManager(), kubeScheduler()} {
+		if got := c.StartsAfter(); !slices.Equal(got, []string{api.ComponentEtcd}) {
+			t.Errorf("%s starts after %v, want etcd only", c.Name, got)
+		}
+		if !slices.Equal(c.DependsOn, []string{api.ComponentKubeAPIServer}) {
+			t.Errorf("%s depends on %v, want kube-apiserver", c.Name, c.DependsOn)
+		}
+		d := desired(t, c, in)
+		for flagName, file := range map[string]string{
+			"--client-ca-file":               FileClientCA,
+			"--requestheader-client-ca-file": CertFile(api.CertFrontProxyCA),
+		} {
+			if got := flag(d.Specs[0].Args, flagName); got != in.path(file) {
+				t.Errorf("%s %s=%q, want %q", c.Name, flagName, got, in.path(file))
+			}
+			changed := *in
+			changed.Files = maps.Clone(in.Files)
+			changed.Files[file] = append(slices.Clone(in.Files[file]), '\n')
+			if desired(t, c, &changed).Hash == d.Hash {
+				t.Errorf("%s: a new %s does not change its config hash", c.Name, file)
+			}
+		}
+	}
+	if got := kubeAPIServer().StartsAfter(); !slices.Equal(got, []string{api.ComponentEtcd}) {
+		t.Errorf("kube-apiserver starts after %v, want etcd", got)
 	}
 }

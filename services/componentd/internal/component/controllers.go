@@ -10,14 +10,19 @@ import (
 
 func kubeControllerManager() *Component {
 	return &Component{
-		Name:         api.ComponentControllerManager,
-		DependsOn:    []string{api.ComponentKubeAPIServer},
+		Name:      api.ComponentControllerManager,
+		DependsOn: []string{api.ComponentKubeAPIServer},
+		// It starts beside kube-apiserver and waits for it (it polls kube-apiserver's
+		// /healthz before starting its controllers), so its own start-up is not added to
+		// the cluster's (see delegatedAuthnArgs).
+		StartAfter:   []string{api.ComponentEtcd},
 		ReleaseBound: true,
 		Uses: []string{
 			KubeconfigFile(api.KubeconfigControllerMgr),
 			CertFile(api.CertKubeletSigner), KeyFile(api.CertKubeletSigner),
 			CertFile(api.CertRootCA),
 			FileSAPrivate,
+			FileClientCA, CertFile(api.CertFrontProxyCA),
 		},
 		single: 1, ha: 2,
 		args: controllerManagerArgs,
@@ -33,10 +38,12 @@ func kubeControllerManager() *Component {
 
 func kubeScheduler() *Component {
 	return &Component{
-		Name:         api.ComponentScheduler,
-		DependsOn:    []string{api.ComponentKubeAPIServer},
+		Name:      api.ComponentScheduler,
+		DependsOn: []string{api.ComponentKubeAPIServer},
+		// As kube-controller-manager: its informers retry until kube-apiserver answers.
+		StartAfter:   []string{api.ComponentEtcd},
 		ReleaseBound: true,
-		Uses:         []string{KubeconfigFile(api.KubeconfigScheduler)},
+		Uses:         []string{KubeconfigFile(api.KubeconfigScheduler), FileClientCA, CertFile(api.CertFrontProxyCA)},
 		single:       1, ha: 2,
 		args: schedulerArgs,
 		probe: func(in *Inputs, n int) (process.Probe, error) {
@@ -62,7 +69,7 @@ func controllerManagerArgs(in *Inputs, n int) ([]string, error) {
 		return nil, err
 	}
 	kubeconfig := in.path(KubeconfigFile(api.KubeconfigControllerMgr))
-	return []string{
+	return append([]string{
 		"--kubeconfig=" + kubeconfig,
 		"--authentication-kubeconfig=" + kubeconfig,
 		"--authorization-kubeconfig=" + kubeconfig,
@@ -79,7 +86,7 @@ func controllerManagerArgs(in *Inputs, n int) ([]string, error) {
 		"--leader-elect=" + strconv.FormatBool(in.ha()),
 		"--cluster-name=" + in.Cluster,
 		"--profiling=false",
-	}, nil
+	}, delegatedAuthnArgs(in)...), nil
 }
 
 func schedulerArgs(in *Inputs, n int) ([]string, error) {
@@ -88,7 +95,7 @@ func schedulerArgs(in *Inputs, n int) ([]string, error) {
 		return nil, err
 	}
 	kubeconfig := in.path(KubeconfigFile(api.KubeconfigScheduler))
-	return []string{
+	return append([]string{
 		"--kubeconfig=" + kubeconfig,
 		"--authentication-kubeconfig=" + kubeconfig,
 		"--authorization-kubeconfig=" + kubeconfig,
@@ -96,5 +103,21 @@ func schedulerArgs(in *Inputs, n int) ([]string, error) {
 		"--bind-address=" + loopback,
 		"--leader-elect=" + strconv.FormatBool(in.ha()),
 		"--profiling=false",
-	}, nil
+	}, delegatedAuthnArgs(in)...), nil
+}
+
+// delegatedAuthnArgs give kube-controller-manager and kube-scheduler the client CAs of their
+// secure port from files: the same CAs and front-proxy settings kube-apiserver publishes in
+// kube-system/extension-apiserver-authentication, which they otherwise read from there at
+// start-up, and exit when kube-apiserver does not answer yet. With the files they start
+// before kube-apiserver is ready and wait for it.
+func delegatedAuthnArgs(in *Inputs) []string {
+	return []string{
+		"--client-ca-file=" + in.path(FileClientCA),
+		"--requestheader-client-ca-file=" + in.path(CertFile(api.CertFrontProxyCA)),
+		"--requestheader-allowed-names=front-proxy-client",
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+	}
 }
