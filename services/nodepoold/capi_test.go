@@ -35,14 +35,14 @@ type capiEnv struct {
 	mgmt *localkube.Cluster
 }
 
-func startCAPI(t *testing.T, cluster string) *capiEnv {
+func startCAPI(t *testing.T, cluster string, opts ...envOption) *capiEnv {
 	t.Helper()
 	mgmt := testenv.KubeAPIServer(t)
 	ctx := context.Background()
 	if err := crd.Install(ctx, mgmt.RESTConfig, os.DirFS(infradCRDs), "infrad"); err != nil {
 		t.Fatalf("install infrad's CRDs: %v", err)
 	}
-	e := start(t, mgmt)
+	e := start(t, mgmt, opts...)
 	kube, err := client.New(mgmt.RESTConfig, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,8 @@ package nodepoold
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -14,7 +16,10 @@ import (
 // while it is slow to start) must not make Cluster API create a pool's Machines twice: a
 // pool scaled right after the last restart gets exactly the Machines it asks for.
 func TestNodePool_ManagementRestartsInARow_NoMachineCreatedTwice(t *testing.T) {
-	ce := startCAPI(t, "demo")
+	// Its own log at info, so a failure shows when the manager was built again.
+	ce := startCAPI(t, "demo", func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
 	np := ce.createPool("demo", poolBody("workers", `"replicas":1,"release":{"version":"1.34.4"},"management":{"upgradeType":"Replace"}`))
 	ce.putIgnition("demo", "workers", np.Status.ConfigHash, "token-one")
 	testenv.Eventually(t, time.Minute, func() bool { return len(ce.machines("workers")) == 1 }, "the pool never got its Machine")
@@ -32,19 +37,26 @@ func TestNodePool_ManagementRestartsInARow_NoMachineCreatedTwice(t *testing.T) {
 	}
 
 	ce.patchPool("demo", "workers", `{"spec":{"replicas":3}}`)
-	// Every Machine the pool ever had, watched until well after any stale cache would have
-	// caught up (client-go's re-list backoff is at most 30 s).
-	seen := map[string]bool{first: true}
-	deadline := time.Now().Add(45 * time.Second)
-	for time.Now().Before(deadline) {
+	// Every Machine the pool ever had, each with where it came from (a failure then tells a
+	// duplicate from a replacement): until the scale is done, however long a loaded machine
+	// takes, then for long after any stale cache would have caught up (client-go's re-list
+	// backoff is at most 30 s).
+	seen := map[string]string{first: "the first"}
+	look := func() int {
 		ms, err := listMachines(t.Context(), ce.kube, "demo", "workers")
 		if err != nil {
 			t.Logf("list Machines: %v", err)
 		}
 		for _, m := range ms {
-			seen[m.Name] = true
+			if _, ok := seen[m.Name]; !ok {
+				seen[m.Name] = machineOrigin(m)
+			}
 		}
-		time.Sleep(200 * time.Millisecond)
+		return len(ms)
+	}
+	testenv.Eventually(t, 2*time.Minute, func() bool { return look() >= 3 }, "the pool never got its 3 Machines: %v", seen)
+	for deadline := time.Now().Add(40 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		look()
 	}
 	ms := ce.machines("workers")
 	if len(ms) != 3 || len(seen) != 3 {
@@ -54,6 +66,15 @@ func TestNodePool_ManagementRestartsInARow_NoMachineCreatedTwice(t *testing.T) {
 	if got := ce.getPool("demo", "workers").Spec.Replicas; got == nil || *got != 3 {
 		t.Errorf("pool replicas = %v, want 3", got)
 	}
+}
+
+// machineOrigin says which MachineSet made m and when.
+func machineOrigin(m clusterv1.Machine) string {
+	owner := "no owner"
+	for _, ref := range m.OwnerReferences {
+		owner = ref.Kind + " " + ref.Name
+	}
+	return fmt.Sprintf("%s, created %s", owner, m.CreationTimestamp.Format(time.TimeOnly))
 }
 
 func names(ms []clusterv1.Machine) []string {
