@@ -285,7 +285,7 @@ func (d *Daemon) ensureLB(cluster string, inf *api.Infra) error {
 		d.closeLB(cluster)
 	}
 	cfg := lb.Config{Cluster: cluster, Addr: addr, Backends: backends, HealthInterval: d.cfg.HealthInterval, Metrics: d.metrics.lb, Log: d.log}
-	if wakes := len(backends) == 1; wakes {
+	if len(backends) == 1 { // a single apiserver's balancer wakes its cluster
 		cfg.Wake = func() error { return d.requestWake(cluster) }
 		cfg.Now = d.clock().Now
 	}
