@@ -169,9 +169,9 @@ func waitFor(t *testing.T, cond func() bool, msg string) {
 
 // A sleeping single-apiserver balancer holds every new connection, asks for one wake however
 // many connections arrive, and forwards them once the apiserver answers its probe.
-// balancerOfAFreePort starts a balancer probing every interval in front of one backend
-// address with nothing listening yet (an apiserver not started), and returns both.
-func balancerOfAFreePort(t *testing.T, interval time.Duration) (*LoadBalancer, string) {
+// balancerOfAFreePort starts a wake-on-connect balancer probing every interval in front of
+// one backend address with nothing listening yet (an apiserver not started), and returns both.
+func balancerOfAFreePort(t *testing.T, interval time.Duration, wake func() error) (*LoadBalancer, string) {
 	t.Helper()
 	m, err := NewMetrics(prometheus.NewRegistry())
 	if err != nil {
@@ -183,7 +183,7 @@ func balancerOfAFreePort(t *testing.T, interval time.Duration) (*LoadBalancer, s
 	}
 	addr := ln.Addr().String()
 	_ = ln.Close()
-	lb, err := Start(Config{Cluster: "c1", Addr: "127.0.0.1:0", Backends: []string{addr}, HealthInterval: interval, Metrics: m, Log: slog.New(slog.DiscardHandler)})
+	lb, err := Start(Config{Cluster: "c1", Addr: "127.0.0.1:0", Backends: []string{addr}, HealthInterval: interval, Metrics: m, Log: slog.New(slog.DiscardHandler), Wake: wake})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,9 +221,12 @@ func getInto(client *http.Client, url string, out chan<- string) {
 
 func TestLoadBalancer_AsleepHoldsConnectionsWakesOnceAndForwardsWhenReady(t *testing.T) {
 	// The apiserver's port, with nothing listening yet: the cluster hibernates.
-	lb, addr := balancerOfAFreePort(t, 50*time.Millisecond)
-	var wakes atomic.Int32
-	lb.wake = func() error {
+	var (
+		lb    *LoadBalancer
+		addr  string
+		wakes atomic.Int32
+	)
+	lb, addr = balancerOfAFreePort(t, 50*time.Millisecond, func() error {
 		wakes.Add(1)
 		// What clusterd, componentd and infrad do: the spec says awake, the apiserver starts.
 		go func() {
@@ -231,7 +234,7 @@ func TestLoadBalancer_AsleepHoldsConnectionsWakesOnceAndForwardsWhenReady(t *tes
 			serveTLS(t, addr, "awake")
 		}()
 		return nil
-	}
+	})
 	lb.SetAsleep(true)
 
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
@@ -257,8 +260,7 @@ func TestLoadBalancer_AsleepHoldsConnectionsWakesOnceAndForwardsWhenReady(t *tes
 // next regular probe (an hour here, so only the frequent probing can let it through before
 // the hold ends).
 func TestLoadBalancer_HeldConnectionGoesThroughOnceAnAPIServerIsReady_WhateverTheHealthInterval(t *testing.T) {
-	lb, addr := balancerOfAFreePort(t, time.Hour)
-	lb.wake = func() error { return nil }
+	lb, addr := balancerOfAFreePort(t, time.Hour, func() error { return nil })
 	// Waking marks the backend unready: what a cluster whose apiserver is starting looks like.
 	lb.SetAsleep(true)
 	lb.SetAsleep(false)
