@@ -114,11 +114,11 @@ lint: ## gofmt, go vet, and every module tidy and building alone with the import
 	@out=$$(gofmt -l $(MODULES) tools); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	@tools/modules.sh check
-	@$(MAKE) -s generate && git diff --exit-code --stat -- services/infrad/zz_generated.deepcopy.go || \
+	@$(MAKE) -s generate && git diff --exit-code --stat -- services/infrad/provider/zz_generated.deepcopy.go || \
 	  { echo "generated code is stale: run make generate and commit the result"; exit 1; }
 
 .PHONY: generate
-generate: ## regenerate generated code (controller-gen DeepCopy of infrad's provider types)
+generate: ## regenerate generated code (controller-gen DeepCopy of infrad's provider types, services/infrad/provider)
 	cd services/infrad && GOWORK=off GOFLAGS=-mod=mod $(GO) generate ./...
 
 .PHONY: modules

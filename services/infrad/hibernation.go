@@ -22,10 +22,11 @@ import (
 // autorepair's business.
 func (d *Daemon) syncMachinePower(ctx context.Context, c *api.Cluster, log *slog.Logger) (settled bool, err error) {
 	p := d.provider
-	if p == nil || p.cloud == nil {
+	if p == nil || p.Cloud() == nil {
 		return true, nil // no machine here to stop
 	}
-	machines, err := p.cloud.List(ctx, c.Name)
+	cloud := p.Cloud()
+	machines, err := cloud.List(ctx, c.Name)
 	if err != nil {
 		return false, fmt.Errorf("list the machines of %s: %w", c.Name, err)
 	}
@@ -51,7 +52,7 @@ func (d *Daemon) syncMachinePower(ctx context.Context, c *api.Cluster, log *slog
 		case hibernate && m.State == localcloud.StateStopped:
 		case !hibernate && !m.PoweredOff:
 		default:
-			if _, err := p.cloud.Power(ctx, c.Name, m.Name, !hibernate); err != nil {
+			if _, err := cloud.Power(ctx, c.Name, m.Name, !hibernate); err != nil {
 				errs = append(errs, fmt.Errorf("power %s %v: %w", m.Name, !hibernate, err))
 				continue
 			}
@@ -103,9 +104,9 @@ func (d *Daemon) requestWake(cluster string) error {
 // awake.
 func (d *Daemon) syncAsleep(ctx context.Context, c *api.Cluster, inf *api.Infra) error {
 	d.mu.Lock()
-	lb := d.lbs[c.Name]
+	b := d.lbs[c.Name]
 	d.mu.Unlock()
-	if lb == nil || lb.wake == nil {
+	if b == nil || !b.Wakes() {
 		return nil
 	}
 	asleep := false
@@ -119,7 +120,7 @@ func (d *Daemon) syncAsleep(ctx context.Context, c *api.Cluster, inf *api.Infra)
 			asleep = cond.Reason == api.ReasonHibernated
 		}
 	}
-	lb.setAsleep(asleep)
+	b.SetAsleep(asleep)
 	return nil
 }
 
@@ -138,9 +139,9 @@ func (d *Daemon) clock() clock.WithTicker {
 func (d *Daemon) recordActivity(ctx context.Context) {
 	d.mu.Lock()
 	seen := map[string]time.Time{}
-	for cluster, lb := range d.lbs {
-		if n := lb.lastAccept.Load(); n != 0 {
-			seen[cluster] = time.Unix(0, n).UTC()
+	for cluster, b := range d.lbs {
+		if at := b.LastAccept(); !at.IsZero() {
+			seen[cluster] = at
 		}
 	}
 	d.mu.Unlock()

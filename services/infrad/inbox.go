@@ -5,16 +5,11 @@ import (
 	"errors"
 	"fmt"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/daemon"
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/inbox"
 	"github.com/hostplane/hostplane/pkg/store"
+	"github.com/hostplane/hostplane/services/infrad/provider"
 )
 
 // InboxConsumer is the durable consumer of the inbound events infrad owns.
@@ -54,8 +49,8 @@ type terminatingNotice struct {
 
 // inboundTerminating applies machine.terminating ({"machine": "workers-7f9c2"}): the cluster's
 // Cluster API Machine of that name is annotated with the event id
-// (AnnotationTerminatingNotice) and deleted at once, whatever notBefore says. Cluster API then
-// cordons and drains its node (evictions honour PodDisruptionBudgets, bounded by the pool's
+// (provider.AnnotationTerminatingNotice) and deleted at once, whatever notBefore says. Cluster
+// API then cordons and drains its node (evictions honour PodDisruptionBudgets, bounded by the pool's
 // nodeDrainTimeout) and the Machine's MachineSet, one short, creates the replacement;
 // machine.deleted follows when the LocalMachine's cloud machine is gone. An unknown cluster or
 // machine is rejected; a Machine already being deleted is left to that deletion.
@@ -73,42 +68,12 @@ func (d *Daemon) inboundTerminating(ctx context.Context, cluster string, ev even
 	if p == nil {
 		return inbox.Rejectf("infrad runs no management cluster (HOSTPLANE_MANAGEMENT_KUBECONFIG): cluster %s has no machine %q", cluster, data.Machine)
 	}
-	if err := p.ready(); err != nil {
+	if err := p.Ready(); err != nil {
 		return err // retried once the provider started
 	}
-	return p.terminate(ctx, cluster, data, ev.ID)
-}
-
-// terminate annotates the cluster's Machine with the notice's event id, then deletes it.
-func (p *provider) terminate(ctx context.Context, cluster string, data terminatingNotice, id string) error {
-	key := types.NamespacedName{Namespace: api.ControlPlaneNamespace(cluster), Name: data.Machine}
-	m := &clusterv1.Machine{}
-	err := p.reader.Get(ctx, key, m)
-	if err != nil && noMatch(err) {
+	err := p.Terminate(ctx, cluster, data.Machine, data.NotBefore, ev.ID)
+	if errors.Is(err, provider.ErrMachineNotFound) {
 		return inbox.Rejectf("cluster %s has no machine %q", cluster, data.Machine)
 	}
-	if err != nil {
-		return fmt.Errorf("get Machine %s: %w", key, err)
-	}
-	log := p.log.With("cluster", cluster, "nodepool", m.Labels[api.LabelNodePool], "machine", m.Name, "event", id)
-	if m.DeletionTimestamp != nil {
-		log.Info("machine.terminating: the Machine is already being deleted", "notBefore", data.NotBefore)
-		return nil
-	}
-	if m.Annotations[AnnotationTerminatingNotice] != id {
-		before := m.DeepCopy()
-		setAnnotation(m, AnnotationTerminatingNotice, id)
-		if err := p.client.Patch(ctx, m, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-			if apierrors.IsNotFound(err) {
-				return inbox.Rejectf("cluster %s has no machine %q", cluster, data.Machine)
-			}
-			return fmt.Errorf("annotate Machine %s: %w", key, err)
-		}
-	}
-	err = p.client.Delete(ctx, m, client.Preconditions{UID: &m.UID})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete Machine %s: %w", key, err)
-	}
-	log.Info("machine.terminating: deleted the Machine; Cluster API drains it and its MachineSet replaces it", "notBefore", data.NotBefore)
-	return nil
+	return err
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/testenv"
-	"github.com/hostplane/hostplane/services/infrad"
+	"github.com/hostplane/hostplane/services/infrad/provider"
 )
 
 type rejection struct {
@@ -116,8 +116,8 @@ func TestInbox_MachineTerminating_AnnotatesAndDeletesTheMachineOnceAndRejectsUnk
 		got = me.getMachine("demo", "workers-7f9c2")
 		return got.DeletionTimestamp != nil
 	}, "the Machine is being deleted after machine.terminating")
-	if a := got.Annotations[infrad.AnnotationTerminatingNotice]; a != "spot-notice-88a1" {
-		t.Fatalf("annotation %s = %q, want the event id", infrad.AnnotationTerminatingNotice, a)
+	if a := got.Annotations[provider.AnnotationTerminatingNotice]; a != "spot-notice-88a1" {
+		t.Fatalf("annotation %s = %q, want the event id", provider.AnnotationTerminatingNotice, a)
 	}
 
 	// The same id again, past JetStream's duplicate window (another Nats-Msg-Id): no second effect.

@@ -9,8 +9,13 @@
 // closes the load balancer, deletes the record and publishes infra.deleted
 // (docs/control-plane-flow.md).
 //
+// The daemon package holds the wiring (this file), the endpoint reconciler (reconcile.go), the
+// hibernation hooks (hibernation.go), the inbox (inbox.go) and the HTTP API (http.go). Its
+// parts live in packages of their own: ports (port allocation), lb (the TCP load balancer with
+// wake on connect) and provider (the Cluster API infrastructure provider).
+//
 // With a management cluster (daemon.Base.ManagementKubeconfig) infrad is also the local
-// platform's Cluster API infrastructure provider (provider.go, machines.go): it installs the
+// platform's Cluster API infrastructure provider (package provider): it installs the
 // infrastructure.hostplane.dev CRDs, writes each cluster's LocalCluster once its record is
 // ready and provisions every LocalMachine in the local cloud (Config.LocalCloudURL), which
 // outlives infrad; GET /v1/clusters/{cluster}/machines and POST .../machines/{machine}/fault
@@ -38,6 +43,8 @@ import (
 	"github.com/hostplane/hostplane/pkg/outbox"
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/store"
+	"github.com/hostplane/hostplane/services/infrad/lb"
+	"github.com/hostplane/hostplane/services/infrad/provider"
 )
 
 // Name is the daemon's name.
@@ -51,6 +58,8 @@ const (
 	// DefaultActivityInterval: idleAfter is minutes or hours; a record write per cluster
 	// at most every 30 s is cheap.
 	DefaultActivityInterval = 30 * time.Second
+	// DefaultMachineResync is Config.MachineResync's default.
+	DefaultMachineResync = provider.DefaultResync
 )
 
 // Config is infrad's configuration. Zero fields get defaults in New.
@@ -122,7 +131,7 @@ type Daemon struct {
 	infra      *store.Store[api.Infra]
 	clusters   *store.Store[api.Cluster]
 	components *store.Store[api.ControlPlaneComponent]
-	provider   *provider // nil without a management cluster
+	provider   *provider.Provider // nil without a management cluster
 	rejections *inbox.RejectionPublisher
 
 	// allocMu serialises allocations, so two clusters reconciled at once never pick the same
@@ -130,8 +139,8 @@ type Daemon struct {
 	allocMu sync.Mutex
 
 	mu      sync.Mutex
-	lbs     map[string]*loadBalancer // cluster → its running load balancer
-	ready   map[string]bool          // clusters with a ready record (the clusters gauge)
+	lbs     map[string]*lb.LoadBalancer // cluster → its running load balancer
+	ready   map[string]bool             // clusters with a ready record (the clusters gauge)
 	stopped bool
 }
 
@@ -140,7 +149,7 @@ func New(cfg Config) (*Daemon, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	d := &Daemon{cfg: cfg, lbs: map[string]*loadBalancer{}, ready: map[string]bool{}}
+	d := &Daemon{cfg: cfg, lbs: map[string]*lb.LoadBalancer{}, ready: map[string]bool{}}
 	core, err := daemon.New(cfg.Base, daemon.Spec{
 		Name:    Name,
 		Buckets: []string{bus.BucketInfra},
@@ -191,11 +200,22 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 		d.log.Info("no management cluster (HOSTPLANE_MANAGEMENT_KUBECONFIG): the machines provider is off")
 		return runnables, nil
 	}
-	p, err := d.newProvider()
+	p, err := provider.New(provider.Config{
+		Owner:          Name,
+		Kubeconfig:     d.cfg.ManagementKubeconfig,
+		LocalCloudURL:  d.cfg.LocalCloudURL,
+		Resync:         d.cfg.MachineResync,
+		LeaderElection: d.cfg.LeaderElection,
+		Log:            d.log,
+		Metrics:        d.metrics.machines,
+		Outbox:         d.outbox,
+		Infra:          d.infra,
+		Clusters:       d.clusters,
+	})
 	if err != nil {
 		return nil, err
 	}
-	lc, err := p.localClusterController(rt)
+	lc, err := p.LocalClusterController(rt)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +226,7 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 // readyCheck adds the machines provider's readiness, when there is one.
 func (d *Daemon) readyCheck(context.Context) error {
 	if p := d.provider; p != nil {
-		return p.ready()
+		return p.Ready()
 	}
 	return nil
 }
@@ -222,11 +242,11 @@ func (d *Daemon) stop(ctx context.Context) error {
 	d.mu.Lock()
 	d.stopped = true
 	lbs := d.lbs
-	d.lbs = map[string]*loadBalancer{}
+	d.lbs = map[string]*lb.LoadBalancer{}
 	d.mu.Unlock()
 	var errs []error
-	for cluster, lb := range lbs {
-		if err := lb.Close(); err != nil {
+	for cluster, b := range lbs {
+		if err := b.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close load balancer of %s: %w", cluster, err))
 		}
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/store"
 	"github.com/hostplane/hostplane/pkg/testenv"
 	"github.com/hostplane/hostplane/services/infrad"
+	"github.com/hostplane/hostplane/services/infrad/lb"
 )
 
 const wait = 30 * time.Second
@@ -333,8 +334,8 @@ func TestHighlyAvailable_LoadBalancesAcrossTwoAPIServersAndSurvivesAStoppedOne(t
 	}
 
 	b := addr(inf.APIServers[1])
-	if v, n := metric(t, d.registry, infrad.MetricLBConnections, map[string]string{"cluster": "ha", "backend": b}); n != 2 || v < 40 {
-		t.Errorf("%s has %d series and %v connections to %s; want one series per backend and at least 40", infrad.MetricLBConnections, n, v, b)
+	if v, n := metric(t, d.registry, lb.MetricConnections, map[string]string{"cluster": "ha", "backend": b}); n != 2 || v < 40 {
+		t.Errorf("%s has %d series and %v connections to %s; want one series per backend and at least 40", lb.MetricConnections, n, v, b)
 	}
 }
 

@@ -1,26 +1,18 @@
 package infrad
 
 import (
-	"cmp"
-	"context"
 	"errors"
 	"net/http"
 	"slices"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostplane/hostplane/pkg/api"
-	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/httpapi"
 	"github.com/hostplane/hostplane/pkg/store"
-	"github.com/hostplane/hostplane/services/localcloud"
+	"github.com/hostplane/hostplane/services/infrad/provider"
 )
 
 // faults are the fault types POST .../fault accepts.
@@ -46,8 +38,8 @@ func (d *Daemon) cluster(r *http.Request) (*api.Cluster, error) {
 }
 
 // listMachines answers GET /v1/clusters/{cluster}/machines: the cluster's Cluster API Machines
-// joined with what the local cloud reports of each, sorted by name. Without a management
-// cluster there are none.
+// joined with what the local cloud reports of each, sorted by name (provider.Machines).
+// Without a management cluster there are none.
 func (d *Daemon) listMachines(w http.ResponseWriter, r *http.Request) error {
 	if _, err := d.Runtime(); err != nil {
 		return err
@@ -57,43 +49,18 @@ func (d *Daemon) listMachines(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out := api.MachineList{Items: []api.Machine{}}
-	p := d.provider
-	if p == nil {
-		httpapi.WriteJSON(w, http.StatusOK, out)
-		return nil
-	}
-	ctx := r.Context()
-	var machines clusterv1.MachineList
-	err = p.reader.List(ctx, &machines, client.InNamespace(api.ControlPlaneNamespace(c.Name)))
-	if err != nil && !noMatch(err) {
-		return &api.Error{Code: api.CodeUnavailable, Message: "the management cluster did not list the machines; retry shortly", Err: err}
-	}
-	cloud := map[string]*localcloud.MachineStatus{}
-	cloudMsg := ""
-	if p.cloud != nil && len(machines.Items) > 0 {
-		list, err := p.cloud.List(ctx, c.Name)
-		if err != nil {
-			d.metrics.cloudErrors.WithLabelValues("list").Inc()
-			httpapi.LoggerFrom(ctx).Warn("list the cluster's machines in the local cloud", "cluster", c.Name, "err", err)
-			cloudMsg = "the local cloud did not answer"
-		}
-		for i := range list {
-			cloud[list[i].Name] = &list[i]
+	if p := d.provider; p != nil {
+		if out.Items, err = p.Machines(r.Context(), c.Name); err != nil {
+			return &api.Error{Code: api.CodeUnavailable, Message: "the management cluster did not list the machines; retry shortly", Err: err}
 		}
 	}
-	for i := range machines.Items {
-		m := &machines.Items[i]
-		v := machineView(c.Name, m, cloud[m.Name])
-		v.Message = cmp.Or(v.Message, cloudMsg)
-		out.Items = append(out.Items, v)
-	}
-	slices.SortFunc(out.Items, func(a, b api.Machine) int { return strings.Compare(a.Name, b.Name) })
 	httpapi.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
 // faultMachine answers POST /v1/clusters/{cluster}/machines/{machine}/fault: the local cloud
-// injects the fault and infrad publishes machine.faulted; 202 with the machine.
+// injects the fault and infrad publishes machine.faulted (provider.Fault); 202 with the
+// machine.
 func (d *Daemon) faultMachine(w http.ResponseWriter, r *http.Request) error {
 	if _, err := d.Runtime(); err != nil {
 		return err
@@ -114,46 +81,26 @@ func (d *Daemon) faultMachine(w http.ResponseWriter, r *http.Request) error {
 	if c.Spec.Platform.Type == api.PlatformNone {
 		return api.Errorf(api.CodeConflict, "cluster %q is on platform %q: its machines are not hostplane's to fault", c.Name, api.PlatformNone)
 	}
-	p := d.provider
-	if p == nil || p.cloud == nil {
-		return api.Errorf(api.CodeConflict, "infrad runs no local cloud (HOSTPLANE_MANAGEMENT_KUBECONFIG and HOSTPLANE_LOCALCLOUD_URL): cluster %q has no machines to fault", c.Name)
-	}
 	name := chi.URLParam(r, "machine")
 	ctx := r.Context()
-	st, err := p.cloud.Fault(ctx, c.Name, name, in.Type)
+	var m api.Machine
+	err = provider.ErrNoCloud // without a management cluster
+	if p := d.provider; p != nil {
+		m, err = p.Fault(ctx, c.Name, name, in.Type)
+	}
 	switch {
-	case errors.Is(err, localcloud.ErrNotFound):
+	case errors.Is(err, provider.ErrNoCloud):
+		return api.Errorf(api.CodeConflict, "infrad runs no local cloud (HOSTPLANE_MANAGEMENT_KUBECONFIG and HOSTPLANE_LOCALCLOUD_URL): cluster %q has no machines to fault", c.Name)
+	case errors.Is(err, provider.ErrMachineNotFound):
 		return api.Errorf(api.CodeNotFound, "cluster %q has no machine %q", c.Name, name)
-	case errors.Is(err, localcloud.ErrUnknownFault):
+	case errors.Is(err, provider.ErrUnknownFault):
 		var fe api.FieldErrors
 		fe.Add("type", "the local cloud does not know the fault %q", in.Type)
 		return fe.Err()
 	case err != nil:
-		d.metrics.cloudErrors.WithLabelValues("fault").Inc()
 		return &api.Error{Code: api.CodeUnavailable, Message: "the local cloud did not inject the fault; retry shortly", Err: err}
 	}
-	v := machineView(c.Name, p.machine(ctx, c.Name, name), &st)
-	if sent, err := d.outbox.Record(ctx, c.Name, events.ResourceMachine, events.VerbMachineFaulted, c.Name+"/"+name, v); err != nil {
-		httpapi.LoggerFrom(ctx).Warn("record machine.faulted", "cluster", c.Name, "machine", name, "err", err)
-	} else {
-		d.outbox.Send(ctx, sent) // the fault is injected already
-	}
 	httpapi.LoggerFrom(ctx).Info("injected a machine fault", "cluster", c.Name, "machine", name, "fault", in.Type)
-	httpapi.WriteJSON(w, http.StatusAccepted, v)
+	httpapi.WriteJSON(w, http.StatusAccepted, m)
 	return nil
-}
-
-// machine returns the cluster's Cluster API Machine called name, or nil.
-func (p *provider) machine(ctx context.Context, cluster, name string) *clusterv1.Machine {
-	m := &clusterv1.Machine{}
-	if err := p.reader.Get(ctx, types.NamespacedName{Namespace: api.ControlPlaneNamespace(cluster), Name: name}, m); err != nil {
-		return nil
-	}
-	return m
-}
-
-// noMatch reports an error that says the management cluster does not serve Machines (Cluster
-// API's CRDs are not installed yet): there are none.
-func noMatch(err error) bool {
-	return apierrors.IsNotFound(err) || meta.IsNoMatchError(err)
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/localkube"
 	"github.com/hostplane/hostplane/pkg/testenv"
 	"github.com/hostplane/hostplane/services/infrad"
+	"github.com/hostplane/hostplane/services/infrad/provider"
 	"github.com/hostplane/hostplane/services/localcloud"
 )
 
@@ -56,7 +57,7 @@ func newMachinesEnv(t *testing.T) *machinesEnv {
 		t.Fatal(err)
 	}
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrad.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, provider.AddToScheme} {
 		if err := add(scheme); err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +97,7 @@ func (me *machinesEnv) startInfrad() *running {
 // createMachine writes, as Cluster API would, a Machine of pool in cluster's namespace and the
 // LocalMachine it owns; with userData its bootstrap Secret exists and the Machine names it,
 // without it the Machine waits for a bootstrap provider.
-func (me *machinesEnv) createMachine(cluster, pool, name string, userData []byte, opts ...func(*infrad.LocalMachine)) *clusterv1.Machine {
+func (me *machinesEnv) createMachine(cluster, pool, name string, userData []byte, opts ...func(*provider.LocalMachine)) *clusterv1.Machine {
 	me.t.Helper()
 	ctx := me.t.Context()
 	ns := api.ControlPlaneNamespace(cluster)
@@ -123,7 +124,7 @@ func (me *machinesEnv) createMachine(cluster, pool, name string, userData []byte
 	if err := me.kube.Create(ctx, m); err != nil {
 		me.t.Fatal(err)
 	}
-	lm := &infrad.LocalMachine{ObjectMeta: metav1.ObjectMeta{
+	lm := &provider.LocalMachine{ObjectMeta: metav1.ObjectMeta{
 		Namespace: ns, Name: name,
 		Labels: map[string]string{clusterv1.ClusterNameLabel: cluster},
 		OwnerReferences: []metav1.OwnerReference{{
@@ -153,11 +154,11 @@ func (me *machinesEnv) createUserData(cluster, name string, value []byte) string
 }
 
 // localMachine waits until the cluster's LocalMachine name satisfies cond and returns it.
-func (me *machinesEnv) localMachine(cluster, name, what string, cond func(*infrad.LocalMachine) bool) *infrad.LocalMachine {
+func (me *machinesEnv) localMachine(cluster, name, what string, cond func(*provider.LocalMachine) bool) *provider.LocalMachine {
 	me.t.Helper()
-	var got *infrad.LocalMachine
+	var got *provider.LocalMachine
 	testenv.Eventually(me.t, wait, func() bool {
-		lm := &infrad.LocalMachine{}
+		lm := &provider.LocalMachine{}
 		if err := me.kube.Get(me.t.Context(), types.NamespacedName{Namespace: api.ControlPlaneNamespace(cluster), Name: name}, lm); err != nil {
 			return false
 		}
@@ -186,13 +187,13 @@ func (me *machinesEnv) startDemo() *running {
 	return d
 }
 
-func isProvisioned(lm *infrad.LocalMachine) bool {
+func isProvisioned(lm *provider.LocalMachine) bool {
 	p := lm.Status.Initialization.Provisioned
 	return p != nil && *p
 }
 
-func readyReason(lm *infrad.LocalMachine) string {
-	if c := meta.FindStatusCondition(lm.Status.Conditions, infrad.ConditionReady); c != nil {
+func readyReason(lm *provider.LocalMachine) string {
+	if c := meta.FindStatusCondition(lm.Status.Conditions, provider.ConditionReady); c != nil {
 		return c.Reason
 	}
 	return ""
@@ -273,7 +274,7 @@ func TestLocalCluster_FollowsTheInfraRecordAndGoesWithTheCluster(t *testing.T) {
 	inf := me.readyInfra("demo")
 
 	// The provider's CRDs are installed with Cluster API's contract label.
-	crds, err := crd.Load(infrad.CRDs)
+	crds, err := crd.Load(provider.CRDs)
 	if err != nil || len(crds) != 3 {
 		t.Fatalf("embedded CRDs: %d, %v", len(crds), err)
 	}
@@ -289,7 +290,7 @@ func TestLocalCluster_FollowsTheInfraRecordAndGoesWithTheCluster(t *testing.T) {
 	}
 
 	key := types.NamespacedName{Namespace: api.ControlPlaneNamespace("demo"), Name: "demo"}
-	var lc infrad.LocalCluster
+	var lc provider.LocalCluster
 	testenv.Eventually(t, wait, func() bool {
 		return me.kube.Get(t.Context(), key, &lc) == nil && lc.Status.Initialization.Provisioned != nil
 	}, "LocalCluster demo written")
@@ -301,8 +302,8 @@ func TestLocalCluster_FollowsTheInfraRecordAndGoesWithTheCluster(t *testing.T) {
 	}
 	// Cluster API's tools (clusterctl describe cluster) show an infrastructure cluster by its
 	// v1beta2 Ready condition.
-	if c := meta.FindStatusCondition(lc.Status.Conditions, infrad.ConditionReady); c == nil || c.Status != metav1.ConditionTrue || c.Reason != infrad.ReasonProvisioned {
-		t.Errorf("LocalCluster Ready condition %+v; want True, %s", c, infrad.ReasonProvisioned)
+	if c := meta.FindStatusCondition(lc.Status.Conditions, provider.ConditionReady); c == nil || c.Status != metav1.ConditionTrue || c.Reason != provider.ReasonProvisioned {
+		t.Errorf("LocalCluster Ready condition %+v; want True, %s", c, provider.ReasonProvisioned)
 	}
 	var ns corev1.Namespace
 	if err := me.kube.Get(t.Context(), types.NamespacedName{Name: key.Namespace}, &ns); err != nil || ns.Labels[api.LabelOwner] != infrad.Name {
@@ -331,11 +332,11 @@ func TestLocalMachine_IsProvisionedInTheLocalCloudWithItsBootstrapDataAndRelease
 	ctx := t.Context()
 
 	// A Machine without bootstrap data: nothing is provisioned, and the LocalMachine says why.
-	m := me.createMachine("demo", "workers", "workers-a", nil, func(lm *infrad.LocalMachine) { lm.Spec.InstanceType = "local.large" })
-	lm := me.localMachine("demo", "workers-a", "waits for bootstrap data", func(lm *infrad.LocalMachine) bool {
-		return readyReason(lm) == infrad.ReasonWaitingForBootstrapData
+	m := me.createMachine("demo", "workers", "workers-a", nil, func(lm *provider.LocalMachine) { lm.Spec.InstanceType = "local.large" })
+	lm := me.localMachine("demo", "workers-a", "waits for bootstrap data", func(lm *provider.LocalMachine) bool {
+		return readyReason(lm) == provider.ReasonWaitingForBootstrapData
 	})
-	if isProvisioned(lm) || lm.Spec.ProviderID != "" || slices.Contains(lm.Finalizers, infrad.FinalizerLocalMachine) {
+	if isProvisioned(lm) || lm.Spec.ProviderID != "" || slices.Contains(lm.Finalizers, provider.FinalizerLocalMachine) {
 		t.Errorf("LocalMachine without bootstrap data: provisioned %v, providerID %q, finalizers %v", isProvisioned(lm), lm.Spec.ProviderID, lm.Finalizers)
 	}
 	if _, err := me.cloud.Get(ctx, "demo", "workers-a"); !errors.Is(err, localcloud.ErrNotFound) {
@@ -354,8 +355,8 @@ func TestLocalMachine_IsProvisionedInTheLocalCloudWithItsBootstrapDataAndRelease
 	if want := api.ProviderID("demo", "workers-a"); lm.Spec.ProviderID != want {
 		t.Errorf("spec.providerID %q, want %q", lm.Spec.ProviderID, want)
 	}
-	if !slices.Contains(lm.Finalizers, infrad.FinalizerLocalMachine) || lm.Annotations[infrad.AnnotationAppliedUserData] != secret {
-		t.Errorf("finalizers %v, applied userdata %q; want the finalizer and %q", lm.Finalizers, lm.Annotations[infrad.AnnotationAppliedUserData], secret)
+	if !slices.Contains(lm.Finalizers, provider.FinalizerLocalMachine) || lm.Annotations[provider.AnnotationAppliedUserData] != secret {
+		t.Errorf("finalizers %v, applied userdata %q; want the finalizer and %q", lm.Finalizers, lm.Annotations[provider.AnnotationAppliedUserData], secret)
 	}
 	if len(lm.Status.Addresses) != 1 || lm.Status.Addresses[0].Address != "workers-a" {
 		t.Errorf("addresses %+v, want the hostname", lm.Status.Addresses)
@@ -371,12 +372,12 @@ func TestLocalMachine_IsProvisionedInTheLocalCloudWithItsBootstrapDataAndRelease
 		t.Errorf("the cloud machine boots with %q, want the Secret's value %q", boot, userData)
 	}
 	testenv.Eventually(t, wait, func() bool { return me.machineEvents("demo", events.VerbMachineCreated) >= 1 }, "machine.created published")
-	if n, ok := testenv.Metric(t, d.registry, infrad.MetricMachineProvisioning, nil); !ok || n != 1 {
-		t.Errorf("%s count %v (%v), want 1", infrad.MetricMachineProvisioning, n, ok)
+	if n, ok := testenv.Metric(t, d.registry, provider.MetricMachineProvisioning, nil); !ok || n != 1 {
+		t.Errorf("%s count %v (%v), want 1", provider.MetricMachineProvisioning, n, ok)
 	}
 	// The cloud's state reaches the LocalMachine (its fake Ignition source never answers).
-	me.localMachine("demo", "workers-a", "reports the cloud state and zone", func(lm *infrad.LocalMachine) bool {
-		c := meta.FindStatusCondition(lm.Status.Conditions, infrad.ConditionReady)
+	me.localMachine("demo", "workers-a", "reports the cloud state and zone", func(lm *provider.LocalMachine) bool {
+		c := meta.FindStatusCondition(lm.Status.Conditions, provider.ConditionReady)
 		return lm.Status.State != "" && c != nil && c.Status == metav1.ConditionFalse && c.Reason == lm.Status.State &&
 			lm.Status.FailureDomain == st.Zone
 	})
@@ -408,8 +409,8 @@ func TestLocalMachine_IsProvisionedInTheLocalCloudWithItsBootstrapDataAndRelease
 	if err := me.kube.Patch(ctx, m, patch); err != nil {
 		t.Fatal(err)
 	}
-	me.localMachine("demo", "workers-a", "records the in-place userdata", func(lm *infrad.LocalMachine) bool {
-		return lm.Annotations[infrad.AnnotationAppliedUserData] == next
+	me.localMachine("demo", "workers-a", "records the in-place userdata", func(lm *provider.LocalMachine) bool {
+		return lm.Annotations[provider.AnnotationAppliedUserData] == next
 	})
 	if boot, pending := me.cloudUserData("demo", "workers-a"); !bytes.Equal(boot, newData) && !bytes.Equal(pending, newData) {
 		t.Errorf("the cloud machine has userdata %q (pending %q), want %q", boot, pending, newData)
@@ -431,8 +432,8 @@ func TestLocalMachine_WithoutALocalCloud_IsNotProvisionedAndSaysWhy(t *testing.T
 	me.start(func(c *infrad.Config) { c.ManagementKubeconfig = me.mgmt.KubeconfigPath })
 	me.createCluster("demo", api.SingleReplica, api.PlatformLocal)
 	me.createMachine("demo", "workers", "workers-a", []byte("stub"))
-	lm := me.localMachine("demo", "workers-a", "says there is no local cloud", func(lm *infrad.LocalMachine) bool {
-		return readyReason(lm) == infrad.ReasonNoLocalCloud
+	lm := me.localMachine("demo", "workers-a", "says there is no local cloud", func(lm *provider.LocalMachine) bool {
+		return readyReason(lm) == provider.ReasonNoLocalCloud
 	})
 	if isProvisioned(lm) || len(lm.Finalizers) > 0 {
 		t.Errorf("provisioned %v, finalizers %v; want neither without a local cloud", isProvisioned(lm), lm.Finalizers)
@@ -456,7 +457,7 @@ func TestRestart_KeepsEveryMachine(t *testing.T) {
 		if _, err := me.cloud.Fault(ctx, "demo", n, api.FaultCrash); err != nil {
 			t.Fatal(err)
 		}
-		me.localMachine("demo", n, "reports Stopped", func(lm *infrad.LocalMachine) bool {
+		me.localMachine("demo", n, "reports Stopped", func(lm *provider.LocalMachine) bool {
 			return lm.Status.State == localcloud.StateStopped && lm.Status.Fault == api.FaultCrash
 		})
 	}
@@ -464,7 +465,7 @@ func TestRestart_KeepsEveryMachine(t *testing.T) {
 	if err != nil || len(before) != 2 {
 		t.Fatalf("cloud machines before the restart: %v %+v", err, before)
 	}
-	var lmsBefore infrad.LocalMachineList
+	var lmsBefore provider.LocalMachineList
 	if err := me.kube.List(ctx, &lmsBefore, crclient.InNamespace(api.ControlPlaneNamespace("demo"))); err != nil {
 		t.Fatal(err)
 	}
@@ -474,7 +475,7 @@ func TestRestart_KeepsEveryMachine(t *testing.T) {
 	second := me.startInfrad()
 	// The new infrad reconciled both machines (its gauge counts them) ...
 	testenv.Eventually(t, wait, func() bool {
-		v, ok := testenv.Metric(t, second.registry, infrad.MetricMachines, map[string]string{"cluster": "demo", "phase": localcloud.StateStopped})
+		v, ok := testenv.Metric(t, second.registry, provider.MetricMachines, map[string]string{"cluster": "demo", "phase": localcloud.StateStopped})
 		return ok && v == 2
 	}, "the new infrad sees both machines Stopped")
 
@@ -489,7 +490,7 @@ func TestRestart_KeepsEveryMachine(t *testing.T) {
 			t.Errorf("cloud machine %s: before %+v, after %+v", b.Name, b, a)
 		}
 	}
-	var lmsAfter infrad.LocalMachineList
+	var lmsAfter provider.LocalMachineList
 	if err := me.kube.List(ctx, &lmsAfter, crclient.InNamespace(api.ControlPlaneNamespace("demo"))); err != nil {
 		t.Fatal(err)
 	}

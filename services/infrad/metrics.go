@@ -1,161 +1,39 @@
 package infrad
 
 import (
-	"sync"
-
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/hostplane/hostplane/pkg/observe"
+	"github.com/hostplane/hostplane/services/infrad/lb"
+	"github.com/hostplane/hostplane/services/infrad/provider"
 )
 
-// Metric names.
-const (
-	MetricLBConnections  = "hostplane_infra_lb_connections_total"
-	MetricLBDialFailures = "hostplane_infra_lb_dial_failures_total"
-	MetricClusters       = "hostplane_infra_clusters"
+// MetricClusters is the daemon's own metric; the load balancers' are lb.Metric*, the machines'
+// provider.Metric*.
+const MetricClusters = "hostplane_infra_clusters"
 
-	MetricMachines                 = "hostplane_infrad_machines"
-	MetricMachineProvisioning      = "hostplane_infrad_machine_provisioning_seconds"
-	MetricMachineCreateToNodeReady = "hostplane_infrad_machine_create_to_node_ready_seconds"
-	MetricLocalCloudErrors         = "hostplane_infrad_localcloud_errors_total"
-)
-
+// metrics are every series infrad exports, registered at setup whether or not it runs a
+// machines provider.
 type metrics struct {
-	lbConnections  *prometheus.CounterVec
-	lbDialFailures *prometheus.CounterVec
-	clusters       prometheus.Gauge
-
-	machines          *prometheus.GaugeVec
-	provisioning      prometheus.Histogram
-	createToNodeReady prometheus.Histogram
-	cloudErrors       *prometheus.CounterVec
+	clusters prometheus.Gauge
+	lb       *lb.Metrics
+	machines *provider.Metrics
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	m := &metrics{
-		lbConnections: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: MetricLBConnections,
-			Help: "Client connections the cluster's kube-apiserver load balancer forwarded, by cluster and backend.",
-		}, []string{"cluster", "backend"}),
-		lbDialFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: MetricLBDialFailures,
-			Help: "Backend dials of the load balancer that failed (the connection went to the next backend), by cluster and backend.",
-		}, []string{"cluster", "backend"}),
-		clusters: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: MetricClusters,
-			Help: "Clusters with ready infrastructure allocated by this infrad.",
-		}),
-		machines: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: MetricMachines,
-			Help: "LocalMachines by cluster and phase: Pending, Booting, Running, Failed, Stopped, Missing (provisioned, gone from the cloud) or Deleting.",
-		}, []string{"cluster", "phase"}),
-		provisioning: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    MetricMachineProvisioning,
-			Help:    "Seconds from a LocalMachine's creation to its machine's creation in the local cloud (spec.providerID and status.initialization.provisioned set).",
-			Buckets: prometheus.ExponentialBuckets(0.05, 2, 12),
-		}),
-		createToNodeReady: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    MetricMachineCreateToNodeReady,
-			Help:    "Seconds from a Cluster API Machine's creation to its cloud machine running with a Ready node (machine.joined).",
-			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
-		}),
-		cloudErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: MetricLocalCloudErrors,
-			Help: "Local cloud calls that failed, by operation (create, get, list, delete, fault, reconfigure).",
-		}, []string{"op"}),
-	}
+	m := &metrics{clusters: prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: MetricClusters,
+		Help: "Clusters with ready infrastructure allocated by this infrad.",
+	})}
 	var err error
-	if m.lbConnections, err = observe.Register(reg, m.lbConnections); err != nil {
-		return nil, err
-	}
-	if m.lbDialFailures, err = observe.Register(reg, m.lbDialFailures); err != nil {
-		return nil, err
-	}
 	if m.clusters, err = observe.Register(reg, m.clusters); err != nil {
 		return nil, err
 	}
-	if m.machines, err = observe.Register(reg, m.machines); err != nil {
+	if m.lb, err = lb.NewMetrics(reg); err != nil {
 		return nil, err
 	}
-	if m.provisioning, err = observe.Register(reg, m.provisioning); err != nil {
+	if m.machines, err = provider.NewMetrics(reg); err != nil {
 		return nil, err
-	}
-	if m.createToNodeReady, err = observe.Register(reg, m.createToNodeReady); err != nil {
-		return nil, err
-	}
-	if m.cloudErrors, err = observe.Register(reg, m.cloudErrors); err != nil {
-		return nil, err
-	}
-	for _, op := range []string{"create", "get", "list", "delete", "fault", "reconfigure"} {
-		m.cloudErrors.WithLabelValues(op) // exported at zero from the start
 	}
 	return m, nil
-}
-
-// forget drops a deleted cluster's series.
-func (m *metrics) forget(cluster string) {
-	m.lbConnections.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
-	m.lbDialFailures.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
-}
-
-// exportLB exports the load balancer's series of every backend at zero from the start, so a
-// dashboard has them before the first connection or failure.
-func (m *metrics) exportLB(cluster string, backends []string) {
-	if m == nil {
-		return
-	}
-	for _, b := range backends {
-		m.lbConnections.WithLabelValues(cluster, b)
-		m.lbDialFailures.WithLabelValues(cluster, b)
-	}
-}
-
-// phaseGauge keeps the machines gauge: the phase of every LocalMachine this infrad reconciled.
-type phaseGauge struct {
-	gauge *prometheus.GaugeVec
-	mu    sync.Mutex
-	of    map[types.NamespacedName][2]string // LocalMachine → {cluster, phase}
-}
-
-func newPhaseGauge(g *prometheus.GaugeVec) *phaseGauge {
-	return &phaseGauge{gauge: g, of: map[types.NamespacedName][2]string{}}
-}
-
-// set records lm's phase.
-func (g *phaseGauge) set(lm *LocalMachine, cluster, phase string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	nn := types.NamespacedName{Namespace: lm.Namespace, Name: lm.Name}
-	old, had := g.of[nn]
-	g.of[nn] = [2]string{cluster, phase}
-	if had {
-		g.count(old[0])
-	}
-	g.count(cluster)
-}
-
-// forget drops a LocalMachine that is gone.
-func (g *phaseGauge) forget(nn types.NamespacedName) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if old, had := g.of[nn]; had {
-		delete(g.of, nn)
-		g.count(old[0])
-	}
-}
-
-// count sets the cluster's series from the recorded phases (a phase with none left is
-// removed, and so is a cluster with no machine).
-func (g *phaseGauge) count(cluster string) {
-	n := map[string]int{}
-	for _, v := range g.of {
-		if v[0] == cluster {
-			n[v[1]]++
-		}
-	}
-	g.gauge.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
-	for phase, c := range n {
-		g.gauge.WithLabelValues(cluster, phase).Set(float64(c))
-	}
 }

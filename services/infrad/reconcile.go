@@ -17,6 +17,8 @@ import (
 	"github.com/hostplane/hostplane/pkg/outbox"
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/store"
+	"github.com/hostplane/hostplane/services/infrad/lb"
+	"github.com/hostplane/hostplane/services/infrad/ports"
 )
 
 // Event verbs infrad publishes (resource "infra"; listed in events.Published and
@@ -83,19 +85,19 @@ func (d *Daemon) ensure(ctx context.Context, c *api.Cluster, log *slog.Logger) (
 		return true, err
 	}
 
-	t := topologyFor(c.Spec.ControllerAvailabilityPolicy)
+	t := ports.TopologyFor(c.Spec.ControllerAvailabilityPolicy)
 	allocated := false
-	if !t.satisfiedBy(inf) {
+	if !t.SatisfiedBy(inf) {
 		// Held until the record is written, so a concurrent allocation sees these ports.
 		d.allocMu.Lock()
 		defer d.allocMu.Unlock()
-		a := newPortAllocator(d.cfg.Host)
+		a := ports.NewAllocator(d.cfg.Host)
 		if err := d.reserveRecorded(ctx, a, name); err != nil {
 			return true, err
 		}
 		_, span := observe.StartSpan(ctx, "infrad allocate", attribute.String("hostplane.cluster", name),
 			attribute.String("hostplane.policy", c.Spec.ControllerAvailabilityPolicy))
-		err := allocate(inf, d.cfg.Host, t, a)
+		err := a.Allocate(inf, t)
 		observe.EndSpan(span, err)
 		if err != nil {
 			return true, err
@@ -104,7 +106,7 @@ func (d *Daemon) ensure(ctx context.Context, c *api.Cluster, log *slog.Logger) (
 		log.Info("allocated control-plane endpoint and ports", "endpoint", inf.Endpoint, "policy", c.Spec.ControllerAvailabilityPolicy)
 	}
 
-	if isLoadBalanced(inf) {
+	if ports.IsLoadBalanced(inf) {
 		err := d.ensureLB(name, inf)
 		if err == nil {
 			err = d.syncDraining(ctx, name)
@@ -174,14 +176,14 @@ func (d *Daemon) write(ctx context.Context, inf *api.Infra, rev uint64, before [
 }
 
 // reserveRecorded marks every port another cluster's record holds as taken.
-func (d *Daemon) reserveRecorded(ctx context.Context, a *portAllocator, except string) error {
+func (d *Daemon) reserveRecorded(ctx context.Context, a *ports.Allocator, except string) error {
 	entries, err := d.infra.List(ctx)
 	if err != nil {
 		return fmt.Errorf("list infra records: %w", err)
 	}
 	for _, e := range entries {
 		if e.Key != except {
-			a.reserve(portsOf(e.Value)...)
+			a.Reserve(ports.Of(e.Value)...)
 		}
 	}
 	return nil
@@ -208,15 +210,15 @@ func (d *Daemon) release(ctx context.Context, cluster string, log *slog.Logger) 
 		// The control plane still runs (componentd keeps it while the node pools' machines
 		// go through it, and starts it again after a restart), so its endpoint stays: after
 		// an infrad restart the load balancer opens again from the record.
-		if isLoadBalanced(inf) {
+		if ports.IsLoadBalanced(inf) {
 			if err := d.ensureLB(cluster, inf); err != nil {
 				return reconcile.Result{}, fmt.Errorf("load balancer of deleting %s: %w", cluster, err)
 			}
 			// A hibernated cluster being deleted runs its control plane again for the
 			// deletion: the balancer forwards (and wakes nothing).
 			d.mu.Lock()
-			if lb := d.lbs[cluster]; lb != nil {
-				lb.setAsleep(false)
+			if b := d.lbs[cluster]; b != nil {
+				b.SetAsleep(false)
 			}
 			d.mu.Unlock()
 			if err := d.syncDraining(ctx, cluster); err != nil {
@@ -243,7 +245,7 @@ func (d *Daemon) release(ctx context.Context, cluster string, log *slog.Logger) 
 	}
 	d.outbox.Send(ctx, sent)
 	d.setReady(cluster, false)
-	d.metrics.forget(cluster)
+	d.metrics.lb.Forget(cluster)
 	log.Info("released the cluster's infrastructure", "endpoint", inf.Endpoint)
 	return reconcile.Result{}, nil
 }
@@ -261,8 +263,8 @@ func (d *Daemon) record(ctx context.Context, cluster, verb string) (outbox.Entry
 
 // ensureLB runs the cluster's load balancer on the record's endpoint in front of its
 // apiservers, restarting it if either changed. A single apiserver's balancer can wake the
-// cluster (setAsleep); a HighlyAvailable cluster's never, as the daemons reach its
-// apiservers through it too.
+// cluster (lb.Config.Wake, SetAsleep); a HighlyAvailable cluster's never, as the daemons
+// reach its apiservers through it too.
 func (d *Daemon) ensureLB(cluster string, inf *api.Infra) error {
 	addr := net.JoinHostPort(inf.Endpoint.Host, strconv.Itoa(inf.Endpoint.Port))
 	backends := make([]string, 0, len(inf.APIServers))
@@ -276,28 +278,28 @@ func (d *Daemon) ensureLB(cluster string, inf *api.Infra) error {
 	}
 	old := d.lbs[cluster]
 	d.mu.Unlock()
-	wakes := len(backends) == 1
 	if old != nil {
-		if old.matches(addr, backends) {
+		if old.Matches(addr, backends) {
 			return nil
 		}
 		d.closeLB(cluster)
 	}
-	lb, err := startLoadBalancer(cluster, addr, backends, d.cfg.HealthInterval, d.metrics, d.log)
+	cfg := lb.Config{Cluster: cluster, Addr: addr, Backends: backends, HealthInterval: d.cfg.HealthInterval, Metrics: d.metrics.lb, Log: d.log}
+	if len(backends) == 1 { // a single apiserver's balancer wakes its cluster
+		cfg.Wake = func() error { return d.requestWake(cluster) }
+		cfg.Now = d.clock().Now
+	}
+	b, err := lb.Start(cfg)
 	if err != nil {
 		return err
-	}
-	if wakes {
-		lb.wake = func() error { return d.requestWake(cluster) }
-		lb.now = d.clock().Now
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.stopped {
-		_ = lb.Close()
+		_ = b.Close()
 		return errors.New("infrad is stopping")
 	}
-	d.lbs[cluster] = lb
+	d.lbs[cluster] = b
 	return nil
 }
 
@@ -316,10 +318,10 @@ func (d *Daemon) syncDraining(ctx context.Context, cluster string) error {
 		draining[i] = r.Draining
 	}
 	d.mu.Lock()
-	lb := d.lbs[cluster]
+	b := d.lbs[cluster]
 	d.mu.Unlock()
-	if lb != nil {
-		lb.setDraining(draining)
+	if b != nil {
+		b.SetDraining(draining)
 	}
 	return nil
 }
@@ -327,11 +329,11 @@ func (d *Daemon) syncDraining(ctx context.Context, cluster string) error {
 // closeLB stops the cluster's load balancer, if it runs.
 func (d *Daemon) closeLB(cluster string) {
 	d.mu.Lock()
-	lb := d.lbs[cluster]
+	b := d.lbs[cluster]
 	delete(d.lbs, cluster)
 	d.mu.Unlock()
-	if lb != nil {
-		if err := lb.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+	if b != nil {
+		if err := b.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 			d.log.Warn("close load balancer", "cluster", cluster, "err", err)
 		}
 	}

@@ -23,7 +23,7 @@ import (
 
 // infradCRDs is infrad's provider CRDs (LocalCluster, LocalMachine, LocalMachineTemplate),
 // which infrad installs at its start.
-const infradCRDs = "../infrad/crds"
+const infradCRDs = "../infrad/provider/crds"
 
 // capiEnv is nodepoold with in-process Cluster API on a real management kube-apiserver, with
 // infrad's CRDs installed and a cluster record, its namespace and its Cluster API Cluster

@@ -53,7 +53,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/testenv"
 	"github.com/hostplane/hostplane/services/clusterd/crds"
 	"github.com/hostplane/hostplane/services/componentd/kuberuntime"
-	"github.com/hostplane/hostplane/services/infrad"
+	"github.com/hostplane/hostplane/services/infrad/provider"
 )
 
 // The kustomizations of deploy/k8s, relative to it.
@@ -154,7 +154,7 @@ func TestManifestsServerDryRun(t *testing.T) {
 	t.Run("crd-install", func(t *testing.T) {
 		// The daemons that install CRDs do so with their own ServiceAccount; nodepoold first:
 		// it owns Cluster API's Machine CRD, which infrad waits for.
-		install := map[string]fs.FS{"nodepoold": capi.CRDs, "clusterd": crds.FS, "infrad": infrad.CRDs}
+		install := map[string]fs.FS{"nodepoold": capi.CRDs, "clusterd": crds.FS, "infrad": provider.CRDs}
 		for _, d := range []string{"nodepoold", "clusterd", "infrad"} {
 			if err := crd.Install(ctx, impersonate(admin, d), install[d], d); err != nil {
 				t.Errorf("%s installs its CRDs with its ServiceAccount: %v", d, err)

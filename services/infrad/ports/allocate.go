@@ -1,4 +1,12 @@
-package infrad
+// Package ports allocates a control plane's endpoint and ports on the local platform's host.
+//
+// A cluster's api.Infra record holds every port its control plane uses: etcd members,
+// kube-apiserver replicas, controller-manager, scheduler and autoscaler ports, the Ignition
+// endpoint and the endpoint clients use (a load balancer port in front of the apiservers).
+// TopologyFor says how many of each a controllerAvailabilityPolicy needs; an Allocator hands
+// out ports the kernel reports free and no record holds, and Allocate fills in only what a
+// record misses, so a record, once written, keeps its ports.
+package ports
 
 import (
 	"fmt"
@@ -8,8 +16,8 @@ import (
 	"github.com/hostplane/hostplane/pkg/api"
 )
 
-// topology is how many of each part one control plane has.
-type topology struct {
+// Topology is how many of each part one control plane has.
+type Topology struct {
 	etcd, apiServers, controllerManagers, schedulers int
 	// autoscaler is the autoscaler's ports: metrics and health probe.
 	autoscaler int
@@ -17,19 +25,19 @@ type topology struct {
 	loadBalanced bool
 }
 
-// topologyFor maps a controllerAvailabilityPolicy to the parts it needs ("" is SingleReplica).
-func topologyFor(policy string) topology {
+// TopologyFor maps a controllerAvailabilityPolicy to the parts it needs ("" is SingleReplica).
+func TopologyFor(policy string) Topology {
 	if policy == api.HighlyAvailable {
-		return topology{etcd: 3, apiServers: 2, controllerManagers: 2, schedulers: 2, autoscaler: 2, loadBalanced: true}
+		return Topology{etcd: 3, apiServers: 2, controllerManagers: 2, schedulers: 2, autoscaler: 2, loadBalanced: true}
 	}
 	// Behind the load balancer too, so infrad can hold the endpoint while the cluster
 	// hibernates and wake it on the first connection (docs/hibernation.md).
-	return topology{etcd: 1, apiServers: 1, controllerManagers: 1, schedulers: 1, autoscaler: 2, loadBalanced: true}
+	return Topology{etcd: 1, apiServers: 1, controllerManagers: 1, schedulers: 1, autoscaler: 2, loadBalanced: true}
 }
 
-// satisfiedBy reports whether inf already holds exactly the ports t needs, so nothing is
+// SatisfiedBy reports whether inf already holds exactly the ports t needs, so nothing is
 // allocated again: a record, once written, keeps its ports.
-func (t topology) satisfiedBy(inf *api.Infra) bool {
+func (t Topology) SatisfiedBy(inf *api.Infra) bool {
 	if len(inf.Etcd) != t.etcd || len(inf.APIServers) != t.apiServers ||
 		len(inf.ControllerManagerPorts) != t.controllerManagers || len(inf.SchedulerPorts) != t.schedulers ||
 		len(inf.AutoscalerPorts) != t.autoscaler {
@@ -49,9 +57,9 @@ func (t topology) satisfiedBy(inf *api.Infra) bool {
 	return inf.Endpoint == inf.APIServers[0]
 }
 
-// isLoadBalanced reports whether inf's endpoint is a load balancer in front of its
+// IsLoadBalanced reports whether inf's endpoint is a load balancer in front of its
 // apiservers rather than an apiserver's own port.
-func isLoadBalanced(inf *api.Infra) bool {
+func IsLoadBalanced(inf *api.Infra) bool {
 	return inf.Endpoint.Port != 0 && len(inf.APIServers) > 0 && !isAPIServerPort(inf, inf.Endpoint.Port)
 }
 
@@ -64,8 +72,8 @@ func isAPIServerPort(inf *api.Infra, port int) bool {
 	return false
 }
 
-// portsOf lists every port inf records.
-func portsOf(inf *api.Infra) []int {
+// Of lists every port inf records.
+func Of(inf *api.Infra) []int {
 	ports := []int{inf.Endpoint.Port, inf.Ignition.Port}
 	for _, e := range inf.APIServers {
 		ports = append(ports, e.Port)
@@ -79,25 +87,28 @@ func portsOf(inf *api.Infra) []int {
 	return ports
 }
 
-// portAllocator hands out ports the kernel reports free on host and no record holds.
-type portAllocator struct {
+// Allocator hands out ports the kernel reports free on its host and no record holds. It is
+// not safe for concurrent use: whoever allocates for several records at once serialises the
+// allocations (and reserves every other record's ports first).
+type Allocator struct {
 	host string
 	used map[int]bool
 }
 
-func newPortAllocator(host string) *portAllocator {
-	return &portAllocator{host: host, used: map[int]bool{0: true}}
+// NewAllocator returns an allocator of ports on host.
+func NewAllocator(host string) *Allocator {
+	return &Allocator{host: host, used: map[int]bool{0: true}}
 }
 
-// reserve marks ports as taken.
-func (a *portAllocator) reserve(ports ...int) {
+// Reserve marks ports as taken.
+func (a *Allocator) Reserve(ports ...int) {
 	for _, p := range ports {
 		a.used[p] = true
 	}
 }
 
 // next picks a free port by listening on port 0 and closing the listener.
-func (a *portAllocator) next() (int, error) {
+func (a *Allocator) next() (int, error) {
 	for range 200 {
 		ln, err := net.Listen("tcp", net.JoinHostPort(a.host, "0"))
 		if err != nil {
@@ -114,10 +125,12 @@ func (a *portAllocator) next() (int, error) {
 	return 0, fmt.Errorf("%w on %s: every port the kernel offered is recorded", ErrNoFreePort, a.host)
 }
 
-// allocate gives inf the ports t needs on host. Ports inf already has are kept (a policy
-// change adds or drops replicas at the end); only what is missing is allocated.
-func allocate(inf *api.Infra, host string, t topology, a *portAllocator) error {
-	a.reserve(portsOf(inf)...)
+// Allocate gives inf the ports t needs on the allocator's host. Ports inf already has are
+// kept (a policy change adds or drops replicas at the end); only what is missing is
+// allocated.
+func (a *Allocator) Allocate(inf *api.Infra, t Topology) error {
+	host := a.host
+	a.Reserve(Of(inf)...)
 	inf.Etcd = inf.Etcd[:min(len(inf.Etcd), t.etcd)]
 	for i := len(inf.Etcd); i < t.etcd; i++ {
 		client, err := a.next()
@@ -169,7 +182,7 @@ func allocate(inf *api.Infra, host string, t topology, a *portAllocator) error {
 }
 
 // fill trims or extends ports to n, allocating the new ones.
-func fill(ports []int, n int, a *portAllocator) ([]int, error) {
+func fill(ports []int, n int, a *Allocator) ([]int, error) {
 	ports = ports[:min(len(ports), n)]
 	for len(ports) < n {
 		p, err := a.next()

@@ -1,4 +1,4 @@
-package infrad
+package provider
 
 import (
 	"log/slog"

@@ -1,4 +1,4 @@
-package infrad
+package lb
 
 import (
 	"crypto/tls"
@@ -26,7 +26,7 @@ func tlsBackend(t *testing.T, name string) *httptest.Server {
 }
 
 func TestLoadBalancer_PassesTLSThroughAndSkipsABackendWhoseDialFails(t *testing.T) {
-	m, err := newMetrics(prometheus.NewRegistry())
+	m, err := NewMetrics(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestLoadBalancer_PassesTLSThroughAndSkipsABackendWhoseDialFails(t *testing.
 	backends := []string{a.Listener.Addr().String(), b.Listener.Addr().String()}
 	// A health interval longer than the test: only the dial fallback can save requests to a
 	// stopped backend.
-	lb, err := startLoadBalancer("c1", "127.0.0.1:0", backends, time.Hour, m, slog.New(slog.DiscardHandler))
+	lb, err := Start(Config{Cluster: "c1", Addr: "127.0.0.1:0", Backends: backends, HealthInterval: time.Hour, Metrics: m, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestLoadBalancer_PassesTLSThroughAndSkipsABackendWhoseDialFails(t *testing.
 	tr := a.Client().Transport.(*http.Transport).Clone()
 	tr.DisableKeepAlives = true
 	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
-	url := "https://" + lb.ln.Addr().String() + "/"
+	url := "https://" + lb.Addr().String() + "/"
 	seen := map[string]int{}
 	for i := range 10 {
 		resp, err := client.Get(url)
@@ -71,14 +71,14 @@ func TestLoadBalancer_PassesTLSThroughAndSkipsABackendWhoseDialFails(t *testing.
 			t.Fatalf("request %d after stopping a answered %q", i, body)
 		}
 	}
-	if n := testutil.ToFloat64(m.lbDialFailures.WithLabelValues("c1", backends[0])); n < 1 {
+	if n := testutil.ToFloat64(m.dialFailures.WithLabelValues("c1", backends[0])); n < 1 {
 		t.Errorf("dial failures of the stopped backend = %v, want at least 1", n)
 	}
-	if n := testutil.ToFloat64(m.lbConnections.WithLabelValues("c1", backends[1])); n != 15 {
+	if n := testutil.ToFloat64(m.connections.WithLabelValues("c1", backends[1])); n != 15 {
 		t.Errorf("connections to b = %v, want 15", n)
 	}
 
-	addr := lb.ln.Addr().String()
+	addr := lb.Addr().String()
 	if err := lb.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func readyzBackend(t *testing.T, name string, ready *atomic.Bool) *httptest.Serv
 }
 
 func TestLoadBalancer_SendsNothingNewToADrainingOrUnreadyBackend(t *testing.T) {
-	m, err := newMetrics(prometheus.NewRegistry())
+	m, err := NewMetrics(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestLoadBalancer_SendsNothingNewToADrainingOrUnreadyBackend(t *testing.T) {
 	bReady.Store(true)
 	a, b := readyzBackend(t, "a", &aReady), readyzBackend(t, "b", &bReady)
 	backends := []string{a.Listener.Addr().String(), b.Listener.Addr().String()}
-	lb, err := startLoadBalancer("c1", "127.0.0.1:0", backends, 50*time.Millisecond, m, slog.New(slog.DiscardHandler))
+	lb, err := Start(Config{Cluster: "c1", Addr: "127.0.0.1:0", Backends: backends, HealthInterval: 50 * time.Millisecond, Metrics: m, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestLoadBalancer_SendsNothingNewToADrainingOrUnreadyBackend(t *testing.T) {
 	tr := a.Client().Transport.(*http.Transport).Clone()
 	tr.DisableKeepAlives = true
 	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
-	url := "https://" + lb.ln.Addr().String() + "/"
+	url := "https://" + lb.Addr().String() + "/"
 	answers := func(n int) map[string]int {
 		seen := map[string]int{}
 		for range n {
@@ -137,11 +137,11 @@ func TestLoadBalancer_SendsNothingNewToADrainingOrUnreadyBackend(t *testing.T) {
 	}
 
 	// componentd marks a draining before stopping it: every new connection goes to b.
-	lb.setDraining(map[int]bool{0: true})
+	lb.SetDraining(map[int]bool{0: true})
 	if seen := answers(6); seen["a"] != 0 {
 		t.Fatalf("a draining backend got %d of 6 new connections", seen["a"])
 	}
-	lb.setDraining(nil)
+	lb.SetDraining(nil)
 
 	// b fails /readyz (shutting down): once a probe saw it, only a gets new connections.
 	bReady.Store(false)
@@ -169,11 +169,11 @@ func waitFor(t *testing.T, cond func() bool, msg string) {
 
 // A sleeping single-apiserver balancer holds every new connection, asks for one wake however
 // many connections arrive, and forwards them once the apiserver answers its probe.
-// balancerOfAFreePort starts a balancer probing every interval in front of one backend
-// address with nothing listening yet (an apiserver not started), and returns both.
-func balancerOfAFreePort(t *testing.T, interval time.Duration) (*loadBalancer, string) {
+// balancerOfAFreePort starts a wake-on-connect balancer probing every interval in front of
+// one backend address with nothing listening yet (an apiserver not started), and returns both.
+func balancerOfAFreePort(t *testing.T, interval time.Duration, wake func() error) (*LoadBalancer, string) {
 	t.Helper()
-	m, err := newMetrics(prometheus.NewRegistry())
+	m, err := NewMetrics(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func balancerOfAFreePort(t *testing.T, interval time.Duration) (*loadBalancer, s
 	}
 	addr := ln.Addr().String()
 	_ = ln.Close()
-	lb, err := startLoadBalancer("c1", "127.0.0.1:0", []string{addr}, interval, m, slog.New(slog.DiscardHandler))
+	lb, err := Start(Config{Cluster: "c1", Addr: "127.0.0.1:0", Backends: []string{addr}, HealthInterval: interval, Metrics: m, Log: slog.New(slog.DiscardHandler), Wake: wake})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,22 +221,25 @@ func getInto(client *http.Client, url string, out chan<- string) {
 
 func TestLoadBalancer_AsleepHoldsConnectionsWakesOnceAndForwardsWhenReady(t *testing.T) {
 	// The apiserver's port, with nothing listening yet: the cluster hibernates.
-	lb, addr := balancerOfAFreePort(t, 50*time.Millisecond)
-	var wakes atomic.Int32
-	lb.wake = func() error {
+	var (
+		lb    *LoadBalancer
+		addr  string
+		wakes atomic.Int32
+	)
+	lb, addr = balancerOfAFreePort(t, 50*time.Millisecond, func() error {
 		wakes.Add(1)
 		// What clusterd, componentd and infrad do: the spec says awake, the apiserver starts.
 		go func() {
-			lb.setAsleep(false)
+			lb.SetAsleep(false)
 			serveTLS(t, addr, "awake")
 		}()
 		return nil
-	}
-	lb.setAsleep(true)
+	})
+	lb.SetAsleep(true)
 
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true}} //nolint:gosec // a test server
-	url := "https://" + lb.ln.Addr().String() + "/api/v1/namespaces/default/configmaps/x"
+	url := "https://" + lb.Addr().String() + "/api/v1/namespaces/default/configmaps/x"
 	answers := make(chan string, 3)
 	for range 3 {
 		go getInto(client, url, answers)
@@ -257,16 +260,15 @@ func TestLoadBalancer_AsleepHoldsConnectionsWakesOnceAndForwardsWhenReady(t *tes
 // next regular probe (an hour here, so only the frequent probing can let it through before
 // the hold ends).
 func TestLoadBalancer_HeldConnectionGoesThroughOnceAnAPIServerIsReady_WhateverTheHealthInterval(t *testing.T) {
-	lb, addr := balancerOfAFreePort(t, time.Hour)
-	lb.wake = func() error { return nil }
+	lb, addr := balancerOfAFreePort(t, time.Hour, func() error { return nil })
 	// Waking marks the backend unready: what a cluster whose apiserver is starting looks like.
-	lb.setAsleep(true)
-	lb.setAsleep(false)
+	lb.SetAsleep(true)
+	lb.SetAsleep(false)
 
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true}} //nolint:gosec // a test server
 	answer := make(chan string, 1)
-	go getInto(client, "https://"+lb.ln.Addr().String()+"/healthz", answer)
+	go getInto(client, "https://"+lb.Addr().String()+"/healthz", answer)
 	// The apiserver comes up while the request is held.
 	serveTLS(t, addr, "ok")
 	if got := <-answer; got != "ok" {

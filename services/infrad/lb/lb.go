@@ -1,4 +1,18 @@
-package infrad
+// Package lb is infrad's TCP load balancer: one listener per cluster endpoint in front of the
+// cluster's kube-apiserver replicas.
+//
+// A LoadBalancer forwards bytes without looking at them (TLS passes through), picks backends
+// round-robin, skips a backend whose dial fails (so a killed replica fails no client) and
+// probes every backend each health interval to know which to send new connections to. The
+// probe is GET /readyz over HTTPS, as a cloud load balancer in front of kube-apiservers does:
+// a replica being shut down fails /readyz at once and keeps serving for its
+// --shutdown-delay-duration, so it is drained before it stops listening. SetDraining takes
+// replicas out before they are stopped.
+//
+// A balancer with a Config.Wake hook can hold a hibernated cluster's endpoint (SetAsleep):
+// the first connection asks for a wake and every connection is held until an apiserver is
+// ready (docs/hibernation.md). LastAccept is the activity spec.hibernation.idleAfter measures.
+package lb
 
 import (
 	"context"
@@ -15,14 +29,31 @@ import (
 	"time"
 )
 
-// loadBalancer is a TCP load balancer in front of one cluster's kube-apiserver replicas. It
-// forwards bytes without looking at them (TLS passes through), picks backends round-robin,
-// skips a backend whose dial fails (so a killed replica fails no client) and probes every
-// backend each health interval to know which to send new connections to. The probe is
-// GET /readyz over HTTPS, as a cloud load balancer in front of kube-apiservers does: a
-// replica being shut down fails /readyz at once and keeps serving for its
-// --shutdown-delay-duration, so it is drained before it stops listening.
-type loadBalancer struct {
+// Config is what one load balancer serves.
+type Config struct {
+	// Cluster names the balancer in metrics and logs.
+	Cluster string
+	// Addr is the address to listen on ("host:port"; port 0 picks one, see Addr).
+	Addr string
+	// Backends are the kube-apiserver replicas ("host:port"), at least one.
+	Backends []string
+	// HealthInterval is how often every backend's /readyz is probed.
+	HealthInterval time.Duration
+	// Metrics counts connections and dial failures (NewMetrics).
+	Metrics *Metrics
+	// Log is enriched with the cluster and the listening address.
+	Log *slog.Logger
+	// Wake, when set, makes the balancer wake on connect: while it is asleep (SetAsleep) a new
+	// connection calls Wake (once per sleep) and is held until an apiserver is ready. Nil:
+	// the balancer never holds a connection.
+	Wake func() error
+	// Now is the clock LastAccept reads; nil records no accepts.
+	Now func() time.Time
+}
+
+// LoadBalancer is a TCP load balancer in front of one cluster's kube-apiserver replicas (see
+// the package documentation). Start it with Start, stop it with Close.
+type LoadBalancer struct {
 	cluster  string
 	addr     string
 	backends []string
@@ -32,7 +63,7 @@ type loadBalancer struct {
 	interval time.Duration
 	dialTO   time.Duration
 	probe    func(ctx context.Context, addr string) error
-	metrics  *metrics
+	metrics  *Metrics
 	log      *slog.Logger
 
 	// Wake on connect (a single apiserver's balancer; nil wake: never). While asleep, a new
@@ -54,27 +85,30 @@ type loadBalancer struct {
 	closed bool
 }
 
-// startLoadBalancer listens on addr and serves until Close.
-func startLoadBalancer(cluster, addr string, backends []string, interval time.Duration, m *metrics, log *slog.Logger) (*loadBalancer, error) {
-	if len(backends) == 0 {
+// Start listens on cfg.Addr and serves until Close.
+func Start(cfg Config) (*LoadBalancer, error) {
+	if len(cfg.Backends) == 0 {
 		return nil, ErrNoBackends
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	lb := &loadBalancer{
-		cluster:  cluster,
-		addr:     addr,
+	backends, interval := cfg.Backends, cfg.HealthInterval
+	lb := &LoadBalancer{
+		cluster:  cfg.Cluster,
+		addr:     cfg.Addr,
 		backends: slices.Clone(backends),
 		healthy:  make([]atomic.Bool, len(backends)),
 		draining: make([]atomic.Bool, len(backends)),
 		interval: interval,
 		dialTO:   max(interval, time.Second),
 		probe:    readyzProbe(max(interval, time.Second)),
-		metrics:  m,
-		log:      log.With("cluster", cluster, "lb", addr),
+		metrics:  cfg.Metrics,
+		log:      cfg.Log.With("cluster", cfg.Cluster, "lb", cfg.Addr),
+		wake:     cfg.Wake,
+		now:      cfg.Now,
 		ln:       ln,
 		cancel:   cancel,
 		conns:    map[net.Conn]struct{}{},
@@ -83,7 +117,7 @@ func startLoadBalancer(cluster, addr string, backends []string, interval time.Du
 	for i := range lb.healthy {
 		lb.healthy[i].Store(true)
 	}
-	m.exportLB(cluster, backends)
+	cfg.Metrics.export(cfg.Cluster, backends)
 	lb.wg.Add(2)
 	go func() { defer lb.wg.Done(); lb.serve(ctx) }()
 	go func() { defer lb.wg.Done(); lb.checkHealth(ctx) }()
@@ -91,13 +125,13 @@ func startLoadBalancer(cluster, addr string, backends []string, interval time.Du
 	return lb, nil
 }
 
-// matches reports whether the load balancer already serves addr in front of backends.
-func (lb *loadBalancer) matches(addr string, backends []string) bool {
+// Matches reports whether the load balancer already serves addr in front of backends.
+func (lb *LoadBalancer) Matches(addr string, backends []string) bool {
 	return lb.addr == addr && slices.Equal(lb.backends, backends)
 }
 
 // Close stops listening, closes every forwarded connection and waits for the goroutines.
-func (lb *loadBalancer) Close() error {
+func (lb *LoadBalancer) Close() error {
 	lb.mu.Lock()
 	if lb.closed {
 		lb.mu.Unlock()
@@ -115,7 +149,7 @@ func (lb *loadBalancer) Close() error {
 	return err
 }
 
-func (lb *loadBalancer) serve(ctx context.Context) {
+func (lb *LoadBalancer) serve(ctx context.Context) {
 	for {
 		c, err := lb.ln.Accept()
 		if err != nil {
@@ -146,8 +180,24 @@ func (lb *loadBalancer) serve(ctx context.Context) {
 	}
 }
 
+// Wakes reports whether the balancer wakes its cluster on connect (Config.Wake).
+func (lb *LoadBalancer) Wakes() bool { return lb.wake != nil }
+
+// LastAccept is when the balancer last accepted a client connection on Config.Now's clock
+// (zero: none yet, or no clock). A connection is what counts: requests on a connection kept
+// open (a kubelet's heartbeats) do not.
+func (lb *LoadBalancer) LastAccept() time.Time {
+	if n := lb.lastAccept.Load(); n != 0 {
+		return time.Unix(0, n).UTC()
+	}
+	return time.Time{}
+}
+
+// Addr is the address the balancer listens on.
+func (lb *LoadBalancer) Addr() net.Addr { return lb.ln.Addr() }
+
 // track records c so Close can end it; false once closed.
-func (lb *loadBalancer) track(c net.Conn) bool {
+func (lb *LoadBalancer) track(c net.Conn) bool {
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
 	if lb.closed {
@@ -157,7 +207,7 @@ func (lb *loadBalancer) track(c net.Conn) bool {
 	return true
 }
 
-func (lb *loadBalancer) untrack(c net.Conn) {
+func (lb *LoadBalancer) untrack(c net.Conn) {
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
 	delete(lb.conns, c)
@@ -167,9 +217,9 @@ func (lb *loadBalancer) untrack(c net.Conn) {
 // it is forwarded.
 const WakeHold = 60 * time.Second
 
-// setAsleep puts the balancer in or out of wake-on-connect mode. Waking marks every backend
+// SetAsleep puts the balancer in or out of wake-on-connect mode. Waking marks every backend
 // unready until its probe passes, so held connections go to a ready apiserver only.
-func (lb *loadBalancer) setAsleep(asleep bool) {
+func (lb *LoadBalancer) SetAsleep(asleep bool) {
 	was := lb.asleep.Swap(asleep)
 	switch {
 	case asleep && !was:
@@ -186,7 +236,7 @@ func (lb *loadBalancer) setAsleep(asleep bool) {
 // awaitBackend holds a new connection of a wake-on-connect balancer while the cluster
 // sleeps or no apiserver is ready yet: the first one asks for a wake, later ones join it. It
 // reports false when WakeHold passed (or the balancer closed) first.
-func (lb *loadBalancer) awaitBackend(ctx context.Context) bool {
+func (lb *LoadBalancer) awaitBackend(ctx context.Context) bool {
 	if lb.wake == nil {
 		return true
 	}
@@ -229,7 +279,7 @@ func (lb *loadBalancer) awaitBackend(ctx context.Context) bool {
 }
 
 // forward dials a backend for client and copies bytes both ways until both sides are done.
-func (lb *loadBalancer) forward(ctx context.Context, client net.Conn) {
+func (lb *LoadBalancer) forward(ctx context.Context, client net.Conn) {
 	defer client.Close()
 	if !lb.awaitBackend(ctx) {
 		lb.log.Warn("no apiserver became ready while the connection was held", "client", client.RemoteAddr().String(), "held", WakeHold)
@@ -246,7 +296,7 @@ func (lb *loadBalancer) forward(ctx context.Context, client net.Conn) {
 	}
 	defer lb.untrack(backend)
 	defer backend.Close()
-	lb.metrics.lbConnections.WithLabelValues(lb.cluster, addr).Inc()
+	lb.metrics.connections.WithLabelValues(lb.cluster, addr).Inc()
 
 	errc := make(chan error, 2)
 	go func() { errc <- pipe(backend, client) }()
@@ -270,7 +320,7 @@ func pipe(dst, src net.Conn) error {
 }
 
 // dial tries the backends round-robin, healthy ones first, and returns the first connection.
-func (lb *loadBalancer) dial(ctx context.Context) (net.Conn, string) {
+func (lb *LoadBalancer) dial(ctx context.Context) (net.Conn, string) {
 	n := len(lb.backends)
 	start := int(lb.next.Add(1) - 1)
 	d := net.Dialer{Timeout: lb.dialTO}
@@ -286,7 +336,7 @@ func (lb *loadBalancer) dial(ctx context.Context) (net.Conn, string) {
 			c, err := d.DialContext(ctx, "tcp", addr)
 			if err != nil {
 				lb.healthy[j].Store(false)
-				lb.metrics.lbDialFailures.WithLabelValues(lb.cluster, addr).Inc()
+				lb.metrics.dialFailures.WithLabelValues(lb.cluster, addr).Inc()
 				lb.log.Debug("backend dial failed; trying the next", "backend", addr, "err", err)
 				continue
 			}
@@ -298,8 +348,9 @@ func (lb *loadBalancer) dial(ctx context.Context) (net.Conn, string) {
 	return nil, ""
 }
 
-// setDraining marks which backends (by index) are draining; the others are not.
-func (lb *loadBalancer) setDraining(draining map[int]bool) {
+// SetDraining marks which backends (by index in Config.Backends) are draining; the others are
+// not. A draining backend gets a new connection only when no other accepts it.
+func (lb *LoadBalancer) SetDraining(draining map[int]bool) {
 	for i := range lb.draining {
 		if was := lb.draining[i].Swap(draining[i]); was != draining[i] {
 			lb.log.Info("backend draining changed", "backend", lb.backends[i], "draining", draining[i])
@@ -311,7 +362,7 @@ func (lb *loadBalancer) setDraining(draining map[int]bool) {
 // backend is healthy (a control plane starting or waking, its clients' connections held by
 // awaitBackend) it probes every unhealthyInterval instead, so a held connection goes through
 // soon after an apiserver is ready rather than up to an interval later.
-func (lb *loadBalancer) checkHealth(ctx context.Context) {
+func (lb *LoadBalancer) checkHealth(ctx context.Context) {
 	t := time.NewTimer(lb.nextProbe())
 	defer t.Stop()
 	for {
@@ -335,7 +386,7 @@ func (lb *loadBalancer) checkHealth(ctx context.Context) {
 const unhealthyInterval = 100 * time.Millisecond
 
 // nextProbe is the pause before the next round of probes.
-func (lb *loadBalancer) nextProbe() time.Duration {
+func (lb *LoadBalancer) nextProbe() time.Duration {
 	for i := range lb.healthy {
 		if lb.healthy[i].Load() {
 			return lb.interval

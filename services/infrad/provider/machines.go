@@ -1,4 +1,4 @@
-package infrad
+package provider
 
 import (
 	"cmp"
@@ -31,11 +31,11 @@ import (
 	"github.com/hostplane/hostplane/services/localcloud"
 )
 
-// DefaultMachineResync is how often a running (or stopped) machine's status is read from the
-// cloud again; a booting or failing one is read every bootPoll.
+// DefaultResync is how often a running (or stopped) machine's status is read from the cloud
+// again; a booting or failing one is read every bootPoll.
 const (
-	DefaultMachineResync = 15 * time.Second
-	bootPoll             = 2 * time.Second
+	DefaultResync = 15 * time.Second
+	bootPoll      = 2 * time.Second
 )
 
 // Phases of the machines gauge besides the cloud states.
@@ -57,7 +57,7 @@ const machineWorkers = 10
 
 // setupMachineController registers the LocalMachine controller: it reconciles a LocalMachine
 // when it or its Machine changes, and re-reads the cloud periodically.
-func (p *provider) setupMachineController() error {
+func (p *Provider) setupMachineController() error {
 	err := builder.ControllerManagedBy(p.mgr).
 		Named("localmachine").
 		WithOptions(controller.Options{MaxConcurrentReconciles: machineWorkers}).
@@ -98,7 +98,7 @@ type machineScope struct {
 }
 
 // reconcileMachine converges one LocalMachine with its cloud machine.
-func (p *provider) reconcileMachine(ctx context.Context, req crreconcile.Request) (crreconcile.Result, error) {
+func (p *Provider) reconcileMachine(ctx context.Context, req crreconcile.Request) (crreconcile.Result, error) {
 	lm := &LocalMachine{}
 	if err := p.client.Get(ctx, req.NamespacedName, lm); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -130,7 +130,7 @@ func (p *provider) reconcileMachine(ctx context.Context, req crreconcile.Request
 
 // ensureMachine provisions the cloud machine once the Machine has bootstrap data, applies an
 // InPlace userdata change and copies the cloud's status into the LocalMachine.
-func (p *provider) ensureMachine(ctx context.Context, s *machineScope) (crreconcile.Result, error) {
+func (p *Provider) ensureMachine(ctx context.Context, s *machineScope) (crreconcile.Result, error) {
 	lm := s.lm
 	switch {
 	case s.m == nil:
@@ -192,7 +192,7 @@ func (p *provider) ensureMachine(ctx context.Context, s *machineScope) (crreconc
 		yes := true
 		lm.Status.Initialization.Provisioned = &yes
 		lm.Status.Addresses = []clusterv1.MachineAddress{{Type: clusterv1.MachineHostName, Address: s.id.name}}
-		p.d.metrics.provisioning.Observe(time.Since(lm.CreationTimestamp.Time).Seconds())
+		p.metrics.provisioning.Observe(time.Since(lm.CreationTimestamp.Time).Seconds())
 		s.created = true
 		s.log.Info("provisioned the machine in the local cloud", "providerID", providerID, "userdata", secret,
 			"instanceType", st.InstanceType, "zone", st.Zone)
@@ -223,7 +223,7 @@ func (p *provider) ensureMachine(ctx context.Context, s *machineScope) (crreconc
 	p.phases.set(lm, s.id.cluster, st.State)
 	if s.before.NodeName == "" && lm.Status.NodeName != "" {
 		s.joined = true
-		p.d.metrics.createToNodeReady.Observe(time.Since(s.m.CreationTimestamp.Time).Seconds())
+		p.metrics.createToNodeReady.Observe(time.Since(s.m.CreationTimestamp.Time).Seconds())
 		s.log.Info("the machine joined the cluster", "node", lm.Status.NodeName)
 	}
 	s.changed = statusChanged(s.before, lm.Status)
@@ -234,7 +234,7 @@ func (p *provider) ensureMachine(ctx context.Context, s *machineScope) (crreconc
 }
 
 // finalizeMachine deletes the cloud machine of a deleting LocalMachine, then releases it.
-func (p *provider) finalizeMachine(ctx context.Context, s *machineScope) (crreconcile.Result, error) {
+func (p *Provider) finalizeMachine(ctx context.Context, s *machineScope) (crreconcile.Result, error) {
 	nn := types.NamespacedName{Namespace: s.lm.Namespace, Name: s.lm.Name}
 	if !controllerutil.ContainsFinalizer(s.lm, FinalizerLocalMachine) {
 		p.phases.forget(nn)
@@ -251,11 +251,11 @@ func (p *provider) finalizeMachine(ctx context.Context, s *machineScope) (crreco
 	}
 	view := s.view()
 	view.Phase = string(clusterv1.MachinePhaseDeleting)
-	sent, err := p.d.outbox.Record(ctx, s.id.cluster, events.ResourceMachine, events.VerbMachineDeleted, s.id.key(), view)
+	sent, err := p.outbox.Record(ctx, s.id.cluster, events.ResourceMachine, events.VerbMachineDeleted, s.id.key(), view)
 	if err != nil {
 		return crreconcile.Result{}, fmt.Errorf("record machine.deleted of %s: %w", s.id.key(), err)
 	}
-	p.d.outbox.Send(ctx, sent) // the cloud machine is gone already
+	p.outbox.Send(ctx, sent) // the cloud machine is gone already
 	if err := p.patchObject(ctx, s, func(lm *LocalMachine) { controllerutil.RemoveFinalizer(lm, FinalizerLocalMachine) }); err != nil {
 		return crreconcile.Result{}, err
 	}
@@ -266,8 +266,8 @@ func (p *provider) finalizeMachine(ctx context.Context, s *machineScope) (crreco
 
 // cloudFailed records a failed cloud call on the LocalMachine and returns the error, so the
 // controller retries with backoff.
-func (p *provider) cloudFailed(s *machineScope, op string, err error) (crreconcile.Result, error) {
-	p.d.metrics.cloudErrors.WithLabelValues(op).Inc()
+func (p *Provider) cloudFailed(s *machineScope, op string, err error) (crreconcile.Result, error) {
+	p.metrics.cloudErrors.WithLabelValues(op).Inc()
 	s.setReady(ReasonCloudError, fmt.Sprintf("the local cloud failed to %s the machine: %v", op, err))
 	return crreconcile.Result{}, fmt.Errorf("local cloud: %s %s: %w", op, s.id.key(), err)
 }
@@ -318,23 +318,23 @@ func statusChanged(a, b LocalMachineStatus) bool {
 // report what the cloud machine did already. It runs before the status that reflects them is
 // written; each recorded one is cleared, so a failed record is retried by the next reconcile
 // (the status is not written meanwhile).
-func (p *provider) publish(ctx context.Context, s *machineScope) error {
+func (p *Provider) publish(ctx context.Context, s *machineScope) error {
 	key, v := s.id.key(), s.view()
 	var err error
 	var sent [3]outbox.Entry
 	if s.created {
-		sent[0], err = p.d.outbox.Record(ctx, s.id.cluster, events.ResourceMachine, events.VerbMachineCreated, key, v)
+		sent[0], err = p.outbox.Record(ctx, s.id.cluster, events.ResourceMachine, events.VerbMachineCreated, key, v)
 		s.created = err != nil
 	}
 	if s.joined && err == nil {
-		sent[1], err = p.d.outbox.Record(ctx, s.id.cluster, events.ResourceMachine, events.VerbMachineJoined, key, v)
+		sent[1], err = p.outbox.Record(ctx, s.id.cluster, events.ResourceMachine, events.VerbMachineJoined, key, v)
 		s.joined = err != nil
 	}
 	if s.changed && err == nil {
-		sent[2], err = p.d.outbox.Record(ctx, s.id.cluster, events.ResourceMachine, events.VerbMachineStatus, key, v)
+		sent[2], err = p.outbox.Record(ctx, s.id.cluster, events.ResourceMachine, events.VerbMachineStatus, key, v)
 		s.changed = err != nil
 	}
-	p.d.outbox.Send(ctx, sent[:]...)
+	p.outbox.Send(ctx, sent[:]...)
 	if err != nil {
 		return fmt.Errorf("record the machine events of %s: %w", key, err)
 	}
@@ -352,7 +352,7 @@ func (s *machineScope) view() api.Machine {
 // patchObject applies change to the LocalMachine's metadata or spec and writes it with an
 // optimistic lock; on a conflict (the cache was behind) it reads the object afresh and applies
 // change again. The in-memory status, written separately, is kept.
-func (p *provider) patchObject(ctx context.Context, s *machineScope, change func(*LocalMachine)) error {
+func (p *Provider) patchObject(ctx context.Context, s *machineScope, change func(*LocalMachine)) error {
 	var status LocalMachineStatus
 	s.lm.Status.DeepCopyInto(&status)
 	err := store.RetryOnConflict(apierrors.IsConflict, func() error {
@@ -374,7 +374,7 @@ func (p *provider) patchObject(ctx context.Context, s *machineScope, change func
 }
 
 // patchStatus writes the status if it changed.
-func (p *provider) patchStatus(ctx context.Context, s *machineScope) error {
+func (p *Provider) patchStatus(ctx context.Context, s *machineScope) error {
 	if equality.Semantic.DeepEqual(s.before, s.lm.Status) {
 		return nil
 	}
@@ -389,7 +389,7 @@ func (p *provider) patchStatus(ctx context.Context, s *machineScope) error {
 
 // userData reads a bootstrap data Secret's "value". A Secret that is missing or has no value
 // is a message (the caller waits), not an error.
-func (p *provider) userData(ctx context.Context, namespace, name string) (data []byte, msg string, err error) {
+func (p *Provider) userData(ctx context.Context, namespace, name string) (data []byte, msg string, err error) {
 	var sec corev1.Secret
 	err = p.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &sec)
 	switch {
@@ -404,7 +404,7 @@ func (p *provider) userData(ctx context.Context, namespace, name string) (data [
 }
 
 // ownerMachine returns the Cluster API Machine that owns lm, or nil when none does (yet).
-func (p *provider) ownerMachine(ctx context.Context, lm *LocalMachine) (*clusterv1.Machine, error) {
+func (p *Provider) ownerMachine(ctx context.Context, lm *LocalMachine) (*clusterv1.Machine, error) {
 	name := ownerMachineName(lm)
 	if name == "" {
 		return nil, nil

@@ -1,4 +1,4 @@
-package infrad
+package ports
 
 import (
 	"slices"
@@ -6,6 +6,9 @@ import (
 
 	"github.com/hostplane/hostplane/pkg/api"
 )
+
+// host is where the tests allocate: infrad's default endpoint host.
+const host = "127.0.0.1"
 
 func TestAllocate_KeepsRecordedPortsAndAllocatesOnlyWhatIsMissing(t *testing.T) {
 	tests := []struct {
@@ -25,18 +28,18 @@ func TestAllocate_KeepsRecordedPortsAndAllocatesOnlyWhatIsMissing(t *testing.T) 
 		t.Run(tt.name, func(t *testing.T) {
 			inf := &api.Infra{}
 			if tt.from != "" {
-				if err := allocate(inf, DefaultHost, topologyFor(tt.from), newPortAllocator(DefaultHost)); err != nil {
+				if err := NewAllocator(host).Allocate(inf, TopologyFor(tt.from)); err != nil {
 					t.Fatal(err)
 				}
 			}
 			before := *inf
 			before.Etcd = slices.Clone(inf.Etcd)
 			before.APIServers = slices.Clone(inf.APIServers)
-			to := topologyFor(tt.to)
-			if err := allocate(inf, DefaultHost, to, newPortAllocator(DefaultHost)); err != nil {
+			to := TopologyFor(tt.to)
+			if err := NewAllocator(host).Allocate(inf, to); err != nil {
 				t.Fatal(err)
 			}
-			if !to.satisfiedBy(inf) {
+			if !to.SatisfiedBy(inf) {
 				t.Fatalf("allocation %+v does not satisfy %s", inf, tt.to)
 			}
 			if len(inf.Etcd) != tt.wantEtcd || len(inf.APIServers) != tt.wantAPI {
@@ -58,7 +61,7 @@ func TestAllocate_KeepsRecordedPortsAndAllocatesOnlyWhatIsMissing(t *testing.T) 
 			if tt.from == tt.to && inf.Endpoint != before.Endpoint {
 				t.Errorf("endpoint changed from %+v to %+v", before.Endpoint, inf.Endpoint)
 			}
-			distinct := slices.Compact(slices.Sorted(slices.Values(portsOf(inf))))
+			distinct := slices.Compact(slices.Sorted(slices.Values(Of(inf))))
 			// apiservers, kcm and scheduler have one port per replica; one Ignition port; the
 			// autoscaler's metrics and health ports.
 			want := 2*tt.wantEtcd + 3*tt.wantAPI + 1 + 2
@@ -76,14 +79,14 @@ func TestAllocate_KeepsRecordedPortsAndAllocatesOnlyWhatIsMissing(t *testing.T) 
 // endpoint (the apiserver's port), so kubeconfigs handed out stay valid.
 func TestSatisfiedBy_KeepsASingleReplicaRecordWhoseEndpointIsTheAPIServer(t *testing.T) {
 	inf := &api.Infra{}
-	if err := allocate(inf, DefaultHost, topologyFor(api.SingleReplica), newPortAllocator(DefaultHost)); err != nil {
+	if err := NewAllocator(host).Allocate(inf, TopologyFor(api.SingleReplica)); err != nil {
 		t.Fatal(err)
 	}
 	inf.Endpoint = inf.APIServers[0]
-	if !topologyFor(api.SingleReplica).satisfiedBy(inf) {
+	if !TopologyFor(api.SingleReplica).SatisfiedBy(inf) {
 		t.Errorf("a legacy SingleReplica record %+v would be allocated again", inf)
 	}
-	if isLoadBalanced(inf) {
+	if IsLoadBalanced(inf) {
 		t.Errorf("a legacy SingleReplica record %+v counts as load balanced", inf)
 	}
 }
