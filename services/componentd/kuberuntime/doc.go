@@ -15,7 +15,8 @@
 //     anti-affinity across management nodes (kubernetes.io/hostname) for every replicated
 //     component, so losing one node costs at most one etcd member and one replica of each
 //     Deployment: such a control plane needs at least 3 schedulable management nodes (one
-//     replica only prefers a node of its own);
+//     replica only prefers a node of its own; docs/kubernetes-runtime.md says what losing
+//     a management node does);
 //   - while Inputs.Karpenter.Enabled, the autoscaler: the Deployment "karpenter" (one
 //     replica, Recreate) running hostplane-karpenter from Inputs.Karpenter.Image, the Secret
 //     "karpenter-kubeconfig" (its guest identity), and the ServiceAccount and

@@ -178,13 +178,7 @@ func TestRender_RejectsInvalidInputs(t *testing.T) {
 func TestRender_PodsRunAsNonRootWithProbesAndRequests(t *testing.T) {
 	in, _ := testInputs(t, "pods", api.HighlyAvailable, "1.34.4")
 	o := mustRender(t, in)
-	templates := map[string]*corev1.PodTemplateSpec{}
-	for _, s := range o.StatefulSets {
-		templates[*s.Name] = roundTrip[corev1.PodTemplateSpec](t, s.Spec.Template)
-	}
-	for _, d := range o.Deployments {
-		templates[*d.Name] = roundTrip[corev1.PodTemplateSpec](t, d.Spec.Template)
-	}
+	templates := podTemplates(t, o)
 	for _, c := range Components() {
 		tmpl := templates[c]
 		if tmpl == nil {
@@ -239,14 +233,7 @@ func TestRender_HighlyAvailableReplicasMustRunOnDifferentNodes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in, _ := testInputs(t, "spread", tc.policy, "1.34.4")
-			o := mustRender(t, in)
-			templates := map[string]*corev1.PodTemplateSpec{}
-			for _, s := range o.StatefulSets {
-				templates[*s.Name] = roundTrip[corev1.PodTemplateSpec](t, s.Spec.Template)
-			}
-			for _, d := range o.Deployments {
-				templates[*d.Name] = roundTrip[corev1.PodTemplateSpec](t, d.Spec.Template)
-			}
+			templates := podTemplates(t, mustRender(t, in))
 			for _, c := range Components() {
 				aff := templates[c].Spec.Affinity
 				if aff == nil || aff.PodAntiAffinity == nil {
@@ -278,6 +265,19 @@ func TestRender_HighlyAvailableReplicasMustRunOnDifferentNodes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// podTemplates returns the pod template of every workload in o, by workload name.
+func podTemplates(t testing.TB, o *Objects) map[string]*corev1.PodTemplateSpec {
+	t.Helper()
+	out := map[string]*corev1.PodTemplateSpec{}
+	for _, s := range o.StatefulSets {
+		out[*s.Name] = roundTrip[corev1.PodTemplateSpec](t, s.Spec.Template)
+	}
+	for _, d := range o.Deployments {
+		out[*d.Name] = roundTrip[corev1.PodTemplateSpec](t, d.Spec.Template)
+	}
+	return out
 }
 
 // roundTrip converts an apply configuration into the typed object it describes.

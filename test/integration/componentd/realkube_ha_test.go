@@ -44,7 +44,7 @@ import (
 //     a StatefulSet pod on an unreachable node stays Terminating until its kubelet confirms
 //     (or the node is deleted), and the only node without a member is the lost one. This is
 //     the intended answer: etcd's data is on the member's volume, and a member must come back
-//     with it (or be removed and replaced, which nothing automates yet: docs/resilience.md);
+//     with it (or be removed and replaced, which nothing automates yet: docs/kubernetes-runtime.md);
 //   - componentd reports etcd with 2 of 3 Ready replicas and every component Available, from
 //     the pods' real status; the guest API, reached through the kube-apiserver Service's ready
 //     endpoints, reads an object written before the loss and takes a new write.
@@ -110,7 +110,11 @@ func TestComponentd_KubernetesRuntime_OnRealKubelets_HighlyAvailableSpreadsAndSu
 			onLost = append(onLost, p.Name)
 		}
 	}
-	lostIndex := nodeIndex(t, mc, lost)
+	lostNode := mc.NodeNamed(lost)
+	if lostNode == nil {
+		t.Fatalf("no management node %q", lost)
+	}
+	lostIndex := lostNode.Index
 	probe := startAvailabilityProbe(ctx, h, guest, name)
 	cut := time.Now()
 	if err := mc.SetNodeLink(lostIndex, false); err != nil {
@@ -125,7 +129,7 @@ func TestComponentd_KubernetesRuntime_OnRealKubelets_HighlyAvailableSpreadsAndSu
 		}
 	})
 	t.Logf("cut %s off the network; its pods: %v", lost, onLost)
-	waitNodeStatus(ctx, t, cs, lost, false)
+	waitNodeStatus(ctx, t, mc, lost, false)
 	t.Logf("%s NotReady %s after the cut", lost, time.Since(cut).Round(time.Millisecond))
 
 	// Recovered: the replacements Ready on the surviving nodes, etcd's quorum, componentd's
@@ -195,7 +199,7 @@ func TestComponentd_KubernetesRuntime_OnRealKubelets_HighlyAvailableSpreadsAndSu
 		t.Fatal(err)
 	}
 	restored = true
-	waitNodeStatus(ctx, t, cs, lost, true)
+	waitNodeStatus(ctx, t, mc, lost, true)
 	waitUntil(ctx, t, "the lost etcd member to rejoin and the control plane to settle", func(ctx context.Context) (bool, string, error) {
 		pods, err := controlPlanePods(ctx, cs, ns)
 		if err != nil {
@@ -419,31 +423,13 @@ func waitUntil(ctx context.Context, t *testing.T, what string, cond func(context
 }
 
 // waitNodeStatus waits until node's Ready condition is True (ready) or anything else.
-func waitNodeStatus(ctx context.Context, t *testing.T, cs kubernetes.Interface, node string, ready bool) {
+func waitNodeStatus(ctx context.Context, t *testing.T, mc *mgmtcluster.Cluster, node string, ready bool) {
 	t.Helper()
-	what := node + " NotReady"
-	if ready {
-		what = node + " Ready"
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	if err := mc.WaitNodeReady(wctx, node, ready); err != nil {
+		t.Fatal(err)
 	}
-	waitUntil(ctx, t, what, func(ctx context.Context) (bool, string, error) {
-		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		st := mgmtcluster.NodeReady(n)
-		return (st == corev1.ConditionTrue) == ready, "Ready=" + string(st), nil
-	})
-}
-
-func nodeIndex(t *testing.T, mc *mgmtcluster.Cluster, name string) int {
-	t.Helper()
-	for _, n := range mc.Nodes() {
-		if n.Name == name {
-			return n.Index
-		}
-	}
-	t.Fatalf("no management node %q", name)
-	return 0
 }
 
 // podsRSS sums the resident memory of pods from their cgroups (cgroup v1: memory.stat
