@@ -15,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/daemon"
@@ -138,7 +137,7 @@ func newRealKubeHarness(t *testing.T, mc *mgmtcluster.Cluster, cluster, version 
 	})
 	t.Cleanup(func() {
 		if t.Failed() {
-			logPods(t, cs, ns)
+			logPods(t, mc, cs, ns)
 		}
 	})
 	h := newHarnessFor(t, version)
@@ -170,8 +169,10 @@ func TestComponentd_KubernetesRuntime_OnRealKubelets_ControlPlanePodsBecomeAvail
 	}
 }
 
-// logPods logs every pod of ns with its containers' states and the end of their previous logs.
-func logPods(t *testing.T, cs kubernetes.Interface, ns string) {
+// logPods logs every pod of ns with its containers' states and the end of their logs, read
+// from the nodes' pod log directories (the management apiserver cannot reach the kubelets
+// by their node names).
+func logPods(t *testing.T, mc *mgmtcluster.Cluster, cs kubernetes.Interface, ns string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -186,13 +187,32 @@ func logPods(t *testing.T, cs kubernetes.Interface, ns string) {
 			states = append(states, fmt.Sprintf("%s ready=%v restarts=%d %+v", c.Name, c.Ready, c.RestartCount, c.State))
 		}
 		t.Logf("pod %s on %s: %s deleting=%v %s", p.Name, p.Spec.NodeName, p.Status.Phase, p.DeletionTimestamp != nil, strings.Join(states, "; "))
+		n := mc.NodeNamed(p.Spec.NodeName)
+		if n == nil {
+			continue
+		}
 		for _, c := range p.Spec.Containers {
-			for _, previous := range []bool{true, false} {
-				logs, err := cs.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: c.Name, Previous: previous, TailLines: ptr.To[int64](15)}).DoRaw(ctx)
-				t.Logf("--- %s/%s log (previous=%v; %v) ---\n%s", p.Name, c.Name, previous, err, logs)
+			// <node dir>/pods-logs/<namespace>_<pod>_<uid>/<container>/<restart>.log
+			logs, _ := filepath.Glob(filepath.Join(n.Dir, "pods-logs", ns+"_"+p.Name+"_"+string(p.UID), c.Name, "*.log"))
+			slices.Sort(logs)
+			if len(logs) > 2 {
+				logs = logs[len(logs)-2:]
+			}
+			for _, l := range logs {
+				t.Logf("--- end of %s ---\n%s", l, tail(l, 12))
 			}
 		}
 	}
+}
+
+// tail returns the last n lines of a file.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // releaseImages packs the cached release binaries into FROM-scratch images named as the
