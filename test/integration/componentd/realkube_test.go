@@ -167,6 +167,11 @@ func TestComponentd_KubernetesRuntime_OnRealKubelets_ControlPlanePodsBecomeAvail
 	for _, p := range pods.Items {
 		t.Logf("pod %s on %s at %s: %s", p.Name, p.Spec.NodeName, p.Status.PodIP, p.Status.Phase)
 	}
+	if rss, n, err := podsRSS(pods.Items); err != nil {
+		t.Logf("resident memory of the control plane's pods: %v", err)
+	} else {
+		t.Logf("resident memory of the control plane's %d pods (cgroup memory.stat of each pod): %.0f MiB", n, float64(rss)/(1<<20))
+	}
 }
 
 // logPods logs every pod of ns with its containers' states and the end of their logs, read
