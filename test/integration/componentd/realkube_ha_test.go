@@ -189,8 +189,8 @@ func TestComponentd_KubernetesRuntime_OnRealKubelets_HighlyAvailableSpreadsAndSu
 	seen := probe.stop()
 	t.Logf("recovered %s after the cut: replicas Ready off %s, etcd at 2 of 3 members, every component Available in componentd's records, the guest API reads the object written before and takes a new one",
 		recovered.Round(time.Millisecond), lost)
-	t.Logf("during the loss (%d samples every %s): guest API through ready endpoints failed %d times, longest %s; a component's record not Available %d times, longest %s (%s)",
-		seen.samples, probeEvery, seen.apiFailures, seen.apiLongest.Round(time.Millisecond),
+	t.Logf("during the loss (%d samples every %s from the cut): guest API through ready endpoints failed %d times, longest %s (last %s); a component's record not Available %d times, longest %s (%s)",
+		seen.samples, probeEvery, seen.apiFailures, seen.apiLongest.Round(time.Millisecond), seen.lastAPIError,
 		seen.unavailable, seen.unavailableLongest.Round(time.Millisecond), seen.lastUnavailable)
 
 	// The node comes back, and with it the lost etcd member, on its own volume.
@@ -341,7 +341,7 @@ const probeEvery = 500 * time.Millisecond
 type availability struct {
 	samples, apiFailures, unavailable int
 	apiLongest, unavailableLongest    time.Duration
-	lastUnavailable                   string
+	lastUnavailable, lastAPIError     string
 }
 
 type availabilityProbe struct {
@@ -358,6 +358,7 @@ func startAvailabilityProbe(ctx context.Context, h *harness, guest *guestAPI, cl
 	go func() {
 		var a availability
 		var apiDownSince, unavailableSince time.Time
+		start := time.Now()
 		for {
 			now := time.Now()
 			a.samples++
@@ -366,6 +367,7 @@ func startAvailabilityProbe(ctx context.Context, h *harness, guest *guestAPI, cl
 				return err
 			}); err != nil && ctx.Err() == nil {
 				a.apiFailures++
+				a.lastAPIError = fmt.Sprintf("at +%s: %v", time.Since(start).Round(time.Millisecond), err)
 				if apiDownSince.IsZero() {
 					apiDownSince = now
 				}
