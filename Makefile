@@ -39,7 +39,7 @@ mgmt-test: k8s-bins kubelet mgmt-tools ## the real management cluster's test (ro
 	HOSTPLANE_MGMT_TEST=1 flock /tmp/e2e.lock $(GO) test -count=1 -v -timeout 20m ./test/integration/mgmtcluster
 
 .PHONY: mgmt-kuberuntime-test
-mgmt-kuberuntime-test: k8s-bins kubelet mgmt-tools ## componentd's kubernetes runtime on the real management cluster (root): one hosted control plane as pods
+mgmt-kuberuntime-test: k8s-bins kubelet mgmt-tools ## componentd's kubernetes runtime on a real management cluster of 3 kubelet nodes (root): control planes as pods, a HighlyAvailable one spread and surviving a lost node
 	HOSTPLANE_MGMT_KUBERUNTIME_TEST=1 flock /tmp/e2e.lock $(GO) test -count=1 -v -timeout 20m -run '^TestComponentd_KubernetesRuntime_OnRealKubelets' ./test/integration/componentd
 
 .PHONY: prometheus-tools

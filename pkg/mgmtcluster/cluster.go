@@ -374,6 +374,40 @@ func (c *Cluster) WaitNodesReady(ctx context.Context) error {
 	return nil
 }
 
+// WaitNodeReady waits until the Ready condition of the node called name is True (ready) or
+// anything else: False, Unknown or missing (not ready).
+func (c *Cluster) WaitNodeReady(ctx context.Context, name string, ready bool) error {
+	cs, err := c.Clientset()
+	if err != nil {
+		return err
+	}
+	var last string
+	err = wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		st := NodeReady(n)
+		last = "Ready=" + string(st)
+		return (st == corev1.ConditionTrue) == ready, nil
+	})
+	if err != nil {
+		return fmt.Errorf("node %s not ready=%v (%s): %w", name, ready, last, err)
+	}
+	return nil
+}
+
+// NodeNamed returns the node called name, or nil.
+func (c *Cluster) NodeNamed(name string) *Node {
+	for _, n := range c.nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
 func (c *Cluster) kubeletLogs() string {
 	var b strings.Builder
 	for _, n := range c.nodes {

@@ -3,15 +3,18 @@ package mgmtcluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
-	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 )
 
 // ClusterDomain is the cluster's DNS domain; pods get "<ns>.svc.<ClusterDomain>" searches.
@@ -24,24 +27,50 @@ const ClusterDomain = "cluster.local"
 // kube-proxy, so a Service name resolves to its pods rather than its cluster IP (Services whose
 // port differs from their target port are not reachable that way). Every other name is
 // NXDOMAIN: nothing is forwarded anywhere.
+//
+// Answers come from informers' caches of the EndpointSlices and Services, never from a request
+// to the apiserver per query: a busy control plane's pods (etcd members resolving their peers,
+// every client its apiserver) ask many times a second, and a server that asked the apiserver
+// each time fell behind on a loaded host until lookups timed out.
 type dnsServer struct {
-	cs   kubernetes.Interface
-	conn net.PacketConn
+	conn     net.PacketConn
+	informer informers.SharedInformerFactory
+	slices   discoverylisters.EndpointSliceLister
+	services corelisters.ServiceLister
 }
 
 func startDNS(ctx context.Context, cs kubernetes.Interface, addr string) (*dnsServer, error) {
+	f := informers.NewSharedInformerFactory(cs, 0)
+	s := &dnsServer{
+		informer: f,
+		slices:   f.Discovery().V1().EndpointSlices().Lister(),
+		services: f.Core().V1().Services().Lister(),
+	}
+	f.Start(ctx.Done())
+	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			f.Shutdown()
+			return nil, fmt.Errorf("cache of %v not synced: %w", typ, context.Cause(ctx))
+		}
+	}
 	conn, err := net.ListenPacket("udp4", addr)
 	if err != nil {
+		f.Shutdown()
 		return nil, err
 	}
-	s := &dnsServer{cs: cs, conn: conn}
-	go s.serve(ctx)
+	s.conn = conn
+	go s.serve()
 	return s, nil
 }
 
-func (s *dnsServer) Close() error { return s.conn.Close() }
+// Close stops serving; the informers stop once the context given to startDNS is done.
+func (s *dnsServer) Close() error {
+	err := s.conn.Close()
+	s.informer.Shutdown()
+	return err
+}
 
-func (s *dnsServer) serve(ctx context.Context) {
+func (s *dnsServer) serve() {
 	buf := make([]byte, 1500)
 	for {
 		n, from, err := s.conn.ReadFrom(buf)
@@ -51,13 +80,13 @@ func (s *dnsServer) serve(ctx context.Context) {
 			}
 			continue
 		}
-		if resp := s.answer(ctx, buf[:n]); resp != nil {
+		if resp := s.answer(buf[:n]); resp != nil {
 			_, _ = s.conn.WriteTo(resp, from)
 		}
 	}
 }
 
-func (s *dnsServer) answer(ctx context.Context, query []byte) []byte {
+func (s *dnsServer) answer(query []byte) []byte {
 	var p dnsmessage.Parser
 	hdr, err := p.Start(query)
 	if err != nil {
@@ -71,9 +100,7 @@ func (s *dnsServer) answer(ctx context.Context, query []byte) []byte {
 	var ips []netip.Addr
 	known := false
 	if q.Class == dnsmessage.ClassINET {
-		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		ips, known = s.lookup(qctx, strings.ToLower(q.Name.String()))
-		cancel()
+		ips, known = s.lookup(strings.ToLower(q.Name.String()))
 	}
 	if !known {
 		resp.RCode = dnsmessage.RCodeNameError
@@ -100,29 +127,29 @@ func (s *dnsServer) answer(ctx context.Context, query []byte) []byte {
 
 // lookup resolves name ("a.b.svc." or "a.b.svc.cluster.local."); known is false for a name
 // that does not exist (only A answers carry addresses; other types get none).
-func (s *dnsServer) lookup(ctx context.Context, name string) (ips []netip.Addr, known bool) {
+func (s *dnsServer) lookup(name string) (ips []netip.Addr, known bool) {
 	name = strings.TrimSuffix(name, ".")
 	name = strings.TrimSuffix(name, "."+ClusterDomain)
 	rest, ok := strings.CutSuffix(name, ".svc")
 	if !ok {
 		return nil, false
 	}
-	labels := strings.Split(rest, ".")
+	parts := strings.Split(rest, ".")
 	var host, svc, ns string
-	switch len(labels) {
+	switch len(parts) {
 	case 2:
-		svc, ns = labels[0], labels[1]
+		svc, ns = parts[0], parts[1]
 	case 3:
-		host, svc, ns = labels[0], labels[1], labels[2]
+		host, svc, ns = parts[0], parts[1], parts[2]
 	default:
 		return nil, false
 	}
-	slices, err := s.cs.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc})
+	slices, err := s.slices.EndpointSlices(ns).List(labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: svc}))
 	if err != nil {
 		return nil, false
 	}
 	var ready, all []netip.Addr
-	for _, sl := range slices.Items {
+	for _, sl := range slices {
 		if sl.AddressType != discoveryv1.AddressTypeIPv4 {
 			continue
 		}
@@ -148,7 +175,7 @@ func (s *dnsServer) lookup(ctx context.Context, name string) (ips []netip.Addr, 
 	if len(ready) == 0 {
 		// The Service may exist without endpoints yet: an empty answer, not NXDOMAIN, so
 		// resolvers retry rather than cache a negative answer for long.
-		_, err := s.cs.CoreV1().Services(ns).Get(ctx, svc, metav1.GetOptions{})
+		_, err := s.services.Services(ns).Get(svc)
 		return nil, err == nil
 	}
 	return ready, true

@@ -11,7 +11,12 @@
 //     headless Service "etcd-discovery", peer and client traffic over mutual TLS;
 //   - kube-apiserver (2 or 1 replicas), kube-controller-manager and kube-scheduler (2 or 1)
 //     as Deployments, and the Service "kube-apiserver" in front of the API servers;
-//   - for HighlyAvailable, a PodDisruptionBudget per component;
+//   - for HighlyAvailable, a PodDisruptionBudget per component, and required pod
+//     anti-affinity across management nodes (kubernetes.io/hostname) for every replicated
+//     component, so losing one node costs at most one etcd member and one replica of each
+//     Deployment: such a control plane needs at least 3 schedulable management nodes (one
+//     replica only prefers a node of its own; docs/kubernetes-runtime.md says what losing
+//     a management node does);
 //   - while Inputs.Karpenter.Enabled, the autoscaler: the Deployment "karpenter" (one
 //     replica, Recreate) running hostplane-karpenter from Inputs.Karpenter.Image, the Secret
 //     "karpenter-kubeconfig" (its guest identity), and the ServiceAccount and

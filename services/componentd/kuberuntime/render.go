@@ -234,12 +234,7 @@ func podTemplate(in Inputs, w workload, secrets map[string]map[string][]byte) (*
 				WithRunAsGroup(podGroup).
 				WithFSGroup(podGroup).
 				WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
-			WithAffinity(corev1ac.Affinity().WithPodAntiAffinity(corev1ac.PodAntiAffinity().
-				WithPreferredDuringSchedulingIgnoredDuringExecution(corev1ac.WeightedPodAffinityTerm().
-					WithWeight(100).
-					WithPodAffinityTerm(corev1ac.PodAffinityTerm().
-						WithTopologyKey(corev1.LabelHostname).
-						WithLabelSelector(metav1ac.LabelSelector().WithMatchLabels(sel)))))))
+			WithAffinity(corev1ac.Affinity().WithPodAntiAffinity(antiAffinity(in, w.component, sel))))
 
 	h := sha256.New()
 	spec, err := json.Marshal(tmpl)
@@ -258,6 +253,24 @@ func podTemplate(in Inputs, w workload, secrets map[string]map[string][]byte) (*
 	hash := hex.EncodeToString(h.Sum(nil))[:32]
 	tmpl.WithAnnotations(map[string]string{AnnotationConfigHash: hash})
 	return tmpl, hash, nil
+}
+
+// antiAffinity keeps a component's replicas on different management nodes. Under
+// HighlyAvailable it is required: a node holding two of etcd's three members would take the
+// quorum with it, and one holding both kube-apiservers the API, so a replica that finds no
+// free node stays Pending rather than share one. HighlyAvailable therefore needs at least 3
+// schedulable management nodes (etcd's members; also one more than the 2 replicas of the
+// Deployments, for a rolling update's surge pod). A single replica (and the autoscaler) only
+// prefers another node, so a rollout's surge pod may run beside the old one.
+func antiAffinity(in Inputs, component string, sel map[string]string) *corev1ac.PodAntiAffinityApplyConfiguration {
+	term := corev1ac.PodAffinityTerm().
+		WithTopologyKey(corev1.LabelHostname).
+		WithLabelSelector(metav1ac.LabelSelector().WithMatchLabels(sel))
+	if in.Policy == api.HighlyAvailable && Replicas(component, in.Policy) > 1 {
+		return corev1ac.PodAntiAffinity().WithRequiredDuringSchedulingIgnoredDuringExecution(term)
+	}
+	return corev1ac.PodAntiAffinity().WithPreferredDuringSchedulingIgnoredDuringExecution(
+		corev1ac.WeightedPodAffinityTerm().WithWeight(100).WithPodAffinityTerm(term))
 }
 
 // secretDir is where a Secret is mounted; secretFile one of its keys.

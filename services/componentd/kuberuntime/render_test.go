@@ -178,13 +178,7 @@ func TestRender_RejectsInvalidInputs(t *testing.T) {
 func TestRender_PodsRunAsNonRootWithProbesAndRequests(t *testing.T) {
 	in, _ := testInputs(t, "pods", api.HighlyAvailable, "1.34.4")
 	o := mustRender(t, in)
-	templates := map[string]*corev1.PodTemplateSpec{}
-	for _, s := range o.StatefulSets {
-		templates[*s.Name] = roundTrip[corev1.PodTemplateSpec](t, s.Spec.Template)
-	}
-	for _, d := range o.Deployments {
-		templates[*d.Name] = roundTrip[corev1.PodTemplateSpec](t, d.Spec.Template)
-	}
+	templates := podTemplates(t, o)
 	for _, c := range Components() {
 		tmpl := templates[c]
 		if tmpl == nil {
@@ -225,6 +219,65 @@ func TestRender_PodsRunAsNonRootWithProbesAndRequests(t *testing.T) {
 	if probe.Path != "/readyz" || probe.Scheme != corev1.URISchemeHTTPS {
 		t.Errorf("kube-apiserver readiness probe = %s %s, want HTTPS /readyz", probe.Scheme, probe.Path)
 	}
+}
+
+func TestRender_HighlyAvailableReplicasMustRunOnDifferentNodes(t *testing.T) {
+	for _, tc := range []struct {
+		name, policy string
+		required     bool
+	}{
+		// Two etcd members on one node would take the quorum with it.
+		{"HighlyAvailable", api.HighlyAvailable, true},
+		// One replica: a preference, so a rolling update's surge pod may share its node.
+		{"SingleReplica", api.SingleReplica, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in, _ := testInputs(t, "spread", tc.policy, "1.34.4")
+			templates := podTemplates(t, mustRender(t, in))
+			for _, c := range Components() {
+				aff := templates[c].Spec.Affinity
+				if aff == nil || aff.PodAntiAffinity == nil {
+					t.Fatalf("%s: no pod anti-affinity", c)
+				}
+				var term corev1.PodAffinityTerm
+				required, preferred := aff.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution
+				switch {
+				case tc.required && len(required) == 1 && len(preferred) == 0:
+					term = required[0]
+				case !tc.required && len(required) == 0 && len(preferred) == 1:
+					term = preferred[0].PodAffinityTerm
+				default:
+					t.Fatalf("%s: anti-affinity required %v, preferred %v; want it required=%v", c, required, preferred, tc.required)
+				}
+				if term.TopologyKey != corev1.LabelHostname {
+					t.Errorf("%s: topology key %q, want %q", c, term.TopologyKey, corev1.LabelHostname)
+				}
+				// The term selects the component's own pods, which its template carries.
+				sel := term.LabelSelector.MatchLabels
+				if len(sel) == 0 || sel[LabelComponent] != c {
+					t.Errorf("%s: anti-affinity selects %v", c, sel)
+				}
+				for k, v := range sel {
+					if templates[c].Labels[k] != v {
+						t.Errorf("%s: anti-affinity selects %s=%s, which its pods do not carry", c, k, v)
+					}
+				}
+			}
+		})
+	}
+}
+
+// podTemplates returns the pod template of every workload in o, by workload name.
+func podTemplates(t testing.TB, o *Objects) map[string]*corev1.PodTemplateSpec {
+	t.Helper()
+	out := map[string]*corev1.PodTemplateSpec{}
+	for _, s := range o.StatefulSets {
+		out[*s.Name] = roundTrip[corev1.PodTemplateSpec](t, s.Spec.Template)
+	}
+	for _, d := range o.Deployments {
+		out[*d.Name] = roundTrip[corev1.PodTemplateSpec](t, d.Spec.Template)
+	}
+	return out
 }
 
 // roundTrip converts an apply configuration into the typed object it describes.

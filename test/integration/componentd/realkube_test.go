@@ -5,13 +5,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/daemon"
@@ -21,97 +24,210 @@ import (
 	"github.com/hostplane/hostplane/services/componentd/kuberuntime"
 )
 
-// EnvRealKubeTest runs TestComponentd_KubernetesRuntime_OnRealKubelets (make
+// EnvRealKubeTest runs the TestComponentd_KubernetesRuntime_OnRealKubelets tests (make
 // mgmt-kuberuntime-test, which make test runs after the other tests: it needs what make
 // mgmt-test needs, and the management cluster's fixed names and addresses admit one cluster at
 // a time).
 const EnvRealKubeTest = "HOSTPLANE_MGMT_KUBERUNTIME_TEST"
 
-// The kubernetes runtime on a management cluster whose kubelets run the pods: one hosted
-// control plane (SingleReplica, the newest release) from images built FROM scratch around the
-// cached release binaries, settled when its pods are really Ready.
-func TestComponentd_KubernetesRuntime_OnRealKubelets_ControlPlanePodsBecomeAvailable(t *testing.T) {
+// realMgmtNodes is the size of the management cluster the tests share: a HighlyAvailable
+// control plane needs 3 nodes (its 3 etcd members must not share one), and losing one of
+// them leaves 2 for etcd's quorum.
+const realMgmtNodes = 3
+
+// realMgmt is the management cluster the tests on real kubelets share: only one can run on
+// a host at a time (fixed names and addresses), and starting one (the release images
+// imported into every node) is a good part of each test's time. The tests run one after the
+// other (never t.Parallel); each deletes its cluster's namespace when it ends. TestMain stops
+// it.
+var realMgmt struct {
+	mu  sync.Mutex
+	mc  *mgmtcluster.Cluster
+	err error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	realMgmt.mu.Lock()
+	defer realMgmt.mu.Unlock()
+	if realMgmt.mc != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		if err := realMgmt.mc.Stop(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "stop the management cluster: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// realManagementCluster returns the shared management cluster, starting it on first use.
+func realManagementCluster(t *testing.T) *mgmtcluster.Cluster {
+	t.Helper()
 	if os.Getenv(EnvRealKubeTest) == "" {
 		t.Skip("needs root and a real management cluster: run `make mgmt-kuberuntime-test`")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	realMgmt.mu.Lock()
+	defer realMgmt.mu.Unlock()
+	if realMgmt.mc == nil && realMgmt.err == nil {
+		realMgmt.mc, realMgmt.err = startRealManagementCluster(t)
+	}
+	if realMgmt.err != nil {
+		t.Fatalf("management cluster: %v", realMgmt.err)
+	}
+	return realMgmt.mc
+}
+
+func startRealManagementCluster(t *testing.T) (_ *mgmtcluster.Cluster, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	rel := release.Latest()
-	archives := releaseImages(ctx, t, rel)
-	cfg := mgmtcluster.Config{}
-	begin := time.Now()
-	mc, err := mgmtcluster.Start(ctx, cfg, archives...)
+	dir, err := os.MkdirTemp("", "hostplane-release-images-")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer scancel()
-		if err := mc.Stop(sctx); err != nil {
-			t.Errorf("stop the management cluster: %v", err)
+	defer os.RemoveAll(dir)
+	archives, err := releaseImages(rel, dir)
+	if err != nil {
+		return nil, err
+	}
+	begin := time.Now()
+	mc, err := mgmtcluster.Start(ctx, mgmtcluster.Config{Nodes: realMgmtNodes, Release: rel}, archives...)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			sctx, scancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer scancel()
+			if serr := mc.Stop(sctx); serr != nil {
+				t.Logf("stop the management cluster after a failed start: %v", serr)
+			}
 		}
-	})
+	}()
 	if err := mc.WaitNodesReady(ctx); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	if err := mc.AddHostPathVolumes(ctx, 3, "10Gi"); err != nil {
-		t.Fatal(err)
+	// One volume per etcd member of every cluster the tests create (1 + 3): they are
+	// retained, so a deleted cluster's volume is not bound again.
+	if err := mc.AddHostPathVolumes(ctx, 4, "10Gi"); err != nil {
+		return nil, err
 	}
-	t.Logf("management cluster with 2 kubelet nodes Ready in %s", time.Since(begin).Round(time.Millisecond))
+	t.Logf("management cluster with %d kubelet nodes Ready in %s", realMgmtNodes, time.Since(begin).Round(time.Millisecond))
+	return mc, nil
+}
+
+// newRealKubeHarness starts infrad, pkid and a componentd on the kubernetes runtime against
+// mc. When the test ends, after componentd stops, cluster's namespace is deleted (so the next
+// test has the nodes to itself), and, if the test failed, its pods and their logs are logged.
+func newRealKubeHarness(t *testing.T, mc *mgmtcluster.Cluster, cluster, version string) (*harness, kubernetes.Interface) {
+	t.Helper()
 	cs, err := mc.Clientset()
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	h := newHarnessFor(t, rel.Version)
+	ns := kuberuntime.Namespace(cluster)
+	// Registered before the harness, so they run after componentd has stopped.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete namespace %s: %v", ns, err)
+		}
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			logPods(t, mc, cs, ns)
+		}
+	})
+	h := newHarnessFor(t, version)
 	h.StartInfrad()
 	h.StartPKID()
 	h.startComponentdWith(componentd.Config{Runtime: componentd.RuntimeKubernetes, Base: daemon.Base{ManagementKubeconfig: mc.KubeconfigPath}})
+	return h, cs
+}
+
+// The kubernetes runtime on a management cluster whose kubelets run the pods: one hosted
+// control plane (SingleReplica, the newest release) from images built FROM scratch around the
+// cached release binaries, settled when its pods are really Ready.
+func TestComponentd_KubernetesRuntime_OnRealKubelets_ControlPlanePodsBecomeAvailable(t *testing.T) {
+	mc := realManagementCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	rel := release.Latest()
+	h, cs := newRealKubeHarness(t, mc, "real", rel.Version)
 	created := time.Now()
 	h.createCluster("real", rel.Version, api.SingleReplica)
-	ns := kuberuntime.Namespace("real")
-	t.Cleanup(func() {
-		if !t.Failed() {
-			return
-		}
-		pods, err := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
-		if err != nil {
-			t.Logf("pods: %v", err)
-			return
-		}
-		for _, p := range pods.Items {
-			var states []string
-			for _, c := range p.Status.ContainerStatuses {
-				states = append(states, fmt.Sprintf("%s ready=%v restarts=%d %+v", c.Name, c.Ready, c.RestartCount, c.State))
-			}
-			t.Logf("pod %s on %s: %s %s", p.Name, p.Spec.NodeName, p.Status.Phase, strings.Join(states, "; "))
-			for _, c := range p.Spec.Containers {
-				logs, err := cs.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: c.Name, Previous: true, TailLines: ptr.To[int64](15)}).DoRaw(context.Background())
-				t.Logf("--- %s/%s previous log (%v) ---\n%s", p.Name, c.Name, err, logs)
-			}
-		}
-	})
 	h.waitSettled("real", rel.Version)
 	t.Logf("hosted control plane settled (every component Available from Ready pods) %s after create", time.Since(created).Round(time.Millisecond))
-	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	pods, err := cs.CoreV1().Pods(kuberuntime.Namespace("real")).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range pods.Items {
 		t.Logf("pod %s on %s at %s: %s", p.Name, p.Spec.NodeName, p.Status.PodIP, p.Status.Phase)
 	}
+	if rss, n, err := podsRSS(pods.Items); err != nil {
+		t.Logf("resident memory of the control plane's pods: %v", err)
+	} else {
+		t.Logf("resident memory of the control plane's %d pods (cgroup memory.stat of each pod): %.0f MiB", n, float64(rss)/(1<<20))
+	}
+}
+
+// logPods logs every pod of ns with its containers' states and the end of their logs, read
+// from the nodes' pod log directories (the management apiserver cannot reach the kubelets
+// by their node names).
+func logPods(t *testing.T, mc *mgmtcluster.Cluster, cs kubernetes.Interface, ns string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Logf("pods: %v", err)
+		return
+	}
+	for _, p := range pods.Items {
+		var states []string
+		for _, c := range p.Status.ContainerStatuses {
+			states = append(states, fmt.Sprintf("%s ready=%v restarts=%d %+v", c.Name, c.Ready, c.RestartCount, c.State))
+		}
+		t.Logf("pod %s on %s: %s deleting=%v %s", p.Name, p.Spec.NodeName, p.Status.Phase, p.DeletionTimestamp != nil, strings.Join(states, "; "))
+		n := mc.NodeNamed(p.Spec.NodeName)
+		if n == nil {
+			continue
+		}
+		for _, c := range p.Spec.Containers {
+			// <node dir>/pods-logs/<namespace>_<pod>_<uid>/<container>/<restart>.log
+			logs, _ := filepath.Glob(filepath.Join(n.Dir, "pods-logs", ns+"_"+p.Name+"_"+string(p.UID), c.Name, "*.log"))
+			slices.Sort(logs)
+			if len(logs) > 2 {
+				logs = logs[len(logs)-2:]
+			}
+			for _, l := range logs {
+				t.Logf("--- end of %s ---\n%s", l, tail(l, 12))
+			}
+		}
+	}
+}
+
+// tail returns the last n lines of a file.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // releaseImages packs the cached release binaries into FROM-scratch images named as the
-// release names them, so pods find them without a pull.
-func releaseImages(ctx context.Context, t *testing.T, rel release.Release) []string {
-	t.Helper()
-	dir := t.TempDir()
+// release names them, so pods find them without a pull, and returns the archives in dir.
+func releaseImages(rel release.Release, dir string) ([]string, error) {
 	var out []string
 	for _, comp := range release.Components() {
 		bin, err := rel.Binary(comp)
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		img := mgmtcluster.Image{
 			Ref:   rel.Images[comp],
@@ -120,10 +236,48 @@ func releaseImages(ctx context.Context, t *testing.T, rel release.Release) []str
 		}
 		archive := filepath.Join(dir, comp+".tar")
 		if err := img.WriteArchive(archive); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		out = append(out, archive)
 	}
-	_ = ctx
-	return out
+	return out, nil
+}
+
+// controlPlanePods returns ns's pods that are not being deleted, by component.
+func controlPlanePods(ctx context.Context, cs kubernetes.Interface, ns string) (map[string][]corev1.Pod, error) {
+	list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]corev1.Pod{}
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil {
+			c := p.Labels[kuberuntime.LabelComponent]
+			out[c] = append(out[c], p)
+		}
+	}
+	return out, nil
+}
+
+// podReady reports whether p runs with its Ready condition True.
+func podReady(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// nodesOf returns the distinct nodes pods run on, sorted.
+func nodesOf(pods []corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Spec.NodeName)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }

@@ -146,7 +146,7 @@ func TestMgmtCluster_TwoKubeletNodes_SpreadPodsServeOnTheirOwnIPsAndMoveOffALost
 	if err := c.StopKubelet(ctx, lost); err != nil {
 		t.Fatal(err)
 	}
-	waitNodeReady(ctx, t, cs, first.Spec.NodeName, false)
+	waitNodeReady(ctx, t, c, first.Spec.NodeName, false)
 	notReady := time.Since(killed)
 	moved := waitSoloAwayFrom(ctx, t, cs, first.Spec.NodeName)
 	t.Logf("kubelet of %s stopped: NotReady after %s, pod %s Running on %s after %s",
@@ -160,13 +160,13 @@ func TestMgmtCluster_TwoKubeletNodes_SpreadPodsServeOnTheirOwnIPsAndMoveOffALost
 	if err := c.StartKubelet(ctx, lost); err != nil {
 		t.Fatal(err)
 	}
-	waitNodeReady(ctx, t, cs, first.Spec.NodeName, true)
+	waitNodeReady(ctx, t, c, first.Spec.NodeName, true)
 	cut := nodeIndex(t, c, moved.Spec.NodeName)
 	cutAt := time.Now()
 	if err := c.SetNodeLink(cut, false); err != nil {
 		t.Fatal(err)
 	}
-	waitNodeReady(ctx, t, cs, moved.Spec.NodeName, false)
+	waitNodeReady(ctx, t, c, moved.Spec.NodeName, false)
 	notReady = time.Since(cutAt)
 	back := waitSoloAwayFrom(ctx, t, cs, moved.Spec.NodeName)
 	t.Logf("link of %s cut: NotReady after %s, pod %s Running on %s after %s",
@@ -190,20 +190,13 @@ func TestMgmtCluster_TwoKubeletNodes_SpreadPodsServeOnTheirOwnIPsAndMoveOffALost
 }
 
 // waitNodeReady waits until node's Ready condition is True (ready) or anything else.
-func waitNodeReady(ctx context.Context, t *testing.T, cs kubernetes.Interface, node string, ready bool) {
+func waitNodeReady(ctx context.Context, t *testing.T, c *mgmtcluster.Cluster, node string, ready bool) {
 	t.Helper()
-	what := node + " NotReady"
-	if ready {
-		what = node + " Ready"
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	if err := c.WaitNodeReady(wctx, node, ready); err != nil {
+		t.Fatal(err)
 	}
-	waitFor(ctx, t, what, func(ctx context.Context) (bool, string, error) {
-		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		st := mgmtcluster.NodeReady(n)
-		return (st == corev1.ConditionTrue) == ready, "Ready=" + string(st), nil
-	})
 }
 
 // waitSoloAwayFrom waits for a Running, Ready solo pod on a node other than node.
@@ -335,13 +328,11 @@ func get(ctx context.Context, t *testing.T, url string) string {
 
 func nodeIndex(t *testing.T, c *mgmtcluster.Cluster, name string) int {
 	t.Helper()
-	for _, n := range c.Nodes() {
-		if n.Name == name {
-			return n.Index
-		}
+	n := c.NodeNamed(name)
+	if n == nil {
+		t.Fatalf("no node %q", name)
 	}
-	t.Fatalf("no node %q", name)
-	return 0
+	return n.Index
 }
 
 // buildPodserver builds testdata/podserver and packs it FROM scratch.
