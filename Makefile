@@ -50,6 +50,10 @@ prometheus-tools: ## install prometheus and promtool (Debian's prometheus packag
 chromium-tools: ## install headless Chromium (Debian's chromium package) for the web console's e2e test, when missing
 	@tools/chromium.sh
 
+.PHONY: s3-tools
+s3-tools: ## build SeaweedFS's weed, the S3-compatible store the backup-store tests run, into ~/.cache/hostplane (skips it when built)
+	@tools/seaweedfs/build.sh
+
 .PHONY: clusterctl
 clusterctl: ## build Cluster API's clusterctl (the version nodepoold runs) into ~/.cache/hostplane for its e2e test (skips it when built)
 	@tools/clusterctl/build.sh
@@ -75,7 +79,7 @@ run: ## run everything in one process: hostplane dev on http://127.0.0.1:8080 (C
 	  $(BIN)/hostplane dev $(RUN_FLAGS)
 
 .PHONY: test
-test: k8s-bins kubelet mgmt-tools prometheus-tools chromium-tools clusterctl ## build what the tests need and run every test (the compose smoke test too)
+test: k8s-bins kubelet mgmt-tools prometheus-tools chromium-tools clusterctl s3-tools ## build what the tests need and run every test (the compose smoke test too)
 	$(GO) vet $(PKGS)
 	HOSTPLANE_MGMT_TEST=1 $(GO) test $(TEST_FLAGS) $(PKGS)
 	$(MAKE) mgmt-kuberuntime-test

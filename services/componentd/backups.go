@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/robfig/cron/v3"
 
 	"github.com/hostplane/hostplane/pkg/api"
@@ -24,7 +23,8 @@ import (
 
 // Backups (docs/backups.md). componentd owns them because it runs etcd and holds its client
 // certificate. The records are in the bucket "backups" (key "<cluster>.<backup>"), the
-// snapshots in the object store "etcd-snapshots" (object "<cluster>/<backup>"). Taking a
+// snapshots in the object store "etcd-snapshots" or an S3-compatible store
+// (Config.BackupStoreURL; object "<cluster>/<backup>"). Taking a
 // snapshot, the schedule, retention and restores all run in the cluster's reconcile, so
 // they never overlap with each other or with a rollout of the same cluster.
 
@@ -271,7 +271,7 @@ func (d *Daemon) deleteBackup(w http.ResponseWriter, r *http.Request) error {
 
 // removeBackup deletes a backup's snapshot, then its record (publishing backup.deleted).
 func (d *Daemon) removeBackup(ctx context.Context, b *api.Backup, rev uint64) error {
-	if err := d.snapshots.Delete(ctx, api.SnapshotObject(b.Cluster, b.Name)); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+	if err := d.snapshots.Delete(ctx, api.SnapshotObject(b.Cluster, b.Name)); err != nil {
 		return fmt.Errorf("delete snapshot: %w", err)
 	}
 	sent, err := d.rt.Outbox.Record(ctx, b.Cluster, events.ResourceBackup, events.VerbBackupDeleted, b.Cluster+"/"+b.Name, b)

@@ -15,8 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/bus"
 	"github.com/hostplane/hostplane/pkg/certs"
@@ -27,6 +25,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/release"
 	"github.com/hostplane/hostplane/pkg/store"
+	"github.com/hostplane/hostplane/services/componentd/internal/snapstore"
 	"github.com/hostplane/hostplane/services/componentd/kuberuntime"
 )
 
@@ -67,6 +66,13 @@ type Config struct {
 	// components whose settings change. Meant for measuring a setting and for turning off
 	// one that misbehaves.
 	Tuning string
+	// BackupStoreURL, if set, is an S3-compatible store the etcd snapshots go to instead of
+	// the JetStream object store etcd-snapshots: https://<host>/<bucket>[/<prefix>]
+	// (HOSTPLANE_BACKUP_STORE_URL; credentials from AWS_ACCESS_KEY_ID and
+	// AWS_SECRET_ACCESS_KEY or the other places the AWS tools look). BackupStoreCAFile
+	// verifies its certificate (HOSTPLANE_BACKUP_STORE_CA_FILE) and BackupStoreRegion names
+	// the bucket's region (HOSTPLANE_BACKUP_STORE_REGION; else the store is asked).
+	BackupStoreURL, BackupStoreCAFile, BackupStoreRegion string
 
 	tuning release.Selection // Tuning, parsed
 }
@@ -128,6 +134,12 @@ func RegisterFlags(fs *flag.FlagSet) func(daemon.Base) (daemon.Runner, error) {
 		"image with /usr/local/bin/hostplane-karpenter the kubernetes runtime runs the autoscaler from (HOSTPLANE_KARPENTER_IMAGE)")
 	fs.StringVar(&cfg.Tuning, "component-tuning", daemon.Env("HOSTPLANE_COMPONENT_TUNING", ""),
 		"which component settings of the release catalogue apply: all (default), none, a,b or -a,-b (HOSTPLANE_COMPONENT_TUNING)")
+	fs.StringVar(&cfg.BackupStoreURL, "backup-store-url", daemon.Env("HOSTPLANE_BACKUP_STORE_URL", ""),
+		"an S3-compatible store for the etcd snapshots, https://<host>/<bucket>[/<prefix>], credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (HOSTPLANE_BACKUP_STORE_URL; default: the JetStream object store "+bus.ObjectStoreSnapshots+")")
+	fs.StringVar(&cfg.BackupStoreCAFile, "backup-store-ca-file", daemon.Env("HOSTPLANE_BACKUP_STORE_CA_FILE", ""),
+		"CA bundle that verifies the backup store's certificate (HOSTPLANE_BACKUP_STORE_CA_FILE; default: the system's)")
+	fs.StringVar(&cfg.BackupStoreRegion, "backup-store-region", daemon.Env("HOSTPLANE_BACKUP_STORE_REGION", ""),
+		"the backup bucket's region (HOSTPLANE_BACKUP_STORE_REGION; default: asked of the store)")
 	fs.StringVar(&cfg.Runtime, "runtime", daemon.Env("HOSTPLANE_COMPONENTD_RUNTIME", RuntimeProcess),
 		"control-plane runtime: process or kubernetes (HOSTPLANE_COMPONENTD_RUNTIME)")
 	return func(base daemon.Base) (daemon.Runner, error) {
@@ -155,7 +167,7 @@ type Daemon struct {
 	backups    *store.Store[api.Backup]
 	restores   *store.Store[restoreRequest]
 	keys       *store.Store[backupKeys]
-	snapshots  jetstream.ObjectStore
+	snapshots  snapstore.Store
 	controller *reconcile.Controller
 	seal       *certs.SealKey
 	metrics    *metrics
@@ -226,7 +238,13 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 		return nil, err
 	}
 	d.backups, d.restores, d.keys = store.New[api.Backup](kv), store.New[restoreRequest](kv), store.New[backupKeys](kv)
-	if d.snapshots, err = rt.ObjectStore(ctx, bus.ObjectStoreSnapshots); err != nil {
+	if d.cfg.BackupStoreURL == "" {
+		objects, err := rt.ObjectStore(ctx, bus.ObjectStoreSnapshots)
+		if err != nil {
+			return nil, err
+		}
+		d.snapshots = snapstore.NATS(objects, bus.ObjectStoreSnapshots)
+	} else if d.snapshots, err = snapstore.S3(ctx, snapstore.S3Config{URL: d.cfg.BackupStoreURL, CAFile: d.cfg.BackupStoreCAFile, Region: d.cfg.BackupStoreRegion}); err != nil {
 		return nil, err
 	}
 	if d.seal, err = certs.LoadOrCreateSealKey(d.cfg.SealKeyFile); err != nil {

@@ -13,7 +13,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hostplane/hostplane/pkg/api"
-	"github.com/hostplane/hostplane/pkg/bus"
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/process"
 	"github.com/hostplane/hostplane/pkg/store"
@@ -124,7 +123,7 @@ func (d *Daemon) restore(ctx context.Context, log *slog.Logger, cluster, backup 
 	_ = os.Remove(path)
 	defer func() { _ = os.Remove(path) }()
 	if err := d.snapshots.GetFile(ctx, api.SnapshotObject(cluster, backup), path); err != nil {
-		return fmt.Errorf("fetch snapshot %s from object store %s: %w", api.SnapshotObject(cluster, backup), bus.ObjectStoreSnapshots, err)
+		return fmt.Errorf("fetch snapshot %s from %s: %w", api.SnapshotObject(cluster, backup), d.snapshots, err)
 	}
 	sum, _, err := fileSHA256(path)
 	if err != nil {

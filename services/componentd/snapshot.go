@@ -14,14 +14,12 @@ import (
 	"slices"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	clientsnapshot "go.etcd.io/etcd/client/v3/snapshot"
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.uber.org/zap"
 
 	"github.com/hostplane/hostplane/pkg/api"
-	"github.com/hostplane/hostplane/pkg/bus"
 	"github.com/hostplane/hostplane/services/componentd/internal/component"
 )
 
@@ -87,7 +85,7 @@ func (d *Daemon) take(ctx context.Context, log *slog.Logger, cl *clusterState, e
 		next.Status = st
 		next.Status.Conditions.Set(api.Condition{Type: api.ConditionComplete, Status: api.ConditionTrue,
 			Reason: api.ReasonBackupSucceeded, ObservedGeneration: b.Generation,
-			Message: fmt.Sprintf("snapshot of etcd revision %d from member %s stored in %s", st.Revision, st.Member, bus.ObjectStoreSnapshots)}, now)
+			Message: fmt.Sprintf("snapshot of etcd revision %d from member %s stored in %s", st.Revision, st.Member, d.snapshots)}, now)
 		log.Info("backup completed", "revision", st.Revision, "size_bytes", st.SizeBytes, "member", st.Member,
 			"duration", now.Sub(start).Round(time.Millisecond))
 	}
@@ -135,9 +133,8 @@ func (d *Daemon) snapshot(ctx context.Context, log *slog.Logger, etcd etcdAccess
 	}
 	defer f.Close()
 	obj := api.SnapshotObject(b.Cluster, b.Name)
-	if _, err := d.snapshots.Put(ctx, jetstream.ObjectMeta{Name: obj,
-		Description: fmt.Sprintf("etcd snapshot of cluster %s at revision %d", b.Cluster, st.Revision)}, f); err != nil {
-		return api.BackupStatus{}, fmt.Errorf("store the snapshot in object store %s: %w", bus.ObjectStoreSnapshots, err)
+	if err := d.snapshots.Put(ctx, obj, fmt.Sprintf("etcd snapshot of cluster %s at revision %d", b.Cluster, st.Revision), f, size); err != nil {
+		return api.BackupStatus{}, fmt.Errorf("store the snapshot in %s: %w", d.snapshots, err)
 	}
 	log.Debug("snapshot stored", "object", obj, "keys", st.TotalKey)
 	return api.BackupStatus{SizeBytes: size, Revision: st.Revision, Member: member.Name, SHA256: sum}, nil

@@ -1,20 +1,27 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/hostplane/hostplane/cmd/hostplane/dev"
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/release"
 	"github.com/hostplane/hostplane/pkg/testenv"
 )
 
@@ -233,4 +240,55 @@ func TestBackup_HighlyAvailable_TakenWithoutDowntimeAndRestoredIntoEveryMember(t
 		return false
 	}, "etcd never had 3 ready members again after the restore: %s", lazyJSON{&comps})
 	c.waitCondition("ha", api.ConditionAvailable, api.ConditionTrue, available)
+}
+
+// TestBackup_InAnS3CompatibleStore_RestoresAndDeletesThere points componentd at a real
+// S3-compatible store (SeaweedFS's S3 gateway) instead of the JetStream object store: a
+// backup's snapshot lands there under the configured prefix, a new cluster is restored from
+// it with its objects, and deleting the backup deletes the object.
+func TestBackup_InAnS3CompatibleStore_RestoresAndDeletesThere(t *testing.T) {
+	srv := testenv.S3(t)
+	// componentd reads the credentials where the AWS tools do.
+	t.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
+	testenv.RequireBinaries(t, release.Latest(), release.Components()...)
+	storeURL := srv.URL + "/hostplane-backups/e2e"
+	s, c := startStackAt(t, t.TempDir(), func(cfg *dev.Config) { cfg.BackupStoreURL = storeURL })
+	t.Cleanup(func() { s.Stop(context.Background()) })
+
+	if code, b := c.do("POST", "/v1/clusters", `{"name":"src","spec":{"release":{"version":"`+newRelease+`"}}}`, nil); code != http.StatusAccepted {
+		t.Fatalf("create src: %d %s", code, b)
+	}
+	c.waitCondition("src", api.ConditionAvailable, api.ConditionTrue, available)
+	before := []string{"s3-before-1", "s3-before-2"}
+	writeConfigMaps(t, c.kubeClient("src"), before...)
+	if code, b := c.do("POST", "/v1/clusters/src/backups", `{"name":"b1"}`, nil); code != http.StatusAccepted {
+		t.Fatalf("backup: %d %s", code, b)
+	}
+	b := c.waitBackup("src", "b1")
+	if cond, _ := b.Status.Conditions.Get(api.ConditionComplete); !strings.Contains(cond.Message, storeURL) {
+		t.Errorf("the Complete condition does not say the snapshot is in %s: %q", storeURL, cond.Message)
+	}
+
+	s3c, err := minio.New(strings.TrimPrefix(srv.URL, "http://"), &minio.Options{Creds: credentials.NewStaticV4(srv.AccessKey, srv.SecretKey, "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s3c.StatObject(ctx(t), "hostplane-backups", "e2e/src/b1", minio.StatObjectOptions{})
+	if err != nil || info.Size != b.Status.SizeBytes {
+		t.Fatalf("the snapshot in the S3 store: %+v, %v; want %d bytes at e2e/src/b1", info, err, b.Status.SizeBytes)
+	}
+
+	if code, b := c.do("POST", "/v1/clusters", `{"name":"copy","spec":{"release":{"version":"`+newRelease+`"},"restoreFrom":{"cluster":"src","backup":"b1"}}}`, nil); code != http.StatusAccepted {
+		t.Fatalf("restore into copy: %d %s", code, b)
+	}
+	c.waitCondition("copy", api.ConditionAvailable, api.ConditionTrue, available)
+	expectConfigMaps(t, c, "copy", before, nil)
+
+	if code, b := c.do("DELETE", "/v1/clusters/src/backups/b1", "", nil); code != http.StatusNoContent {
+		t.Fatalf("delete backup: %d %s", code, b)
+	}
+	if _, err := s3c.StatObject(ctx(t), "hostplane-backups", "e2e/src/b1", minio.StatObjectOptions{}); minio.ToErrorResponse(err).Code != "NoSuchKey" {
+		t.Errorf("the deleted backup's snapshot is still in the S3 store: %v", err)
+	}
 }

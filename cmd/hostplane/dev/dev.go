@@ -64,6 +64,10 @@ type Config struct {
 	// ComponentTuning selects the release catalogue's component settings the control planes
 	// run with (componentd.Config.Tuning; default $HOSTPLANE_COMPONENT_TUNING, else all).
 	ComponentTuning string
+	// BackupStoreURL, if set, is the S3-compatible store componentd keeps etcd snapshots in
+	// (componentd.Config.BackupStoreURL; default HOSTPLANE_BACKUP_STORE_URL, with
+	// HOSTPLANE_BACKUP_STORE_CA_FILE and HOSTPLANE_BACKUP_STORE_REGION as componentd reads them).
+	BackupStoreURL string
 
 	// AdminToken is the front door's admin token. Empty: HOSTPLANE_ADMIN_TOKEN when set, else
 	// the token in <DataDir>/admin-token, which the first start creates (mode 0600) with a
@@ -319,7 +323,9 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 
 	registries := prometheus.Gatherers{}
 	cd := componentd.Config{Runtime: cfg.Runtime, KarpenterBinary: cmp.Or(cfg.KarpenterBinary, os.Getenv("HOSTPLANE_KARPENTER_BINARY")),
-		Tuning: cmp.Or(cfg.ComponentTuning, os.Getenv("HOSTPLANE_COMPONENT_TUNING"))}
+		Tuning:            cmp.Or(cfg.ComponentTuning, os.Getenv("HOSTPLANE_COMPONENT_TUNING")),
+		BackupStoreURL:    cmp.Or(cfg.BackupStoreURL, os.Getenv("HOSTPLANE_BACKUP_STORE_URL")),
+		BackupStoreCAFile: os.Getenv("HOSTPLANE_BACKUP_STORE_CA_FILE"), BackupStoreRegion: os.Getenv("HOSTPLANE_BACKUP_STORE_REGION")}
 	mgmtKubeconfig := ""
 	if s.Management != nil {
 		mgmtKubeconfig = s.Management.KubeconfigPath
