@@ -406,9 +406,12 @@ func (d *Daemon) notifyReady(p *process.Process, cluster string) {
 }
 
 // DrainDelay is how long a load-balanced replica is marked draining (ReplicaStatus.Draining)
-// before it is stopped: several of infrad's load-balancer probe intervals, so no new client
-// connection reaches a replica that is about to go.
-const DrainDelay = 1500 * time.Millisecond
+// before it is stopped: several of infrad's load-balancer probe intervals plus the time the
+// mark takes to reach infrad (a KV write, its watch, its reconcile), so no new client
+// connection reaches a replica that is about to go. 1.5 s was not enough on a loaded machine:
+// an HA upgrade in CI had two new connections reach a kube-apiserver already shutting down.
+// It is a delay, not an acknowledgement: infrad confirming the drain would close the gap.
+const DrainDelay = 3 * time.Second
 
 // drain reports whether replica i must wait before it is replaced: a ready replica of a
 // LoadBalanced component running several replicas is first marked draining for DrainDelay.
