@@ -122,8 +122,7 @@ func volumesJoined(port string) bool {
 	defer resp.Body.Close()
 	var st struct {
 		Topology struct {
-			Free int `json:"Free"`
-			Max  int `json:"Max"`
+			Max int `json:"Max"`
 		} `json:"Topology"`
 	}
 	return json.NewDecoder(resp.Body).Decode(&st) == nil && st.Topology.Max > 0
