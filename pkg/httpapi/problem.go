@@ -124,6 +124,12 @@ func busUnavailable(r *http.Request, err error) bool {
 			return true
 		}
 	}
+	// JetStream answering 503 itself: its cluster has no meta or stream leader for the moment
+	// (a server lost, an election under way; "JetStream system temporarily unavailable").
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.Code == http.StatusServiceUnavailable {
+		return true
+	}
 	// A JetStream call that timed out while the caller still waits.
 	return errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil
 }

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -43,5 +44,30 @@ func TestWriteProblem_NATSDownIsUnavailable(t *testing.T) {
 	}
 	if rec.Code != http.StatusServiceUnavailable || p.Type != httpapi.ProblemTypeBase+string(api.CodeUnavailable) {
 		t.Fatalf("with NATS stopped: %d %s, want 503 %s", rec.Code, rec.Body, api.CodeUnavailable)
+	}
+}
+
+// A JetStream cluster without a leader for a moment (a server lost, an election) answers its
+// API calls 503 "JetStream system temporarily unavailable"; clients get that as 503 too, and
+// a JetStream refusal of another kind (here: a bucket that does not exist) stays a 500.
+func TestWriteProblem_JetStreamUnavailableIsUnavailable(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"no leader", &jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}, http.StatusServiceUnavailable},
+		{"bad request", &jetstream.APIError{Code: 400, ErrorCode: 10058, Description: "stream name already in use with a different configuration"}, http.StatusInternalServerError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := httpapi.Handle(func(http.ResponseWriter, *http.Request) error {
+				return fmt.Errorf("read cluster demo: %w", tc.err)
+			})
+			rec := httptest.NewRecorder()
+			h(rec, httptest.NewRequest("GET", "/v1/clusters/demo", nil))
+			if rec.Code != tc.want {
+				t.Fatalf("%v: answered %d %s, want %d", tc.err, rec.Code, rec.Body, tc.want)
+			}
+		})
 	}
 }
