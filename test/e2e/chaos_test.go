@@ -88,8 +88,8 @@ type campaign struct {
 
 // TestCompose_FaultCampaign drives clusters through create, node pool create and scale,
 // upgrade and delete on deploy/compose while a seeded schedule kills random daemon replicas,
-// NATS and the management apiserver with SIGKILL, each started again after a seeded pause
-// (as a restart policy would). When the faults stop, every operation must finish and the
+// one of the three NATS servers and the management apiserver with SIGKILL, each started again
+// after a seeded pause (as a restart policy would; a "lost" NATS server after 15–25 s). When the faults stop, every operation must finish and the
 // invariants hold: the accepted requests each took effect once (one cluster per create,
 // the scaled replica count and no more, the upgraded version), the guest clusters' data
 // written before the faults is intact, no machine was launched twice, and once everything is
@@ -228,13 +228,28 @@ func (k *campaign) round(round, n int, from, to string) (names, kept []string) {
 	return names, kept
 }
 
-// inject kills n seeded targets, one at a time, at seeded intervals: a daemon replica (most
-// often), NATS or the management apiserver, each started again after a seeded pause. The
-// first three are one of each, in a seeded order, so even a short campaign has every kind.
+// natsServers are deploy/compose's NATS servers: one JetStream cluster, every stream and
+// bucket on all three.
+var natsServers = []string{"nats", "nats-2", "nats-3"}
+
+// The kinds of fault, drawn from ten: a daemon replica killed (six in ten), a NATS server
+// restarted, a NATS server lost for a while, the management cluster restarted (two in ten).
+const (
+	faultReplica    = 0
+	faultNATS       = 6
+	faultNATSLost   = 7
+	faultManagement = 8
+)
+
+// inject kills n seeded targets, one at a time, at seeded intervals, each started again after
+// a seeded pause: a daemon replica (most often), one NATS server, or the management apiserver
+// (0.5–3.5 s down, a restart); or one NATS server lost for 15–25 s, while the other two carry
+// the cluster and the work goes on. The first four are one of each kind, in a seeded order,
+// so even a short campaign has every kind.
 func (k *campaign) inject(rng *rand.Rand, n int, done chan<- struct{}) {
 	defer close(done)
 	targets := chaosTargets()
-	kinds := []int{0, 6, 8} // a replica, NATS, the management apiserver: each once first
+	kinds := []int{faultReplica, faultNATS, faultNATSLost, faultManagement}
 	rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
 	for i := range n {
 		time.Sleep(time.Duration(3000+rng.IntN(7000)) * time.Millisecond)
@@ -242,16 +257,18 @@ func (k *campaign) inject(rng *rand.Rand, n int, done chan<- struct{}) {
 		if i < len(kinds) {
 			kind = kinds[i]
 		}
-		var target string
+		target, down := "", time.Duration(500+rng.IntN(3000))*time.Millisecond
 		switch {
-		case kind < 6:
+		case kind < faultNATS:
 			target = targets[rng.IntN(len(targets))]
-		case kind < 8:
-			target = "nats"
+		case kind == faultNATS:
+			target = natsServers[rng.IntN(len(natsServers))]
+		case kind == faultNATSLost:
+			target, down = natsServers[rng.IntN(len(natsServers))], time.Duration(15000+rng.IntN(10000))*time.Millisecond
 		default:
 			target = "management"
 		}
-		f := fault{at: time.Since(k.start), target: target, down: time.Duration(500+rng.IntN(3000)) * time.Millisecond}
+		f := fault{at: time.Since(k.start), target: target, down: down}
 		if out, err := k.s.run("kill", "-s", "SIGKILL", target); err != nil {
 			f.err = fmt.Errorf("kill: %v: %s", err, bytes.TrimSpace(out))
 		}
