@@ -159,11 +159,12 @@ func Start(ctx context.Context, cfg Config, images ...string) (_ *Cluster, err e
 	}
 	seconds := func(d time.Duration) string { return strconv.Itoa(int(d.Round(time.Second) / time.Second)) }
 	c.kube, err = localkube.Start(ctx, localkube.Config{
-		Dir:        filepath.Join(cfg.Dir, "apiserver"),
-		Release:    cfg.Release,
-		Host:       hostIP,
-		Supervisor: c.sup,
-		Name:       cfg.Name,
+		Dir:           filepath.Join(cfg.Dir, "apiserver"),
+		Release:       cfg.Release,
+		Host:          hostIP,
+		APIServerPort: cfg.APIServerPort,
+		Supervisor:    c.sup,
+		Name:          cfg.Name,
 		ExtraAPIServerArgs: []string{
 			"--default-not-ready-toleration-seconds=" + seconds(cfg.EvictAfter),
 			"--default-unreachable-toleration-seconds=" + seconds(cfg.EvictAfter),
