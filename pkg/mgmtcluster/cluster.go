@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -199,14 +200,22 @@ func Start(ctx context.Context, cfg Config, images ...string) (_ *Cluster, err e
 	if c.dns, err = startDNS(dnsCtx, cs, net.JoinHostPort(hostIP, "53")); err != nil {
 		return c, fmt.Errorf("cluster DNS: %w", err)
 	}
+	// The nodes start side by side: importing the images into each node's containerd is
+	// most of a start.
 	for i := 1; i <= cfg.Nodes; i++ {
-		n := c.newNode(i)
-		c.nodes = append(c.nodes, n)
-		if err := c.startNode(ctx, n, append([]string{pause}, images...)); err != nil {
-			return c, fmt.Errorf("node %s: %w", n.Name, err)
-		}
+		c.nodes = append(c.nodes, c.newNode(i))
 	}
-	return c, nil
+	errs := make([]error, len(c.nodes))
+	var wg sync.WaitGroup
+	for i, n := range c.nodes {
+		wg.Go(func() {
+			if err := c.startNode(ctx, n, append([]string{pause}, images...)); err != nil {
+				errs[i] = fmt.Errorf("node %s: %w", n.Name, err)
+			}
+		})
+	}
+	wg.Wait()
+	return c, errors.Join(errs...)
 }
 
 // startProcess starts spec under the cluster's supervisor and waits for its probe; a failure

@@ -94,12 +94,9 @@ func TestDeployK8s_DevOverlayOnRealKubelets_EverythingBecomesAvailableAndServesA
 	if err := mc.WaitNodesReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// One volume per NATS member (the dev overlay claims 1Gi), and one for the hosted
-	// cluster's etcd (componentd claims 8Gi): unclassed claims bind the smallest that fits.
-	if err := mc.AddHostPathVolumes(ctx, 3, "1Gi"); err != nil {
-		t.Fatal(err)
-	}
-	if err := mc.AddHostPathVolumes(ctx, 1, "10Gi"); err != nil {
+	// One volume per NATS member (the dev overlay claims 1Gi) and one for the hosted
+	// cluster's etcd (componentd claims 8Gi).
+	if err := mc.AddHostPathVolumes(ctx, 4, "10Gi"); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("management cluster: %d kubelet nodes Ready, images imported, in %s", deployNodes, time.Since(begin).Round(time.Millisecond))
@@ -223,16 +220,18 @@ func applyDevOverlay(ctx context.Context, t *testing.T, mc *mgmtcluster.Cluster,
 // have them imported; nothing is pulled), and componentd's HOSTPLANE_KARPENTER_IMAGE too.
 func retag(t *testing.T, o *unstructured.Unstructured, tag string) {
 	t.Helper()
-	var path []string
 	switch o.GetKind() {
 	case "Deployment", "StatefulSet", "Job":
-		path = []string{"spec", "template", "spec"}
 	default:
 		return
 	}
-	containers, _, err := unstructured.NestedSlice(o.Object, append(path, "containers")...)
-	if err != nil {
-		t.Fatal(err)
+	// Walked in place: kustomize's maps hold Go ints, which unstructured's deep copies reject.
+	spec, _ := o.Object["spec"].(map[string]any)
+	template, _ := spec["template"].(map[string]any)
+	podSpec, _ := template["spec"].(map[string]any)
+	containers, ok := podSpec["containers"].([]any)
+	if !ok {
+		t.Fatalf("%s %s: no containers", o.GetKind(), o.GetName())
 	}
 	fix := func(image string) string {
 		if name, ok := strings.CutPrefix(image, "hostplane/"); ok {
@@ -251,9 +250,6 @@ func retag(t *testing.T, o *unstructured.Unstructured, tag string) {
 				em["value"] = fix(em["value"].(string))
 			}
 		}
-	}
-	if err := unstructured.SetNestedSlice(o.Object, containers, append(path, "containers")...); err != nil {
-		t.Fatal(err)
 	}
 }
 
