@@ -44,11 +44,13 @@ type Cluster struct {
 	stopDNS        context.CancelFunc
 }
 
-// Controllers the management kube-controller-manager runs: workloads, node lifecycle and
+// Controllers the management kube-controller-manager runs: workloads (Jobs too, and the
+// clean-up of finished ones), node lifecycle and
 // taint eviction (node loss), service accounts and the root CA ConfigMap (every pod's
 // projected token volume needs both), garbage collection, namespaces.
 var Controllers = []string{
 	"deployment-controller", "replicaset-controller", "statefulset-controller",
+	"job-controller", "ttl-after-finished-controller",
 	"node-lifecycle-controller", "taint-eviction-controller", "pod-garbage-collector-controller",
 	"serviceaccount-controller", "root-ca-certificate-publisher-controller",
 	"garbage-collector-controller", "namespace-controller",
