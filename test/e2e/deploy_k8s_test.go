@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -138,10 +139,19 @@ func TestDeployK8s_DevOverlayOnRealKubelets_EverythingBecomesAvailableAndServesA
 	c.waitCondition("demo", api.ConditionAvailable, api.ConditionTrue, 4*time.Minute)
 	t.Logf("cluster demo Available %s after create (through the gateway, control plane as pods)", time.Since(created).Round(time.Millisecond))
 	checkControlPlanePods(ctx, t, cs, "demo")
-	v, err := c.kubeClient("demo").Discovery().ServerVersion()
-	if err != nil {
-		t.Fatalf("the cluster's kubeconfig does not work: %v", err)
-	}
+	// The endpoint is infrad's load balancer, in the leading infrad's pod: it is gone while
+	// that infrad restarts (it stops when it misses its NATS lease renewals, which a loaded
+	// host makes happen), so the call is retried as a user would, and each failure logged.
+	guest := c.kubeClient("demo")
+	var v *version.Info
+	poll(ctx, t, 2*time.Minute, "the cluster's kubeconfig works (GET /version)", func(ctx context.Context) (bool, string) {
+		v, err = guest.Discovery().ServerVersion()
+		if err != nil {
+			t.Logf("GET /version with the cluster's kubeconfig: %v", err)
+			return false, err.Error()
+		}
+		return true, ""
+	})
 	if v.GitVersion != "v"+rel.Version {
 		t.Errorf("hosted kube-apiserver is %s, want v%s", v.GitVersion, rel.Version)
 	}
