@@ -20,14 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/version"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/restmapper"
 
 	"github.com/hostplane/hostplane/pkg/api"
-	"github.com/hostplane/hostplane/pkg/crd"
 	"github.com/hostplane/hostplane/pkg/mgmtcluster"
 	"github.com/hostplane/hostplane/pkg/release"
 	"github.com/hostplane/hostplane/services/componentd/kuberuntime"
@@ -178,18 +173,7 @@ func saveImages(ctx context.Context, t *testing.T, tag, path string) string {
 func applyDevOverlay(ctx context.Context, t *testing.T, mc *mgmtcluster.Cluster, tag string) {
 	t.Helper()
 	admin := mc.APIServer().RESTConfig
-	if err := crd.Install(ctx, admin, promOperatorCRDFS(t), "prometheus-operator"); err != nil {
-		t.Fatalf("install the prometheus-operator CRDs: %v", err)
-	}
-	dyn, err := dynamic.NewForConfig(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dc, err := discovery.NewDiscoveryClientForConfig(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	dyn, mapper := prepareForManifests(ctx, t, admin)
 	objs := renderManifests(t, "overlays/dev")
 	for _, o := range objs {
 		if o.GetKind() == "Namespace" {

@@ -112,20 +112,7 @@ func TestManifestsServerDryRun(t *testing.T) {
 	admin := kc.RESTConfig
 	ctx := ctx(t)
 
-	// What a management cluster provides before hostplane is installed: prometheus-operator's
-	// ServiceMonitor and PrometheusRule kinds.
-	if err := crd.Install(ctx, admin, promOperatorCRDFS(t), "prometheus-operator"); err != nil {
-		t.Fatalf("install the prometheus-operator CRDs: %v", err)
-	}
-	dyn, err := dynamic.NewForConfig(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dc, err := discovery.NewDiscoveryClientForConfig(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	dyn, mapper := prepareForManifests(ctx, t, admin)
 
 	// The namespace and the RBAC objects are applied for real: namespaced objects need their
 	// namespace, and the access checks below need the bindings.
@@ -161,6 +148,26 @@ func TestManifestsServerDryRun(t *testing.T) {
 			}
 		}
 	})
+}
+
+// prepareForManifests installs what a management cluster provides before hostplane is
+// installed, prometheus-operator's ServiceMonitor and PrometheusRule kinds, and returns the
+// clients applyObject needs.
+func prepareForManifests(ctx context.Context, t *testing.T, admin *rest.Config) (dynamic.Interface, *restmapper.DeferredDiscoveryRESTMapper) {
+	t.Helper()
+	if err := crd.Install(ctx, admin, promOperatorCRDFS(t), "prometheus-operator"); err != nil {
+		t.Fatalf("install the prometheus-operator CRDs: %v", err)
+	}
+	dyn, err := dynamic.NewForConfig(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	return dyn, mapper
 }
 
 // renderManifests builds deploy/k8s/<variant> with kustomize, as `kubectl kustomize` does.
