@@ -42,6 +42,11 @@ mgmt-test: k8s-bins kubelet mgmt-tools ## the real management cluster's test (ro
 mgmt-kuberuntime-test: k8s-bins kubelet mgmt-tools ## componentd's kubernetes runtime on a real management cluster of 3 kubelet nodes (root): control planes as pods, a HighlyAvailable one spread and surviving a lost node
 	HOSTPLANE_MGMT_KUBERUNTIME_TEST=1 flock /tmp/e2e.lock $(GO) test -count=1 -v -timeout 20m -run '^TestComponentd_KubernetesRuntime_OnRealKubelets' ./test/integration/componentd
 
+.PHONY: mgmt-deploy-test
+mgmt-deploy-test: k8s-bins kubelet mgmt-tools images ## deploy/k8s (the dev overlay) applied on a real management cluster of 3 kubelet nodes (root): NATS, the daemons and the gateway Available, a cluster created through the gateway Available as pods
+	# flock -o: the cluster's processes must not inherit the lock (a killed test would keep it held)
+	HOSTPLANE_MGMT_DEPLOY_TEST=1 flock -o /tmp/e2e.lock $(GO) test -count=1 -v -timeout 15m -run '^TestDeployK8s_DevOverlayOnRealKubelets' ./test/e2e
+
 .PHONY: prometheus-tools
 prometheus-tools: ## install prometheus and promtool (Debian's prometheus package) when missing
 	@tools/prometheus.sh
@@ -83,6 +88,7 @@ test: k8s-bins kubelet mgmt-tools prometheus-tools chromium-tools clusterctl s3-
 	$(GO) vet $(PKGS)
 	HOSTPLANE_MGMT_TEST=1 $(GO) test $(TEST_FLAGS) $(PKGS)
 	$(MAKE) mgmt-kuberuntime-test
+	$(MAKE) mgmt-deploy-test
 	$(MAKE) fuzz-short
 	$(MAKE) compose-test
 

@@ -10,6 +10,8 @@ const (
 	EtcdDiscoveryService = "etcd-discovery"
 	// KubeAPIServerService is the Service in front of the kube-apiserver replicas.
 	KubeAPIServerService = "kube-apiserver"
+	// KubeAPIServerServicePort is the kube-apiserver Service's port (and its pods').
+	KubeAPIServerServicePort = 6443
 )
 
 // ControlPlaneNamespace is cluster's control-plane namespace, "hostplane-<cluster>".

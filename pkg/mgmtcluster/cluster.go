@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -43,11 +44,13 @@ type Cluster struct {
 	stopDNS        context.CancelFunc
 }
 
-// Controllers the management kube-controller-manager runs: workloads, node lifecycle and
+// Controllers the management kube-controller-manager runs: workloads (Jobs too, and the
+// clean-up of finished ones), node lifecycle and
 // taint eviction (node loss), service accounts and the root CA ConfigMap (every pod's
 // projected token volume needs both), garbage collection, namespaces.
 var Controllers = []string{
 	"deployment-controller", "replicaset-controller", "statefulset-controller",
+	"job-controller", "ttl-after-finished-controller",
 	"node-lifecycle-controller", "taint-eviction-controller", "pod-garbage-collector-controller",
 	"serviceaccount-controller", "root-ca-certificate-publisher-controller",
 	"garbage-collector-controller", "namespace-controller",
@@ -159,11 +162,12 @@ func Start(ctx context.Context, cfg Config, images ...string) (_ *Cluster, err e
 	}
 	seconds := func(d time.Duration) string { return strconv.Itoa(int(d.Round(time.Second) / time.Second)) }
 	c.kube, err = localkube.Start(ctx, localkube.Config{
-		Dir:        filepath.Join(cfg.Dir, "apiserver"),
-		Release:    cfg.Release,
-		Host:       hostIP,
-		Supervisor: c.sup,
-		Name:       cfg.Name,
+		Dir:           filepath.Join(cfg.Dir, "apiserver"),
+		Release:       cfg.Release,
+		Host:          hostIP,
+		APIServerPort: cfg.APIServerPort,
+		Supervisor:    c.sup,
+		Name:          cfg.Name,
 		ExtraAPIServerArgs: []string{
 			"--default-not-ready-toleration-seconds=" + seconds(cfg.EvictAfter),
 			"--default-unreachable-toleration-seconds=" + seconds(cfg.EvictAfter),
@@ -198,14 +202,22 @@ func Start(ctx context.Context, cfg Config, images ...string) (_ *Cluster, err e
 	if c.dns, err = startDNS(dnsCtx, cs, net.JoinHostPort(hostIP, "53")); err != nil {
 		return c, fmt.Errorf("cluster DNS: %w", err)
 	}
+	// The nodes start side by side: importing the images into each node's containerd is
+	// most of a start.
 	for i := 1; i <= cfg.Nodes; i++ {
-		n := c.newNode(i)
-		c.nodes = append(c.nodes, n)
-		if err := c.startNode(ctx, n, append([]string{pause}, images...)); err != nil {
-			return c, fmt.Errorf("node %s: %w", n.Name, err)
-		}
+		c.nodes = append(c.nodes, c.newNode(i))
 	}
-	return c, nil
+	errs := make([]error, len(c.nodes))
+	var wg sync.WaitGroup
+	for i, n := range c.nodes {
+		wg.Go(func() {
+			if err := c.startNode(ctx, n, append([]string{pause}, images...)); err != nil {
+				errs[i] = fmt.Errorf("node %s: %w", n.Name, err)
+			}
+		})
+	}
+	wg.Wait()
+	return c, errors.Join(errs...)
 }
 
 // startProcess starts spec under the cluster's supervisor and waits for its probe; a failure

@@ -23,6 +23,11 @@ type Config struct {
 	Dir string
 	// Nodes is the number of kubelet nodes, 1 to 8; default 2.
 	Nodes int
+	// APIServerPort is the management kube-apiserver's port on the host's link address; 0
+	// picks a free one. 443 lets pods reach it as https://kubernetes.default.svc, as in any
+	// cluster: there is no kube-proxy, so the cluster DNS answers the Service's name with the
+	// apiserver's own address and the pod dials the Service's port (443) there.
+	APIServerPort int
 	// Release whose binaries run (etcd, kube-apiserver, kube-controller-manager,
 	// kube-scheduler, kubelet); default release.Latest().
 	Release release.Release
@@ -96,6 +101,9 @@ func (c Config) Validate() error {
 	}
 	if c.NodeMonitorGracePeriod < 4*time.Second {
 		problems = append(problems, "NodeMonitorGracePeriod is under 4s")
+	}
+	if c.APIServerPort < 0 || c.APIServerPort > 65535 {
+		problems = append(problems, fmt.Sprintf("APIServerPort %d is not a port", c.APIServerPort))
 	}
 	if c.EvictAfter < 0 || c.ReadyTimeout < 0 {
 		problems = append(problems, "negative EvictAfter or ReadyTimeout")

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+
+	"github.com/hostplane/hostplane/pkg/release"
 )
 
 // ImageFile is one file of an image's only layer.
@@ -220,4 +222,29 @@ func buildPause(ctx context.Context, dir string) (string, error) {
 	archive := filepath.Join(dir, "pause.tar")
 	img := Image{Ref: pauseImage, Files: []ImageFile{{Path: "/pause", Source: bin}}, Entrypoint: []string{"/pause"}}
 	return archive, img.WriteArchive(archive)
+}
+
+// ReleaseImages packs rel's cached binaries (etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler) into FROM-scratch images named as the release names them (rel.Images), so
+// componentd's kubernetes runtime finds them without a pull, and returns their archives,
+// written into dir.
+func ReleaseImages(rel release.Release, dir string) ([]string, error) {
+	var out []string
+	for _, comp := range release.Components() {
+		bin, err := rel.Binary(comp)
+		if err != nil {
+			return nil, err
+		}
+		img := Image{
+			Ref:   rel.Images[comp],
+			Files: []ImageFile{{Path: "/usr/local/bin/" + comp, Source: bin}},
+			Env:   []string{"PATH=/usr/local/bin"},
+		}
+		archive := filepath.Join(dir, comp+".tar")
+		if err := img.WriteArchive(archive); err != nil {
+			return nil, err
+		}
+		out = append(out, archive)
+	}
+	return out, nil
 }

@@ -68,6 +68,12 @@ type Config struct {
 	// Host is the address every endpoint, port and load balancer of the local platform is on
 	// (HOSTPLANE_INFRA_HOST, default 127.0.0.1).
 	Host string
+	// APIServerService makes the load balancers forward to each cluster's kube-apiserver
+	// Service (api.KubeAPIServerHost, port api.KubeAPIServerServicePort) instead of the
+	// apiserver ports recorded on Host: for componentd's kubernetes runtime, whose
+	// apiservers are pods in the management cluster, not processes on Host
+	// (HOSTPLANE_INFRA_APISERVER_SERVICE=true).
+	APIServerService bool
 	// HealthInterval is how often a load balancer probes its backends' /readyz (default
 	// 500ms; kube-apiserver's --shutdown-delay-duration must be a few of these).
 	HealthInterval time.Duration
@@ -112,6 +118,8 @@ func (c *Config) defaults() error {
 func RegisterFlags(fs *flag.FlagSet) func(daemon.Base) (daemon.Runner, error) {
 	var cfg Config
 	fs.StringVar(&cfg.Host, "endpoint-host", daemon.Env("HOSTPLANE_INFRA_HOST", DefaultHost), "address of the control planes' endpoints and load balancers (HOSTPLANE_INFRA_HOST)")
+	fs.BoolVar(&cfg.APIServerService, "apiserver-service", daemon.Env("HOSTPLANE_INFRA_APISERVER_SERVICE", "") == "true",
+		"load balancers forward to each cluster's kube-apiserver Service in the management cluster (componentd's kubernetes runtime) (HOSTPLANE_INFRA_APISERVER_SERVICE)")
 	fs.DurationVar(&cfg.HealthInterval, "lb-health-interval", DefaultHealthInterval, "how often a load balancer probes its kube-apiserver backends' /readyz")
 	fs.StringVar(&cfg.LocalCloudURL, "localcloud-url", daemon.Env("HOSTPLANE_LOCALCLOUD_URL", ""), "the local cloud's API, unix:///abs.sock or http://host:port (HOSTPLANE_LOCALCLOUD_URL); without it machines are not provisioned")
 	fs.BoolVar(&cfg.LeaderElection, "machines-leader-election", false, "hold a Lease in the management cluster for the machines provider (several infrads)")

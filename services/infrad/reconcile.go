@@ -271,6 +271,10 @@ func (d *Daemon) ensureLB(cluster string, inf *api.Infra) error {
 	for _, e := range inf.APIServers {
 		backends = append(backends, net.JoinHostPort(e.Host, strconv.Itoa(e.Port)))
 	}
+	if d.cfg.APIServerService {
+		// The Service balances over the apiserver pods itself.
+		backends = []string{net.JoinHostPort(api.KubeAPIServerHost(cluster), strconv.Itoa(api.KubeAPIServerServicePort))}
+	}
 	d.mu.Lock()
 	if d.stopped {
 		d.mu.Unlock()
@@ -285,7 +289,7 @@ func (d *Daemon) ensureLB(cluster string, inf *api.Infra) error {
 		d.closeLB(cluster)
 	}
 	cfg := lb.Config{Cluster: cluster, Addr: addr, Backends: backends, HealthInterval: d.cfg.HealthInterval, Metrics: d.metrics.lb, Log: d.log}
-	if len(backends) == 1 { // a single apiserver's balancer wakes its cluster
+	if len(inf.APIServers) == 1 { // a single apiserver's balancer wakes its cluster
 		cfg.Wake = func() error { return d.requestWake(cluster) }
 		cfg.Now = d.clock().Now
 	}

@@ -37,7 +37,7 @@ const (
 	EtcdClientPort         = 2379
 	EtcdPeerPort           = 2380
 	EtcdMetricsPort        = 2381 // plain HTTP: /livez, /readyz, /metrics
-	APIServerPort          = 6443
+	APIServerPort          = api.KubeAPIServerServicePort
 	ControllerManagerPort  = 10257
 	SchedulerPort          = 10259
 	EtcdDiscoveryService   = api.EtcdDiscoveryService // headless: one DNS name per etcd member

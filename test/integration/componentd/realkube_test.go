@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -87,7 +85,7 @@ func startRealManagementCluster(t *testing.T) (_ *mgmtcluster.Cluster, err error
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	archives, err := releaseImages(rel, dir)
+	archives, err := mgmtcluster.ReleaseImages(rel, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +135,9 @@ func newRealKubeHarness(t *testing.T, mc *mgmtcluster.Cluster, cluster, version 
 	})
 	t.Cleanup(func() {
 		if t.Failed() {
-			logPods(t, mc, cs, ns)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			t.Log(mc.DescribePods(ctx, ns, 12))
 		}
 	})
 	h := newHarnessFor(t, version)
@@ -172,75 +172,6 @@ func TestComponentd_KubernetesRuntime_OnRealKubelets_ControlPlanePodsBecomeAvail
 	} else {
 		t.Logf("resident memory of the control plane's %d pods (cgroup memory.stat of each pod): %.0f MiB", n, float64(rss)/(1<<20))
 	}
-}
-
-// logPods logs every pod of ns with its containers' states and the end of their logs, read
-// from the nodes' pod log directories (the management apiserver cannot reach the kubelets
-// by their node names).
-func logPods(t *testing.T, mc *mgmtcluster.Cluster, cs kubernetes.Interface, ns string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Logf("pods: %v", err)
-		return
-	}
-	for _, p := range pods.Items {
-		var states []string
-		for _, c := range p.Status.ContainerStatuses {
-			states = append(states, fmt.Sprintf("%s ready=%v restarts=%d %+v", c.Name, c.Ready, c.RestartCount, c.State))
-		}
-		t.Logf("pod %s on %s: %s deleting=%v %s", p.Name, p.Spec.NodeName, p.Status.Phase, p.DeletionTimestamp != nil, strings.Join(states, "; "))
-		n := mc.NodeNamed(p.Spec.NodeName)
-		if n == nil {
-			continue
-		}
-		for _, c := range p.Spec.Containers {
-			// <node dir>/pods-logs/<namespace>_<pod>_<uid>/<container>/<restart>.log
-			logs, _ := filepath.Glob(filepath.Join(n.Dir, "pods-logs", ns+"_"+p.Name+"_"+string(p.UID), c.Name, "*.log"))
-			slices.Sort(logs)
-			if len(logs) > 2 {
-				logs = logs[len(logs)-2:]
-			}
-			for _, l := range logs {
-				t.Logf("--- end of %s ---\n%s", l, tail(l, 12))
-			}
-		}
-	}
-}
-
-// tail returns the last n lines of a file.
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
-}
-
-// releaseImages packs the cached release binaries into FROM-scratch images named as the
-// release names them, so pods find them without a pull, and returns the archives in dir.
-func releaseImages(rel release.Release, dir string) ([]string, error) {
-	var out []string
-	for _, comp := range release.Components() {
-		bin, err := rel.Binary(comp)
-		if err != nil {
-			return nil, err
-		}
-		img := mgmtcluster.Image{
-			Ref:   rel.Images[comp],
-			Files: []mgmtcluster.ImageFile{{Path: "/usr/local/bin/" + comp, Source: bin}},
-			Env:   []string{"PATH=/usr/local/bin"},
-		}
-		archive := filepath.Join(dir, comp+".tar")
-		if err := img.WriteArchive(archive); err != nil {
-			return nil, err
-		}
-		out = append(out, archive)
-	}
-	return out, nil
 }
 
 // controlPlanePods returns ns's pods that are not being deleted, by component.

@@ -1,0 +1,383 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/mgmtcluster"
+	"github.com/hostplane/hostplane/pkg/release"
+	"github.com/hostplane/hostplane/services/componentd/kuberuntime"
+)
+
+// EnvDeployTest runs TestDeployK8s_DevOverlayOnRealKubelets (make mgmt-deploy-test, which
+// make test runs after mgmt-kuberuntime-test: it needs root, the release binaries, the
+// kubelet, containerd and the images `make images` builds).
+const EnvDeployTest = "HOSTPLANE_MGMT_DEPLOY_TEST"
+
+// The images deploy/k8s runs, as `make images` tags them: hostplane/<name>:<tag>.
+var deployImages = []string{"nats", "hostplane", "clusterd", "nodepoold", "componentd", "pkid", "infrad", "ignitiond", "gateway"}
+
+// deployNodes: three kubelet nodes, so the NATS members and each daemon's two replicas spread.
+const deployNodes = 3
+
+// The dev overlay's admin token (overlays/dev: never used elsewhere).
+const devAdminToken = "dev-admin-token-not-secret"
+
+// TestDeployK8s_DevOverlayOnRealKubelets_EverythingBecomesAvailableAndServesAHostedCluster
+// applies deploy/k8s/overlays/dev, as an operator would, onto a real management cluster
+// (pkg/mgmtcluster: kubelets on containerd in network namespaces) with the FROM-scratch
+// images of `make images` imported into its nodes, and checks what the operator looks at:
+// the NATS StatefulSet's three members Ready on claims bound to volumes, the bootstrap Job
+// complete, every daemon's Deployment and the gateway Available; then, through the gateway's
+// pod, a cluster created with the API becomes Available with its control plane running as
+// pods (componentd's kubernetes runtime) and its kubeconfig works.
+func TestDeployK8s_DevOverlayOnRealKubelets_EverythingBecomesAvailableAndServesAHostedCluster(t *testing.T) {
+	if os.Getenv(EnvDeployTest) == "" {
+		t.Skip("needs root, containerd, the kubelet and `make images`: run `make mgmt-deploy-test`")
+	}
+	tag := os.Getenv("HOSTPLANE_IMAGE_TAG")
+	if tag == "" {
+		tag = "dev"
+	}
+	rel := release.Latest()
+	begin := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+
+	// The images: hostplane's, saved from docker, and the release's for the hosted control
+	// planes, written here around the cached binaries.
+	dir := t.TempDir()
+	archives := []string{saveImages(ctx, t, tag, filepath.Join(dir, "hostplane-images.tar"))}
+	rels, err := mgmtcluster.ReleaseImages(rel, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	archives = append(archives, rels...)
+
+	mc, err := mgmtcluster.Start(ctx, mgmtcluster.Config{Nodes: deployNodes, Release: rel, APIServerPort: 443}, archives...)
+	if err != nil {
+		t.Fatalf("management cluster: %v", err)
+	}
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer scancel()
+		if err := mc.Stop(sctx); err != nil {
+			t.Errorf("stop the management cluster: %v", err)
+		}
+		if left := mgmtcluster.Leftovers(mgmtcluster.Config{}); len(left) > 0 {
+			t.Errorf("left on the host after Stop: %v", left)
+		}
+	})
+	if err := mc.WaitNodesReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// One volume per NATS member (the dev overlay claims 1Gi) and one for the hosted
+	// cluster's etcd (componentd claims 8Gi).
+	if err := mc.AddHostPathVolumes(ctx, 4, "10Gi"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("management cluster: %d kubelet nodes Ready, images imported, in %s", deployNodes, time.Since(begin).Round(time.Millisecond))
+	cs, err := mc.Clientset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
+			defer dcancel()
+			for _, ns := range []string{manifestNamespace, api.ControlPlaneNamespace("demo")} {
+				t.Logf("pods of %s:\n%s", ns, mc.DescribePods(dctx, ns, 15))
+			}
+		}
+	})
+
+	applied := time.Now()
+	applyDevOverlay(ctx, t, mc, tag)
+	t.Logf("deploy/k8s/overlays/dev applied in %s", time.Since(applied).Round(time.Millisecond))
+
+	waitNATS(ctx, t, cs)
+	t.Logf("NATS: 3 members Ready, claims Bound, %s after apply", time.Since(applied).Round(time.Millisecond))
+	waitJob(ctx, t, cs, "nats-bootstrap")
+	t.Logf("nats-bootstrap complete %s after apply", time.Since(applied).Round(time.Millisecond))
+	for _, d := range []string{"clusterd", "nodepoold", "componentd", "pkid", "infrad", "ignitiond", "gateway"} {
+		waitDeploymentAvailable(ctx, t, cs, d)
+	}
+	t.Logf("every Deployment Available %s after apply (%s after the start)", time.Since(applied).Round(time.Millisecond), time.Since(begin).Round(time.Millisecond))
+
+	// The gateway, reached as a host reaches a pod: the host routes every node's pod range.
+	gw := gatewayURL(ctx, t, cs)
+	c := newClient(t, gw, devAdminToken, "")
+	created := time.Now()
+	body := fmt.Sprintf(`{"name":"demo","spec":{"release":{"version":%q},"platform":{"type":"local"},"controllerAvailabilityPolicy":"SingleReplica"}}`, rel.Version)
+	if code, b := c.do("POST", "/v1/clusters", body, nil); code != http.StatusAccepted {
+		t.Fatalf("create the cluster through the gateway: %d %s", code, b)
+	}
+	c.waitCondition("demo", api.ConditionAvailable, api.ConditionTrue, 4*time.Minute)
+	t.Logf("cluster demo Available %s after create (through the gateway, control plane as pods)", time.Since(created).Round(time.Millisecond))
+	checkControlPlanePods(ctx, t, cs, "demo")
+	// The endpoint is infrad's load balancer, in the leading infrad's pod: it is gone while
+	// that infrad restarts (it stops when it misses its NATS lease renewals, which a loaded
+	// host makes happen), so the call is retried as a user would, and each failure logged.
+	guest := c.kubeClient("demo")
+	var v *version.Info
+	poll(ctx, t, 2*time.Minute, "the cluster's kubeconfig works (GET /version)", func(ctx context.Context) (bool, string) {
+		v, err = guest.Discovery().ServerVersion()
+		if err != nil {
+			t.Logf("GET /version with the cluster's kubeconfig: %v", err)
+			return false, err.Error()
+		}
+		return true, ""
+	})
+	if v.GitVersion != "v"+rel.Version {
+		t.Errorf("hosted kube-apiserver is %s, want v%s", v.GitVersion, rel.Version)
+	}
+	t.Logf("kubeconfig works: the hosted kube-apiserver answers %s; whole test %s", v.GitVersion, time.Since(begin).Round(time.Millisecond))
+}
+
+// saveImages writes hostplane's images (docker save) into one archive at path.
+func saveImages(ctx context.Context, t *testing.T, tag, path string) string {
+	t.Helper()
+	args := []string{"save", "-o", path}
+	for _, name := range deployImages {
+		args = append(args, "hostplane/"+name+":"+tag)
+	}
+	if out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput(); err != nil {
+		t.Fatalf("docker %s: %v: %s (build them with `make images`, HOSTPLANE_IMAGE_TAG=%s)", strings.Join(args, " "), err, out, tag)
+	}
+	return path
+}
+
+// applyDevOverlay does what deploy/k8s/README.md tells an operator: prometheus-operator's
+// kinds present, the Secrets of `hostplane credentials init` + `k8s-secrets` applied with
+// kubectl, and the dev overlay applied server-side, its images at tag (the `images:`
+// override an operator sets) and never pulled.
+func applyDevOverlay(ctx context.Context, t *testing.T, mc *mgmtcluster.Cluster, tag string) {
+	t.Helper()
+	admin := mc.APIServer().RESTConfig
+	dyn, mapper := prepareForManifests(ctx, t, admin)
+	objs := renderManifests(t, "overlays/dev")
+	for _, o := range objs {
+		if o.GetKind() == "Namespace" {
+			if err := applyObject(ctx, dyn, mapper, o, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	// The credentials, exactly as the README's two commands make them.
+	hp := filepath.Join(t.TempDir(), "hostplane")
+	build := exec.CommandContext(ctx, "go", "build", "-o", hp, ".")
+	build.Dir = filepath.Join("..", "..", "cmd", "hostplane")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build hostplane: %v: %s", err, out)
+	}
+	creds := filepath.Join(t.TempDir(), "nats-creds")
+	run(ctx, t, nil, hp, "credentials", "init", "--dir", creds,
+		"--tls-host", "nats", "--tls-host", "nats.hostplane-system.svc", "--tls-host", "nats.hostplane-system.svc.cluster.local",
+		"--tls-route-host", "*.nats-headless", "--tls-route-host", "*.nats-headless.hostplane-system.svc",
+		"--tls-route-host", "*.nats-headless.hostplane-system.svc.cluster.local",
+		"--mgmt-tls-host", "{daemon}.hostplane-system.svc", "--mgmt-tls-host", "{daemon}.hostplane-system.svc.cluster.local")
+	secrets := run(ctx, t, nil, hp, "credentials", "k8s-secrets", "--dir", creds)
+	run(ctx, t, secrets, "kubectl", "--kubeconfig", mc.KubeconfigPath, "apply", "-f", "-")
+
+	for _, o := range objs {
+		if o.GetKind() == "Namespace" {
+			continue
+		}
+		retag(t, o, tag)
+		if err := applyObject(ctx, dyn, mapper, o, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// retag points a workload's hostplane images at tag with imagePullPolicy Never (the nodes
+// have them imported; nothing is pulled), and componentd's HOSTPLANE_KARPENTER_IMAGE too.
+func retag(t *testing.T, o *unstructured.Unstructured, tag string) {
+	t.Helper()
+	switch o.GetKind() {
+	case "Deployment", "StatefulSet", "Job":
+	default:
+		return
+	}
+	// Walked in place: kustomize's maps hold Go ints, which unstructured's deep copies reject.
+	spec, _ := o.Object["spec"].(map[string]any)
+	template, _ := spec["template"].(map[string]any)
+	podSpec, _ := template["spec"].(map[string]any)
+	containers, ok := podSpec["containers"].([]any)
+	if !ok {
+		t.Fatalf("%s %s: no containers", o.GetKind(), o.GetName())
+	}
+	fix := func(image string) string {
+		if name, ok := strings.CutPrefix(image, "hostplane/"); ok {
+			return "hostplane/" + strings.SplitN(name, ":", 2)[0] + ":" + tag
+		}
+		return image
+	}
+	for _, c := range containers {
+		m := c.(map[string]any)
+		m["image"] = fix(m["image"].(string))
+		m["imagePullPolicy"] = string(corev1.PullNever)
+		env, _ := m["env"].([]any)
+		for _, e := range env {
+			em := e.(map[string]any)
+			if em["name"] == "HOSTPLANE_KARPENTER_IMAGE" {
+				em["value"] = fix(em["value"].(string))
+			}
+		}
+	}
+}
+
+// run runs a command with stdin and returns its stdout; a failure fails the test.
+func run(ctx context.Context, t *testing.T, stdin []byte, name string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s %s: %v: %s", name, strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.Bytes()
+}
+
+// poll waits for cond, failing the test with the last state it described.
+func poll(ctx context.Context, t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, string)) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		ok, state := cond(ctx)
+		last = state
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("%s within %v: %v; last: %s", what, timeout, err, last)
+	}
+}
+
+// waitNATS waits for the StatefulSet nats: 3 Ready members, each claim Bound.
+func waitNATS(ctx context.Context, t *testing.T, cs kubernetes.Interface) {
+	t.Helper()
+	poll(ctx, t, 3*time.Minute, "NATS StatefulSet Ready", func(ctx context.Context) (bool, string) {
+		sts, err := cs.AppsV1().StatefulSets(manifestNamespace).Get(ctx, "nats", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		pvcs, err := cs.CoreV1().PersistentVolumeClaims(manifestNamespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		bound := 0
+		for _, p := range pvcs.Items {
+			if strings.HasPrefix(p.Name, "data-nats-") && p.Status.Phase == corev1.ClaimBound && p.Spec.VolumeName != "" {
+				bound++
+			}
+		}
+		state := fmt.Sprintf("%d of 3 members Ready, %d claims Bound", sts.Status.ReadyReplicas, bound)
+		return sts.Status.ReadyReplicas == 3 && bound == 3, state
+	})
+}
+
+// waitJob waits for the Job to complete.
+func waitJob(ctx context.Context, t *testing.T, cs kubernetes.Interface, name string) {
+	t.Helper()
+	poll(ctx, t, 3*time.Minute, "Job "+name+" Complete", func(ctx context.Context) (bool, string) {
+		j, err := cs.BatchV1().Jobs(manifestNamespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range j.Status.Conditions {
+			if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("succeeded %d, failed %d", j.Status.Succeeded, j.Status.Failed)
+	})
+}
+
+// waitDeploymentAvailable waits for the Deployment's Available condition.
+func waitDeploymentAvailable(ctx context.Context, t *testing.T, cs kubernetes.Interface, name string) {
+	t.Helper()
+	poll(ctx, t, 3*time.Minute, "Deployment "+name+" Available", func(ctx context.Context) (bool, string) {
+		d, err := cs.AppsV1().Deployments(manifestNamespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range d.Status.Conditions {
+			if c.Type == appsv1.DeploymentAvailable && c.Status == corev1.ConditionTrue {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d of %d replicas ready, %d available", d.Status.ReadyReplicas, d.Status.Replicas, d.Status.AvailableReplicas)
+	})
+}
+
+// gatewayURL returns the address of a Ready gateway pod.
+func gatewayURL(ctx context.Context, t *testing.T, cs kubernetes.Interface) string {
+	t.Helper()
+	pods, err := cs.CoreV1().Pods(manifestNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=gateway"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if podReadyAndRunning(&p) {
+			return "http://" + net.JoinHostPort(p.Status.PodIP, "8080")
+		}
+	}
+	t.Fatalf("no Ready gateway pod among %d", len(pods.Items))
+	return ""
+}
+
+// checkControlPlanePods checks that the cluster's control plane runs as Ready pods in its
+// namespace: etcd, kube-apiserver, kube-controller-manager and kube-scheduler.
+func checkControlPlanePods(ctx context.Context, t *testing.T, cs kubernetes.Interface, cluster string) {
+	t.Helper()
+	ns := api.ControlPlaneNamespace(cluster)
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := map[string]bool{}
+	for _, p := range pods.Items {
+		if podReadyAndRunning(&p) {
+			ready[p.Labels[kuberuntime.LabelComponent]] = true
+			t.Logf("pod %s/%s Ready on %s at %s", ns, p.Name, p.Spec.NodeName, p.Status.PodIP)
+		}
+	}
+	for _, comp := range []string{api.ComponentEtcd, api.ComponentKubeAPIServer, api.ComponentControllerManager, api.ComponentScheduler} {
+		if !ready[comp] {
+			t.Errorf("no Ready %s pod in %s (Ready: %v)", comp, ns, ready)
+		}
+	}
+}
+
+func podReadyAndRunning(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
