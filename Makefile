@@ -88,9 +88,9 @@ test: k8s-bins kubelet mgmt-tools prometheus-tools chromium-tools clusterctl s3-
 	$(GO) vet $(PKGS)
 	HOSTPLANE_MGMT_TEST=1 $(GO) test $(TEST_FLAGS) $(PKGS)
 	$(MAKE) mgmt-kuberuntime-test
-	$(MAKE) mgmt-deploy-test
 	$(MAKE) fuzz-short
-	$(MAKE) compose-test
+	# One make for both: `images` (their common prerequisite) is built once, not twice.
+	$(MAKE) mgmt-deploy-test compose-test
 
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each (default 1m), one after the other
