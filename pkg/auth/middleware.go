@@ -50,7 +50,7 @@ const PathConsole = "/ui"
 // open reports whether path needs no token.
 func (a *Authenticator) open(path string) bool {
 	switch path {
-	case httpapi.PathHealthz, httpapi.PathReadyz, httpapi.PathOpenAPI:
+	case httpapi.PathHealthz, httpapi.PathReadyz, httpapi.PathLeaderz, httpapi.PathOpenAPI:
 		return true
 	case httpapi.PathMetrics:
 		return !a.metricsAuth

@@ -191,8 +191,9 @@ func (d *Daemon) tracerProvider() trace.TracerProvider {
 	return nil
 }
 
-// Ready reports nil once the daemon is connected, every controller consumes and the
-// daemon's own check passes.
+// Ready reports nil once this replica leads (holds the daemon's lease), is connected, every
+// controller consumes and the daemon's own check passes: its routes answer. A replica that
+// stands by gets ErrStandby, naming the leader. The admin port serves it as /leaderz.
 func (d *Daemon) Ready(ctx context.Context) error {
 	if holder := d.standbyOf.Load(); holder != nil {
 		return fmt.Errorf("%s: %w (%s leads)", d.spec.Name, ErrStandby, *holder)
@@ -214,6 +215,17 @@ func (d *Daemon) Ready(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// replicaReady is the admin port's /readyz: nil for a healthy replica, one that leads and
+// is Ready, or one that stands by (connected and campaigning, ready to take over). So a
+// Deployment of two replicas counts both Ready (Available, rolling updates and drains
+// proceed), and whoever must reach the leader asks /leaderz (Ready) instead.
+func (d *Daemon) replicaReady(ctx context.Context) error {
+	if d.standbyOf.Load() != nil {
+		return nil
+	}
+	return d.Ready(ctx)
 }
 
 // Leading reports whether this replica holds its daemon's lease and works (its routes
@@ -443,7 +455,7 @@ func (d *Daemon) serveAdmin(ctx context.Context, tp trace.TracerProvider) chan e
 	if d.base.AdminAddr == "" {
 		return nil
 	}
-	hcfg := httpapi.Config{Name: d.spec.Name, Logger: d.log, Registry: d.registry, Ready: d.Ready, TracerProvider: tp,
+	hcfg := httpapi.Config{Name: d.spec.Name, Logger: d.log, Registry: d.registry, Ready: d.replicaReady, Leads: d.Ready, TracerProvider: tp,
 		OpenAPI: api.OpenAPI()}
 	if d.adminTLS != nil {
 		// Who may call comes first: a call that bypasses the gateway is refused before its

@@ -8,5 +8,6 @@ import "errors"
 var ErrNoTokens = errors.New("the admin API needs tokens: set HOSTPLANE_TOKENS_FILE or HOSTPLANE_ADMIN_TOKEN, or pass --insecure-no-auth to serve it without access control")
 
 // ErrStandby is what Ready reports of a replica that stands by while another one leads: it
-// serves nothing but its health (a Service routes to the leader only).
+// is ready (healthy) but serves nothing but its health, and /leaderz answers 503 (the gateway
+// routes to the replica whose /leaderz answers 200).
 var ErrStandby = errors.New("standing by")

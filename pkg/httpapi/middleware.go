@@ -146,8 +146,8 @@ func (in *instrumenter) middleware(next http.Handler) http.Handler {
 			ctx = trace.ContextWithSpanContext(ctx, st.span)
 		}
 		level := slog.LevelInfo
-		if rec.status < 400 && (route == PathHealthz || route == PathReadyz || route == PathMetrics) {
-			level = slog.LevelDebug // probes and scrapes would drown everything else
+		if route == PathLeaderz || rec.status < 400 && (route == PathHealthz || route == PathReadyz || route == PathMetrics) {
+			level = slog.LevelDebug // probes and scrapes would drown everything else (a standby's 503 to /leaderz is expected)
 		}
 		log.LogAttrs(ctx, level, "http request",
 			slog.String("method", r.Method),

@@ -29,6 +29,12 @@ type Config struct {
 	MaxBodyBytes int64
 	// Ready answers /readyz: nil error means ready, an error names what is not. Nil: always ready.
 	Ready func(ctx context.Context) error
+	// Leads, when set, answers /leaderz: nil when this replica of a daemon leads and serves
+	// its routes, an error (503) when it stands by or is not ready. /readyz says whether a
+	// replica is healthy, standby or not, so that a Deployment of several counts every one;
+	// /leaderz is what a client that must reach the leader (the gateway) asks. Nil: no
+	// /leaderz route.
+	Leads func(ctx context.Context) error
 	// Health, when set, answers /healthz instead of a plain {"status":"ok"}: it returns a
 	// detail to show (for example every daemon's state) and whether all is healthy (503 if not).
 	Health func(ctx context.Context) (detail any, healthy bool)
@@ -50,6 +56,7 @@ type Config struct {
 const (
 	PathHealthz = "/healthz"
 	PathReadyz  = "/readyz"
+	PathLeaderz = "/leaderz"
 	PathMetrics = "/metrics"
 	PathOpenAPI = "/openapi.json"
 )
@@ -91,7 +98,10 @@ func NewRouter(cfg Config) chi.Router {
 	r.MethodNotAllowed(methodNotAllowed)
 
 	r.Get(PathHealthz, healthz(cfg.Health))
-	r.Get(PathReadyz, readyz(cfg.Ready))
+	r.Get(PathReadyz, readyz(cfg.Ready, "ready"))
+	if cfg.Leads != nil {
+		r.Get(PathLeaderz, readyz(cfg.Leads, "leading"))
+	}
 	var gatherer prometheus.Gatherer = cfg.Registry
 	if cfg.Gatherer != nil {
 		gatherer = cfg.Gatherer
@@ -131,24 +141,26 @@ func healthz(health func(context.Context) (any, bool)) http.HandlerFunc {
 	}
 }
 
-func readyz(ready func(context.Context) error) http.HandlerFunc {
+// readyz answers 200 {"status": state} when ready is nil or reports nil, else a 503 problem
+// naming why not.
+func readyz(ready func(context.Context) error, state string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if ready != nil {
 			ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 			err := ready(ctx)
 			cancel()
 			if err != nil {
-				msg := "not ready: " + err.Error()
+				msg := "not " + state + ": " + err.Error()
 				var ae *api.Error
 				if errors.As(err, &ae) && ae.Message != "" {
-					msg = "not ready: " + ae.Message
+					msg = "not " + state + ": " + ae.Message
 				}
-				LoggerFrom(r.Context()).DebugContext(r.Context(), "not ready", "error", err)
+				LoggerFrom(r.Context()).DebugContext(r.Context(), "not "+state, "error", err)
 				writeProblem(w, r, &api.Error{Code: api.CodeUnavailable, Message: msg, Err: err}, false)
 				return
 			}
 		}
-		WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+		WriteJSON(w, http.StatusOK, map[string]string{"status": state})
 	}
 }
 

@@ -57,6 +57,31 @@ func TestRouter_HealthAndReadiness(t *testing.T) {
 	}
 }
 
+// A replica that stands by is ready (healthy) but does not lead: /readyz says 200 and
+// /leaderz 503, which is what the gateway asks to find the leader.
+func TestRouter_LeaderzAnswersOnlyTheLeadingReplica(t *testing.T) {
+	var standby error
+	env := newTestEnv(t, Config{
+		Ready: func(context.Context) error { return nil },
+		Leads: func(context.Context) error { return standby },
+	}, nil)
+	var body map[string]string
+	if res := env.get(t, "/leaderz"); res.status != 200 || json.Unmarshal(res.body, &body) != nil || body["status"] != "leading" {
+		t.Errorf("/leaderz of the leader = %d %s, want 200 leading", res.status, res.body)
+	}
+	standby = errors.New("standing by (clusterd-1 leads)")
+	if p := env.get(t, "/leaderz").problem(t, 503); p.Code() != api.CodeUnavailable || !strings.Contains(p.Detail, "not leading: standing by (clusterd-1 leads)") {
+		t.Errorf("/leaderz of a standby = %+v", p)
+	}
+	if res := env.get(t, "/readyz"); res.status != 200 {
+		t.Errorf("/readyz of a standby = %d %s, want 200", res.status, res.body)
+	}
+	// Without Leads (hostplane dev's front door, the gateway) there is no /leaderz.
+	if res := newTestEnv(t, Config{}, nil).get(t, "/leaderz"); res.status != 404 {
+		t.Errorf("/leaderz without Leads = %d, want 404", res.status)
+	}
+}
+
 func TestRouter_UnmatchedRoutesAnswerProblems(t *testing.T) {
 	env := newTestEnv(t, Config{}, func(r chi.Router) {
 		r.Route("/v1/clusters", func(r chi.Router) {

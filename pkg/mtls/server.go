@@ -82,7 +82,7 @@ func (c ServerConfig) TLSConfig() (*tls.Config, error) {
 }
 
 // openPaths need no client certificate: probes, metrics and the API's description.
-var openPaths = []string{httpapi.PathHealthz, httpapi.PathReadyz, httpapi.PathMetrics, httpapi.PathOpenAPI}
+var openPaths = []string{httpapi.PathHealthz, httpapi.PathReadyz, httpapi.PathLeaderz, httpapi.PathMetrics, httpapi.PathOpenAPI}
 
 // Middleware refuses, with a 403 problem, every request but those of openPaths that does not
 // come with a verified client certificate for one of ClientNames, unless the daemon has no

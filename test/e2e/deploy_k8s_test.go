@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -150,7 +151,74 @@ func TestDeployK8s_DevOverlayOnRealKubelets_EverythingBecomesAvailableAndServesA
 	if v.GitVersion != "v"+rel.Version {
 		t.Errorf("hosted kube-apiserver is %s, want v%s", v.GitVersion, rel.Version)
 	}
-	t.Logf("kubeconfig works: the hosted kube-apiserver answers %s; whole test %s", v.GitVersion, time.Since(begin).Round(time.Millisecond))
+	t.Logf("kubeconfig works: the hosted kube-apiserver answers %s", v.GitVersion)
+
+	// Both replicas of every daemon are Ready (Available above needs both: maxUnavailable
+	// 0); the gateway routes to the leader. Kill the leading clusterd pod outright: the
+	// standby takes over when the lease lapses, the gateway follows it, and the Deployment
+	// replaces the pod.
+	leader, answer := gatewayReplica(t, c, "clusterd")
+	if leader == "" {
+		t.Fatalf("the gateway's /healthz names no leading clusterd replica: %s", answer)
+	}
+	killed := time.Now()
+	killPodAt(ctx, t, cs, "clusterd", leader)
+	var now string
+	poll(ctx, t, 2*time.Minute, "the gateway serves clusterd's API from the other replica", func(context.Context) (bool, string) {
+		code, b := c.do("GET", "/v1/clusters/demo", "", nil)
+		if code != http.StatusOK {
+			return false, fmt.Sprintf("GET /v1/clusters/demo: %d %s", code, b)
+		}
+		if now, answer = gatewayReplica(t, c, "clusterd"); now == "" || now == leader {
+			return false, "the gateway routes clusterd to " + leader + " still, or to none: " + answer
+		}
+		return true, ""
+	})
+	t.Logf("clusterd's leader %s killed; the gateway served the cluster from %s %s later", leader, now, time.Since(killed).Round(time.Millisecond))
+	waitDeploymentAvailable(ctx, t, cs, "clusterd")
+	t.Logf("whole test %s", time.Since(begin).Round(time.Millisecond))
+}
+
+// gatewayReplica returns the address of the daemon's replica that the gateway's /healthz
+// names as the one it routes to ("ready (10.88.1.4:8081)"); "" and the answer when it names
+// none.
+func gatewayReplica(t *testing.T, c *client, daemon string) (addr, answer string) {
+	t.Helper()
+	var health struct {
+		Components map[string]string `json:"components"`
+	}
+	code, b := c.do("GET", "/healthz", "", nil)
+	_ = json.Unmarshal(b, &health) // 503 too carries the components
+	msg := health.Components[daemon]
+	open, end := strings.LastIndex(msg, "("), strings.LastIndex(msg, ")")
+	if open < 0 || end < open || !strings.HasPrefix(msg, "ready") {
+		return "", fmt.Sprintf("%d %s", code, b)
+	}
+	return msg[open+1 : end], ""
+}
+
+// killPodAt deletes, with no grace period (its process is killed), the daemon's pod whose
+// address is addr ("ip:port").
+func killPodAt(ctx context.Context, t *testing.T, cs kubernetes.Interface, daemon, addr string) {
+	t.Helper()
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, err := cs.CoreV1().Pods(manifestNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + daemon})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.Status.PodIP == host {
+			if err := cs.CoreV1().Pods(manifestNamespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("killed %s (%s, on %s)", p.Name, host, p.Spec.NodeName)
+			return
+		}
+	}
+	t.Fatalf("no %s pod at %s", daemon, host)
 }
 
 // saveImages writes hostplane's images (docker save) into one archive at path.

@@ -465,20 +465,16 @@ func selects(t *testing.T, sel *metav1.LabelSelector, l map[string]string) bool 
 	return s.Matches(labels.Set(l))
 }
 
-// checkReplicas: two or more pods, one leading through the lease and ready, the other
-// standing by (docs/resilience.md): the Service routes by readiness, each pod elects under
-// its own name, a rolling update never leaves the daemon without a pod, and the pods prefer
-// different nodes.
+// checkReplicas: two or more pods, one leading through the lease, the other standing by,
+// both Ready (docs/resilience.md): each pod elects under its own name, a rolling update never
+// leaves the daemon without a pod, and the pods prefer different nodes.
 func checkReplicas(t *testing.T, dep *appsv1.Deployment, c corev1.Container) {
 	t.Helper()
-	// overlays/dev: one replica, replaced (stopped, then started): a new pod stands by until
-	// the old one lets the lease go, so a rolling update of one replica would never finish.
-	single := dep.Spec.Replicas != nil && *dep.Spec.Replicas == 1 && dep.Spec.Strategy.Type == appsv1.RecreateDeploymentStrategyType
-	if !single && (dep.Spec.Replicas == nil || *dep.Spec.Replicas < 2) {
+	if dep.Spec.Replicas == nil || *dep.Spec.Replicas < 2 {
 		t.Errorf("replicas %v, want 2 or more (one leads, one stands by)", dep.Spec.Replicas)
 	}
-	if st := dep.Spec.Strategy; st.Type != appsv1.RecreateDeploymentStrategyType && (st.Type != appsv1.RollingUpdateDeploymentStrategyType || st.RollingUpdate == nil ||
-		st.RollingUpdate.MaxUnavailable == nil || st.RollingUpdate.MaxUnavailable.IntValue() != 0) {
+	if st := dep.Spec.Strategy; st.Type != appsv1.RollingUpdateDeploymentStrategyType || st.RollingUpdate == nil ||
+		st.RollingUpdate.MaxUnavailable == nil || st.RollingUpdate.MaxUnavailable.IntValue() != 0 {
 		t.Errorf("strategy %+v, want RollingUpdate with maxUnavailable 0", st)
 	}
 	var id *corev1.EnvVar
@@ -491,7 +487,7 @@ func checkReplicas(t *testing.T, dep *appsv1.Deployment, c corev1.Container) {
 		t.Errorf("HOSTPLANE_REPLICA_ID = %+v, want the pod's name (fieldRef metadata.name)", id)
 	}
 	if p := c.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" {
-		t.Errorf("readiness probe %+v, want GET /readyz (a standby is not ready, so the Service skips it)", p)
+		t.Errorf("readiness probe %+v, want GET /readyz (a healthy replica, leading or standing by, is Ready)", p)
 	}
 	if a := dep.Spec.Template.Spec.Affinity; a == nil || a.PodAntiAffinity == nil || len(a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) == 0 {
 		t.Error("no pod anti-affinity: both replicas may land on one node")
@@ -561,6 +557,9 @@ func checkDaemon(t *testing.T, idx objectIndex, daemon string, port int64) {
 	}
 	if len(svc.Spec.Ports) != 1 || int64(svc.Spec.Ports[0].Port) != port || svc.Spec.Ports[0].TargetPort.String() != "admin" {
 		t.Errorf("Service ports %+v, want %d -> admin", svc.Spec.Ports, port)
+	}
+	if svc.Spec.ClusterIP != corev1.ClusterIPNone {
+		t.Errorf("Service clusterIP %q, want None: the gateway resolves the name to every replica and routes to the leader (/leaderz)", svc.Spec.ClusterIP)
 	}
 	pdb := typed[policyv1.PodDisruptionBudget](t, idx.get(t, "PodDisruptionBudget", daemon))
 	if !selects(t, pdb.Spec.Selector, pod.Labels) {

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -36,7 +37,7 @@ import (
 // Name is the "daemon" label of the gateway's own HTTP metrics.
 const Name = "gateway"
 
-// DefaultProbeTimeout bounds each backend's /readyz probe behind the gateway's /readyz.
+// DefaultProbeTimeout bounds each backend's /leaderz probe behind the gateway's /readyz.
 const DefaultProbeTimeout = 2 * time.Second
 
 // ErrConfig is wrapped by every configuration error of New.
@@ -45,10 +46,14 @@ var ErrConfig = errors.New("gateway: bad configuration")
 // Config configures a gateway.
 type Config struct {
 	// Backends maps each daemon to the base URL of its admin port ("http://clusterd:8081"),
-	// or to a comma-separated list of its replicas' admin ports: the gateway routes to the
-	// one that is ready, which is the one that leads (see replicas). Every owner the OpenAPI
-	// document names needs one.
+	// or to a comma-separated list of its replicas' admin ports. A daemon with several
+	// replicas is listed, or named by a host name that resolves to each replica's address
+	// (a Kubernetes headless Service): the gateway routes to the one whose /leaderz answers
+	// 200, the one that leads (see replicas). Every owner the OpenAPI document names needs one.
 	Backends map[string]string
+	// LookupHost resolves a backend's host name to its replicas' addresses; nil uses the
+	// system's resolver.
+	LookupHost func(ctx context.Context, host string) ([]string, error)
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Registry receives the gateway's HTTP metrics and is served on /metrics; nil makes one.
@@ -62,7 +67,7 @@ type Config struct {
 	BackendTLS mtls.ClientConfig
 	// Transport carries the proxied requests; nil uses http.DefaultTransport (with BackendTLS).
 	Transport http.RoundTripper
-	// ProbeTimeout bounds each backend probe of /readyz and /healthz (default
+	// ProbeTimeout bounds each backend probe of /leaderz (default
 	// DefaultProbeTimeout).
 	ProbeTimeout time.Duration
 	// GrafanaURL is the base URL of a Grafana with the dashboards of deploy/grafana; the web
@@ -90,7 +95,6 @@ func Owners() ([]string, error) {
 type gateway struct {
 	cfg      Config
 	backends map[string]*replicas
-	client   *http.Client
 }
 
 // New returns the gateway's handler.
@@ -115,7 +119,10 @@ func New(cfg Config) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &gateway{cfg: cfg, backends: map[string]*replicas{}, client: &http.Client{Transport: cfg.Transport}}
+	if cfg.LookupHost == nil {
+		cfg.LookupHost = net.DefaultResolver.LookupHost
+	}
+	g := &gateway{cfg: cfg, backends: map[string]*replicas{}}
 	owners, _ := Owners()
 	var problems []string
 	for _, owner := range owners {
@@ -129,6 +136,8 @@ func New(cfg Config) (http.Handler, error) {
 			problems = append(problems, fmt.Sprintf("backend URL of %s is %q: want http(s)://host:port, or several separated by commas", owner, bad))
 			continue
 		}
+		rs.lookup = cfg.LookupHost
+		rs.setTransport(cfg.Transport)
 		g.backends[owner] = rs
 	}
 	for name := range cfg.Backends {
@@ -174,7 +183,7 @@ func (g *gateway) proxy(owner string, targets *replicas) http.Handler {
 			pr.Out.Host = pr.In.Host
 			observe.Propagator().Inject(pr.In.Context(), propagation.HeaderCarrier(pr.Out.Header))
 		},
-		Transport:     g.cfg.Transport,
+		Transport:     targets.transport,
 		FlushInterval: -1,
 		ModifyResponse: func(resp *http.Response) error {
 			if resp.StatusCode == http.StatusServiceUnavailable {
@@ -212,10 +221,10 @@ func (g *gateway) probeAll(ctx context.Context, path string) map[string]backendS
 			defer wg.Done()
 			u := rs.pick(ctx, g)
 			st := backendState{Status: "ok"}
-			if err := g.probe(ctx, u.JoinPath(path)); err != nil {
+			if err := g.probe(ctx, rs.client, u.JoinPath(path)); err != nil {
 				st = backendState{Status: "unhealthy", Error: err.Error()}
 			}
-			if len(rs.urls) > 1 {
+			if rs.manyReplicas() {
 				st.Replica = u.Host
 			}
 			mu.Lock()
@@ -227,14 +236,15 @@ func (g *gateway) probeAll(ctx context.Context, path string) map[string]backendS
 	return out
 }
 
-func (g *gateway) probe(ctx context.Context, u *url.URL) error {
+// probe wants 200 from GET u through client.
+func (g *gateway) probe(ctx context.Context, client *http.Client, u *url.URL) error {
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.ProbeTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return err
 	}
-	resp, err := g.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}
@@ -245,10 +255,11 @@ func (g *gateway) probe(ctx context.Context, u *url.URL) error {
 	return nil
 }
 
-// ready is the gateway's /readyz: every daemon answers its own /readyz.
+// ready is the gateway's /readyz: every daemon has a replica that leads (its /leaderz
+// answers 200: it serves its routes).
 func (g *gateway) ready(ctx context.Context) error {
 	var bad []string
-	for owner, st := range g.probeAll(ctx, httpapi.PathReadyz) {
+	for owner, st := range g.probeAll(ctx, httpapi.PathLeaderz) {
 		if st.Status != "ok" {
 			bad = append(bad, owner+": "+st.Error)
 		}
@@ -266,7 +277,7 @@ func (g *gateway) ready(ctx context.Context) error {
 func (g *gateway) health(ctx context.Context) (any, bool) {
 	healthy := true
 	out := map[string]string{}
-	for owner, st := range g.probeAll(ctx, httpapi.PathReadyz) {
+	for owner, st := range g.probeAll(ctx, httpapi.PathLeaderz) {
 		healthy = healthy && st.Status == "ok"
 		msg := "ready"
 		if st.Status != "ok" {

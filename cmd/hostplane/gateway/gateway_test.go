@@ -1,16 +1,20 @@
 package gateway_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hostplane/hostplane/cmd/hostplane/dev"
 	"github.com/hostplane/hostplane/cmd/hostplane/gateway"
@@ -32,7 +36,7 @@ func backends(t *testing.T) map[string]string {
 	}
 	out := map[string]string{}
 	for _, d := range ds {
-		r := httpapi.NewRouter(httpapi.Config{Name: d.Name(), Ready: d.Ready})
+		r := httpapi.NewRouter(httpapi.Config{Name: d.Name(), Ready: d.Ready, Leads: d.Ready})
 		d.Routes(r)
 		srv := httptest.NewServer(r)
 		t.Cleanup(srv.Close)
@@ -182,14 +186,19 @@ func TestGateway_ServesTheWebConsoleItself(t *testing.T) {
 	}
 }
 
-// replica is an admin port that leads or stands by: ready and serving /v1 while it leads,
-// 503 on both while it stands by (what pkg/daemon does).
+// replica is an admin port that leads or stands by, as pkg/daemon's: /readyz answers 200
+// either way (a healthy replica), /leaderz and /v1 answer only while it leads (503 while it
+// stands by).
 type replica struct {
 	name    string
 	leading atomic.Bool
 }
 
 func (r *replica) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if req.URL.Path == "/readyz" {
+		_, _ = io.WriteString(w, `{"status":"ready"}`)
+		return
+	}
 	if !r.leading.Load() {
 		http.Error(w, "standing by", http.StatusServiceUnavailable)
 		return
@@ -236,5 +245,84 @@ func TestGateway_RoutesToTheReplicaThatLeadsAndFollowsATakeover(t *testing.T) {
 	}
 	if _, err := gateway.New(gateway.Config{Backends: map[string]string{"clusterd": srvA.URL + ",ftp://x"}}); !errors.Is(err, gateway.ErrConfig) || !strings.Contains(err.Error(), `"ftp://x"`) {
 		t.Errorf("a list with a bad URL: %v, want ErrConfig naming it", err)
+	}
+}
+
+// In Kubernetes a daemon's replicas are the addresses its headless Service's name resolves
+// to, and their certificates name the Service, not an address: the gateway asks each address
+// for /leaderz, verifies TLS against the name, routes to the leader and follows a takeover.
+func TestGateway_FindsTheLeaderAmongTheAddressesOfAServiceName(t *testing.T) {
+	a, s := &replica{name: "a"}, &replica{name: "b"}
+	s.leading.Store(true)
+	// Two replicas on the same port at two addresses; httptest's certificate names
+	// example.com and 127.0.0.1, so 127.0.0.2 verifies only against the name.
+	lnA, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := lnA.Addr().(*net.TCPAddr).Port
+	lnB, err := net.Listen("tcp", net.JoinHostPort("127.0.0.2", strconv.Itoa(port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvA, srvB := httptest.NewUnstartedServer(a), httptest.NewUnstartedServer(s)
+	srvA.Listener, srvB.Listener = lnA, lnB
+	srvA.StartTLS()
+	srvB.StartTLS()
+	defer srvA.Close()
+	defer srvB.Close()
+
+	b := backends(t)
+	b["clusterd"] = "https://example.com:" + strconv.Itoa(port)
+	var lookups atomic.Int32
+	h, err := gateway.New(gateway.Config{
+		Backends:  b,
+		Transport: srvA.Client().Transport,
+		LookupHost: func(_ context.Context, host string) ([]string, error) {
+			if host != "example.com" {
+				return nil, fmt.Errorf("lookup %s: no such host", host)
+			}
+			lookups.Add(1)
+			return []string{"127.0.0.2", "127.0.0.1"}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := httptest.NewServer(h)
+	defer gw.Close()
+	get := func(path string) (int, string) {
+		resp, err := http.Get(gw.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(string(body))
+	}
+	if code, who := get("/v1/clusters"); code != http.StatusOK || who != "b" {
+		t.Fatalf("with b (127.0.0.2) leading: %d %q, want b's answer", code, who)
+	}
+	if lookups.Load() == 0 {
+		t.Error("the gateway never resolved the backend's name")
+	}
+	if code, body := get("/healthz"); !strings.Contains(body, "127.0.0.2:"+strconv.Itoa(port)) {
+		t.Errorf("/healthz = %d %s, want clusterd's leader named by its address", code, body)
+	}
+	s.leading.Store(false)
+	a.leading.Store(true)
+	var answers []string
+	for range 3 {
+		code, who := get("/v1/clusters")
+		answers = append(answers, fmt.Sprint(code, " ", who))
+	}
+	if answers[1] != "200 a" || answers[2] != "200 a" {
+		t.Errorf("after the takeover the gateway answered %v, want a's answers from the second request on", answers)
+	}
+	// No replica leads: both are ready (healthy), but the gateway is not ready.
+	a.leading.Store(false)
+	time.Sleep(1100 * time.Millisecond) // past the gateway's trust in its last finding
+	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "clusterd") {
+		t.Errorf("/readyz with no clusterd replica leading = %d %s, want 503 naming clusterd", code, body)
 	}
 }
