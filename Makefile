@@ -85,12 +85,18 @@ run: ## run everything in one process: hostplane dev on http://127.0.0.1:8080 (C
 
 .PHONY: test
 test: k8s-bins kubelet mgmt-tools prometheus-tools chromium-tools clusterctl s3-tools ## build what the tests need and run every test (the compose smoke test too)
+	@echo "== $$(date -u +%T) go vet"
 	$(GO) vet $(PKGS)
+	@echo "== $$(date -u +%T) go test"
 	HOSTPLANE_MGMT_TEST=1 $(GO) test $(TEST_FLAGS) $(PKGS)
+	@echo "== $$(date -u +%T) mgmt-kuberuntime-test"
 	$(MAKE) mgmt-kuberuntime-test
+	@echo "== $$(date -u +%T) fuzz-short"
 	$(MAKE) fuzz-short
+	@echo "== $$(date -u +%T) mgmt-deploy-test compose-test"
 	# One make for both: `images` (their common prerequisite) is built once, not twice.
 	$(MAKE) mgmt-deploy-test compose-test
+	@echo "== $$(date -u +%T) make test passed"
 
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each (default 1m), one after the other
