@@ -17,6 +17,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -50,7 +51,9 @@ const devAdminToken = "dev-admin-token-not-secret"
 // the NATS StatefulSet's three members Ready on claims bound to volumes, the bootstrap Job
 // complete, every daemon's Deployment and the gateway Available; then, through the gateway's
 // pod, a cluster created with the API becomes Available with its control plane running as
-// pods (componentd's kubernetes runtime) and its kubeconfig works.
+// pods (componentd's kubernetes runtime) and its kubeconfig works; the gateway follows
+// clusterd's leadership when the leading pod is killed; and deleting the cluster through the
+// gateway removes it and its namespace.
 func TestDeployK8s_DevOverlayOnRealKubelets_EverythingBecomesAvailableAndServesAHostedCluster(t *testing.T) {
 	if os.Getenv(EnvDeployTest) == "" {
 		t.Skip("needs root, containerd, the kubelet and `make images`: run `make mgmt-deploy-test`")
@@ -176,7 +179,25 @@ func TestDeployK8s_DevOverlayOnRealKubelets_EverythingBecomesAvailableAndServesA
 	})
 	t.Logf("clusterd's leader %s killed; the gateway served the cluster from %s %s later", leader, now, time.Since(killed).Round(time.Millisecond))
 	waitDeploymentAvailable(ctx, t, cs, "clusterd")
-	t.Logf("whole test %s", time.Since(begin).Round(time.Millisecond))
+
+	// Deleting the cluster through the gateway removes it and its namespace with every pod,
+	// Secret and claim in it.
+	deleted := time.Now()
+	if code, b := c.do("DELETE", "/v1/clusters/demo", "", nil); code != http.StatusAccepted {
+		t.Fatalf("delete the cluster through the gateway: %d %s", code, b)
+	}
+	ns := api.ControlPlaneNamespace("demo")
+	poll(ctx, t, 4*time.Minute, "cluster demo and namespace "+ns+" gone", func(ctx context.Context) (bool, string) {
+		if _, code := c.cluster("demo"); code != http.StatusNotFound {
+			return false, fmt.Sprintf("GET /v1/clusters/demo: %d", code)
+		}
+		_, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if !apierrors.IsNotFound(err) {
+			return false, fmt.Sprintf("namespace %s: %v", ns, err)
+		}
+		return true, ""
+	})
+	t.Logf("cluster demo and namespace %s gone %s after DELETE; whole test %s", ns, time.Since(deleted).Round(time.Millisecond), time.Since(begin).Round(time.Millisecond))
 }
 
 // gatewayReplica returns the address of the daemon's replica that the gateway's /healthz
