@@ -45,7 +45,7 @@ mgmt-kuberuntime-test: k8s-bins kubelet mgmt-tools ## componentd's kubernetes ru
 .PHONY: mgmt-deploy-test
 mgmt-deploy-test: k8s-bins kubelet mgmt-tools images ## deploy/k8s (the dev overlay) applied on a real management cluster of 3 kubelet nodes (root): NATS, the daemons and the gateway Available, a cluster created through the gateway Available as pods
 	# flock -o: the cluster's processes must not inherit the lock (a killed test would keep it held)
-	HOSTPLANE_MGMT_DEPLOY_TEST=1 flock -o /tmp/e2e.lock $(GO) test -count=1 -v -timeout 15m -run '^TestDeployK8s_DevOverlayOnRealKubelets' ./test/e2e
+	HOSTPLANE_MGMT_DEPLOY_TEST=1 flock -o /tmp/e2e.lock $(GO) test -count=1 -v -timeout 20m -run '^TestDeployK8s_DevOverlayOnRealKubelets' ./test/e2e
 
 .PHONY: prometheus-tools
 prometheus-tools: ## install prometheus and promtool (Debian's prometheus package) when missing

@@ -64,7 +64,7 @@ func TestDeployK8s_DevOverlayOnRealKubelets_EverythingBecomesAvailableAndServesA
 	}
 	rel := release.Latest()
 	begin := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 16*time.Minute)
 	defer cancel()
 
 	// The images: hostplane's, saved from docker, and the release's for the hosted control
