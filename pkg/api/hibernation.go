@@ -49,7 +49,8 @@ const ConditionHibernated = "Hibernated"
 const ReasonHibernated = "Hibernated"
 
 // ReasonHibernationNotSupported is the reason of a component's Degraded condition when its
-// runtime cannot hibernate it (the kubernetes runtime, for now).
+// runtime cannot hibernate it. No componentd writes it any more (the kubernetes runtime
+// hibernates since issue 16); clusterd still reads it, as records written before may say it.
 const ReasonHibernationNotSupported = "HibernationNotSupported"
 
 // HibernationStatus is status.hibernation: why and when spec.hibernation.enabled last

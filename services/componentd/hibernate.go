@@ -31,9 +31,19 @@ func (p processRuntime) hibernate(ctx context.Context, log *slog.Logger, c *api.
 	if stopped > 0 {
 		log.Info("hibernating: control-plane processes stopped", "processes", stopped)
 	}
+	if err := d.recordHibernated(ctx, log, c); err != nil {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{RequeueAfter: d.cfg.SteadyInterval}, nil
+}
+
+// recordHibernated records every component of c hibernated (no replica, Available False,
+// RolloutComplete True, reason Hibernated), whatever the runtime: call it once nothing of
+// the control plane runs any more.
+func (d *Daemon) recordHibernated(ctx context.Context, log *slog.Logger, c *api.Cluster) error {
 	byName, err := d.records(ctx, c.Name)
 	if err != nil {
-		return reconcile.Result{}, err
+		return err
 	}
 	for _, comp := range component.All() {
 		old := byName[comp.Name]
@@ -43,7 +53,7 @@ func (p processRuntime) hibernate(ctx context.Context, log *slog.Logger, c *api.
 		var next api.ControlPlaneComponent
 		if old != nil {
 			if err := deepCopy(old.Value, &next); err != nil {
-				return reconcile.Result{}, err
+				return err
 			}
 		} else {
 			// A cluster created hibernated: nothing ran yet, nothing is missing.
@@ -69,8 +79,8 @@ func (p processRuntime) hibernate(ctx context.Context, log *slog.Logger, c *api.
 		d.metrics.observeReplicas(c.Name, comp.Name, 0, 0, 0)
 		d.observeMetrics(c.Name, comp.Name, old, &next, now)
 		if err := d.save(ctx, log.With("component", comp.Name), c.Name, old, &next, "hibernated", true); err != nil {
-			return reconcile.Result{}, fmt.Errorf("%s: %w", comp.Name, err)
+			return fmt.Errorf("%s: %w", comp.Name, err)
 		}
 	}
-	return reconcile.Result{RequeueAfter: d.cfg.SteadyInterval}, nil
+	return nil
 }

@@ -36,7 +36,10 @@ type applied struct {
 	hashes     map[string]string // component → config hash
 }
 
-var _ workloads = (*kubeRuntime)(nil)
+var (
+	_ workloads  = (*kubeRuntime)(nil)
+	_ hibernator = (*kubeRuntime)(nil)
+)
 
 func newKubeRuntime(d *Daemon, rt *kuberuntime.Runtime) *kubeRuntime {
 	return &kubeRuntime{d: d, rt: rt, applied: map[string]applied{}}
@@ -108,10 +111,6 @@ func (k *kubeRuntime) converge(ctx context.Context, log *slog.Logger, cl *cluste
 			// settled, nothing to wait for.
 			o.sum.Available, o.sum.Complete = true, true
 		}
-		if cl.cluster.Spec.Hibernating() && comp.Name == api.ComponentKubeAPIServer {
-			// Not built yet (docs/hibernation.md): the control plane keeps running and says why.
-			o.degraded, o.degradedReason = hibernationNotSupported, api.ReasonHibernationNotSupported
-		}
 		if err := d.record(ctx, log.With("component", comp.Name), name, byName[comp.Name], o); err != nil {
 			return reconcile.Result{}, fmt.Errorf("%s: %w", comp.Name, err)
 		}
@@ -120,8 +119,26 @@ func (k *kubeRuntime) converge(ctx context.Context, log *slog.Logger, cl *cluste
 	return d.requeue(settled), nil
 }
 
-// hibernationNotSupported is what the kubernetes runtime says of a cluster asked to hibernate.
-const hibernationNotSupported = "the kubernetes runtime does not hibernate clusters yet (docs/hibernation.md): the control plane keeps running; set spec.hibernation.enabled to false"
+// hibernate scales every workload of the cluster's control plane to 0 and, once no pod of
+// it is left, records each component hibernated; until then it looks again every
+// ProgressInterval and leaves the records as they are. The namespace, etcd's volumes, the
+// Secrets and Services stay: waking is an ordinary converge, whose Apply sets the replicas
+// again (kuberuntime.Runtime.Hibernate), and the records follow the pods' real status.
+func (k *kubeRuntime) hibernate(ctx context.Context, log *slog.Logger, c *api.Cluster) (reconcile.Result, error) {
+	k.forgetApplied(c.Name) // the wake applies at once, whatever the revisions
+	p, err := k.rt.Hibernate(ctx, c.Name)
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("cluster %s: hibernate: %w", c.Name, err)
+	}
+	if !p.Stopped {
+		log.Debug("hibernating: waiting for the control-plane pods to go", "namespace", kuberuntime.Namespace(c.Name), "pods", p.Pods)
+		return reconcile.Result{RequeueAfter: k.d.cfg.ProgressInterval}, nil
+	}
+	if err := k.d.recordHibernated(ctx, log, c); err != nil {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{RequeueAfter: k.d.cfg.SteadyInterval}, nil
+}
 
 // apply applies the cluster's objects and returns each component's config hash. It skips
 // the Apply when neither the cluster nor the PKI record changed since the last one, unless

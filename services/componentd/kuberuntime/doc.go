@@ -32,6 +32,11 @@
 // (field manager "hostplane-componentd"), prunes what it applied before and no longer
 // renders, reports each workload's rollout from its status and deletes a cluster's namespace.
 //
+// Runtime.Hibernate scales every workload of a cluster to 0 replicas (field manager
+// "hostplane-componentd-hibernate") and keeps everything else, etcd's claims included; it
+// reports when no pod is left. The next Apply, forced, takes spec.replicas back: waking a
+// cluster is an Apply.
+//
 // etcd is not bound to the release, as in the process runtime: Runtime.Apply keeps the
 // image of an existing etcd StatefulSet unless Inputs.EtcdImage names another one, so a
 // Kubernetes upgrade rolls kube-apiserver, kube-controller-manager and kube-scheduler only.

@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -297,6 +298,100 @@ func TestRuntime(t *testing.T) {
 		}
 	})
 
+	t.Run("Hibernate_ScalesEveryWorkloadTo0KeepsTheRestAndApplyScalesThemBack", func(t *testing.T) {
+		in, _ := testInputs(t, "sleepy", api.HighlyAvailable, "1.34.4")
+		in = withKarpenter(in)
+		if _, err := rt.Apply(ctx, in); err != nil {
+			t.Fatalf("Apply: %v", err)
+		}
+		ns := Namespace("sleepy")
+		// No controller runs here: what a StatefulSet controller and a kubelet would have made.
+		owned := ownerMeta("sleepy")
+		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: owned("data-etcd-0"), Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		}}
+		if _, err := cs.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		no := false
+		pod := &corev1.Pod{ObjectMeta: owned("etcd-0"), Spec: corev1.PodSpec{
+			ServiceAccountName: KarpenterServiceAccount, AutomountServiceAccountToken: &no,
+			Containers: []corev1.Container{{Name: api.ComponentEtcd, Image: "etcd"}},
+		}}
+		if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		kept := func() (secrets, services int) {
+			sl, err := cs.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			vl, err := cs.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(sl.Items), len(vl.Items)
+		}
+		secretsBefore, servicesBefore := kept()
+
+		p, err := rt.Hibernate(ctx, "sleepy")
+		if err != nil {
+			t.Fatalf("Hibernate: %v", err)
+		}
+		if p.Stopped || p.Pods != 1 {
+			t.Errorf("Hibernate with a pod left = %+v, want not stopped, 1 pod", p)
+		}
+		replicas := func() map[string]int32 {
+			status, err := rt.Status(ctx, "sleepy")
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := map[string]int32{}
+			for c, s := range status {
+				out[c] = s.Replicas
+			}
+			return out
+		}
+		want := map[string]int32{}
+		for _, c := range append(Components(), api.ComponentKarpenter) {
+			want[c] = 0
+		}
+		if got := replicas(); !maps.Equal(got, want) {
+			t.Errorf("replicas after Hibernate %v, want %v", got, want)
+		}
+		if err := cs.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+			t.Fatal(err)
+		}
+		if p, err := rt.Hibernate(ctx, "sleepy"); err != nil || !p.Stopped || p.Pods != 0 {
+			t.Errorf("Hibernate once the pods are gone = %+v, %v; want stopped", p, err)
+		}
+		if _, err := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, pvc.Name, metav1.GetOptions{}); err != nil {
+			t.Errorf("etcd's claim after Hibernate: %v", err)
+		}
+		if secrets, services := kept(); secrets != secretsBefore || services != servicesBefore {
+			t.Errorf("after Hibernate %d secrets and %d services, want %d and %d", secrets, services, secretsBefore, servicesBefore)
+		}
+
+		// Waking is Apply.
+		if _, err := rt.Apply(ctx, in); err != nil {
+			t.Fatalf("Apply after Hibernate: %v", err)
+		}
+		for _, c := range Components() {
+			want[c] = int32(Replicas(c, api.HighlyAvailable))
+		}
+		want[api.ComponentKarpenter] = 1
+		if got := replicas(); !maps.Equal(got, want) {
+			t.Errorf("replicas after the wake's Apply %v, want %v", got, want)
+		}
+		if _, err := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, pvc.Name, metav1.GetOptions{}); err != nil {
+			t.Errorf("etcd's claim after the wake: %v", err)
+		}
+		if p, err := rt.Hibernate(ctx, "never-applied"); err != nil || !p.Stopped {
+			t.Errorf("Hibernate of an unknown cluster = %+v, %v; want stopped", p, err)
+		}
+	})
+
 	t.Run("Karpenter_AppliedWhileEnabledAndDeletedOnceDisabled", func(t *testing.T) {
 		in, _ := testInputs(t, "auto", api.SingleReplica, "1.34.4")
 		in = withKarpenter(in)
@@ -430,6 +525,13 @@ func TestRuntime(t *testing.T) {
 			t.Errorf("Delete of an unknown cluster = %+v, %v; want gone", none, err)
 		}
 	})
+}
+
+// ownerMeta returns a function naming an object of cluster's etcd with the owner labels.
+func ownerMeta(cluster string) func(name string) metav1.ObjectMeta {
+	return func(name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Labels: labels(cluster, api.ComponentEtcd)}
+	}
 }
 
 func checkOwnerLabels(t *testing.T, what string, m metav1.ObjectMeta, cluster string) {

@@ -128,6 +128,18 @@ func (h *harness) upgrade(name, version string) {
 	h.PublishCluster(name, "updated")
 }
 
+// setHibernation sets the cluster's spec.hibernation.enabled, as clusterd does.
+func (h *harness) setHibernation(name string, enabled bool) {
+	h.T.Helper()
+	if _, _, err := h.clusters.Mutate(h.Ctx, name, true, func(c *api.Cluster) error {
+		c.Spec.Hibernation = &api.Hibernation{Enabled: &enabled}
+		return nil
+	}); err != nil {
+		h.T.Fatal(err)
+	}
+	h.PublishCluster(name, "updated")
+}
+
 // componentsOf returns the cluster's records by component name.
 func (h *harness) componentsOf(cluster string) map[string]*store.Entry[api.ControlPlaneComponent] {
 	h.T.Helper()

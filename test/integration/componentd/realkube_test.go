@@ -149,7 +149,8 @@ func newRealKubeHarness(t *testing.T, mc *mgmtcluster.Cluster, cluster, version 
 
 // The kubernetes runtime on a management cluster whose kubelets run the pods: one hosted
 // control plane (SingleReplica, the newest release) from images built FROM scratch around the
-// cached release binaries, settled when its pods are really Ready.
+// cached release binaries, settled when its pods are really Ready. Then it hibernates (every
+// pod gone, etcd's claim kept) and resumes, Available again with a ConfigMap written before.
 func TestComponentd_KubernetesRuntime_OnRealKubelets_ControlPlanePodsBecomeAvailable(t *testing.T) {
 	mc := realManagementCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -172,6 +173,75 @@ func TestComponentd_KubernetesRuntime_OnRealKubelets_ControlPlanePodsBecomeAvail
 	} else {
 		t.Logf("resident memory of the control plane's %d pods (cgroup memory.stat of each pod): %.0f MiB", n, float64(rss)/(1<<20))
 	}
+
+	// Hibernate: every workload scaled to 0, the records Hibernated once no pod is left; the
+	// claim (etcd's data) stays. Then resume: the same data, Available from Ready pods.
+	ns := kuberuntime.Namespace("real")
+	guest := newGuestAPI(t, h, cs, "real")
+	const before = "written-before-hibernation"
+	guest.waitFor(ctx, t, "the guest API to store a ConfigMap", func(ctx context.Context, g kubernetes.Interface) error {
+		return putConfigMap(ctx, g, before)
+	})
+	asleep := time.Now()
+	h.setHibernation("real", true)
+	waitUntil(ctx, t, "every control-plane pod gone and every component recorded Hibernated", func(ctx context.Context) (bool, string, error) {
+		left, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		if len(left.Items) > 0 {
+			return false, fmt.Sprintf("%d pods left, %s first", len(left.Items), left.Items[0].Name), nil
+		}
+		comps := h.componentsOf("real")
+		for _, name := range componentNames {
+			e, ok := comps[name]
+			if !ok {
+				return false, name + ": no record", nil
+			}
+			if c, _ := e.Value.Status.Conditions.Get(api.ConditionAvailable); c.Status != api.ConditionFalse || c.Reason != api.ReasonHibernated {
+				return false, fmt.Sprintf("%s: Available %s/%s", name, c.Status, c.Reason), nil
+			}
+		}
+		return true, "", nil
+	})
+	t.Logf("hibernated: every control-plane pod gone and every component recorded Hibernated %s after spec.hibernation.enabled=true",
+		time.Since(asleep).Round(time.Millisecond))
+	claims, err := cs.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(claims.Items) != 1 || claims.Items[0].Status.Phase != corev1.ClaimBound {
+		t.Fatalf("etcd's claim while hibernated: %+v, want one, Bound", claims.Items)
+	}
+	for comp, s := range mustStatus(ctx, t, mc, "real") {
+		if s.Replicas != 0 {
+			t.Errorf("%s: %d replicas while hibernated, want 0", comp, s.Replicas)
+		}
+	}
+
+	woken := time.Now()
+	h.setHibernation("real", false)
+	h.waitSettled("real", rel.Version)
+	t.Logf("resumed: every component Available from Ready pods %s after spec.hibernation.enabled=false", time.Since(woken).Round(time.Millisecond))
+	guest.waitFor(ctx, t, "the ConfigMap written before hibernation", func(ctx context.Context, g kubernetes.Interface) error {
+		_, err := g.CoreV1().ConfigMaps(metav1.NamespaceDefault).Get(ctx, before, metav1.GetOptions{})
+		return err
+	})
+	t.Logf("the guest API reads the ConfigMap written before hibernation %s after resume", time.Since(woken).Round(time.Millisecond))
+}
+
+// mustStatus is the kubernetes runtime's view of cluster's workloads.
+func mustStatus(ctx context.Context, t *testing.T, mc *mgmtcluster.Cluster, cluster string) map[string]kuberuntime.ComponentStatus {
+	t.Helper()
+	cs, err := mc.Clientset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, err := kuberuntime.NewForClientset(cs).Status(ctx, cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return status
 }
 
 // controlPlanePods returns ns's pods that are not being deleted, by component.
