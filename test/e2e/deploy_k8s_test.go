@@ -157,9 +157,9 @@ func TestDeployK8s_DevOverlayOnRealKubelets_EverythingBecomesAvailableAndServesA
 	t.Logf("kubeconfig works: the hosted kube-apiserver answers %s", v.GitVersion)
 
 	// Both replicas of every daemon are Ready (Available above needs both: maxUnavailable
-	// 0); the gateway routes to the leader. Kill the leading clusterd pod outright: the
-	// standby takes over when the lease lapses, the gateway follows it, and the Deployment
-	// replaces the pod.
+	// 0); the gateway routes to the leader. Delete the leading clusterd pod with grace period
+	// 0 (the kubelet stops it at once; it hands its lease over as it stops): the standby takes
+	// over, the gateway follows it, and the Deployment replaces the pod.
 	leader, answer := gatewayReplica(t, c, "clusterd")
 	if leader == "" {
 		t.Fatalf("the gateway's /healthz names no leading clusterd replica: %s", answer)
@@ -218,7 +218,7 @@ func gatewayReplica(t *testing.T, c *client, daemon string) (addr, answer string
 	return msg[open+1 : end], ""
 }
 
-// killPodAt deletes, with no grace period (its process is killed), the daemon's pod whose
+// killPodAt deletes, with grace period 0 (the kubelet stops it at once), the daemon's pod whose
 // address is addr ("ip:port").
 func killPodAt(ctx context.Context, t *testing.T, cs kubernetes.Interface, daemon, addr string) {
 	t.Helper()
