@@ -163,74 +163,22 @@ func (d *Daemon) reconcileLive(ctx context.Context, log *slog.Logger, name strin
 	b := d.bundler()
 
 	if p == nil {
-		_, span := observe.StartSpan(ctx, "pkid issue", attribute.String("hostplane.cluster", name), attribute.Int("hostplane.leaves", len(t.leaves)))
-		p, err := b.fresh(t)
-		observe.EndSpan(span, err)
-		if err != nil {
-			return reconcile.Result{}, err
-		}
-		p.ClusterGeneration = cluster.Generation
-		sent, err := d.record(ctx, name, VerbReady, p)
-		if err != nil {
-			return reconcile.Result{}, err
-		}
-		if _, err := d.pki.Create(ctx, name, p); err != nil {
-			return reconcile.Result{}, err // ErrExists: another replica won; retry re-reads
-		}
-		d.outbox.Send(ctx, sent)
-		log.Info("pki issued", "serial", p.Serial, "next_rotation", p.NextRotation)
-		d.metrics.observe(name, p)
-		return requeue(p), nil
+		return d.issue(ctx, log, name, cluster, t, b)
 	}
 
 	published := p.Serial
-	cas, err := b.openCAs(p)
-	var pl plan
-	switch {
-	case errors.Is(err, ErrIncomplete):
-		log.Warn("pki record is incomplete; issuing a new bundle", "err", err)
-		fresh, err := b.fresh(t)
-		if err != nil {
-			return reconcile.Result{}, err
-		}
-		fresh.ObjectMeta = p.ObjectMeta
-		if e := p.SecretEncryption; e != nil && len(e.Keys) > 0 {
-			// The guest's etcd holds Secrets encrypted with these keys: a new key would
-			// make them unreadable.
-			fresh.SecretEncryption = e
-		}
-		p, pl = fresh, plan{kubeconfigs: "incomplete"}
-	case err != nil:
+	p, pl, err := renew(ctx, log, name, p, t, b)
+	if err != nil {
 		return reconcile.Result{}, err
-	default:
-		if pl = b.plan(p, cas, t, time.Now()); !pl.empty() {
-			_, span := observe.StartSpan(ctx, "pkid rotate", attribute.String("hostplane.cluster", name), attribute.String("hostplane.reasons", pl.String()))
-			err := b.apply(p, cas, t, pl)
-			observe.EndSpan(span, err)
-			if err != nil {
-				return reconcile.Result{}, err
-			}
-		}
 	}
 	stepped, stepErr := d.stepKeyRotation(ctx, log, name, p, b)
 	changed := !pl.empty() || stepped || p.Message != "" || p.ClusterGeneration != cluster.Generation
 	p.Message = ""
 	p.ClusterGeneration = cluster.Generation
 	if changed {
-		var sent outbox.Entry
-		if p.Serial != published {
-			verb := VerbRotated
-			if published == "" {
-				verb = VerbReady
-			}
-			if sent, err = d.record(ctx, name, verb, p); err != nil {
-				return reconcile.Result{}, err
-			}
-		}
-		if _, err := d.pki.Update(ctx, name, p, rev); err != nil {
+		if err := d.writeRenewed(ctx, name, p, rev, published); err != nil {
 			return reconcile.Result{}, err
 		}
-		d.outbox.Send(ctx, sent)
 	}
 	if !pl.empty() {
 		d.metrics.rotated(name)
@@ -245,6 +193,85 @@ func (d *Daemon) reconcileLive(ctx context.Context, log *slog.Logger, name strin
 		return reconcile.Result{RequeueAfter: keyRotationPoll}, nil
 	}
 	return requeue(p), nil
+}
+
+// issue issues the first bundle of cluster name for target t and creates its record with
+// pki.ready.
+func (d *Daemon) issue(ctx context.Context, log *slog.Logger, name string, cluster *api.Cluster, t target, b *bundler) (reconcile.Result, error) {
+	_, span := observe.StartSpan(ctx, "pkid issue", attribute.String("hostplane.cluster", name), attribute.Int("hostplane.leaves", len(t.leaves)))
+	p, err := b.fresh(t)
+	observe.EndSpan(span, err)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	p.ClusterGeneration = cluster.Generation
+	sent, err := d.record(ctx, name, VerbReady, p)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if _, err := d.pki.Create(ctx, name, p); err != nil {
+		return reconcile.Result{}, err // ErrExists: another replica won; retry re-reads
+	}
+	d.outbox.Send(ctx, sent)
+	log.Info("pki issued", "serial", p.Serial, "next_rotation", p.NextRotation)
+	d.metrics.observe(name, p)
+	return requeue(p), nil
+}
+
+// renew returns the bundle p becomes for target t and the plan that made it: the leaves
+// and kubeconfigs due (lifetime, hosts, a CA change) reissued in place, or, for a record
+// whose CAs cannot be opened (incomplete), a fresh bundle that keeps the Secret encryption
+// keys. An empty plan leaves p as it is.
+func renew(ctx context.Context, log *slog.Logger, name string, p *api.ClusterPKI, t target, b *bundler) (*api.ClusterPKI, plan, error) {
+	cas, err := b.openCAs(p)
+	switch {
+	case errors.Is(err, ErrIncomplete):
+		log.Warn("pki record is incomplete; issuing a new bundle", "err", err)
+		fresh, err := b.fresh(t)
+		if err != nil {
+			return nil, plan{}, err
+		}
+		fresh.ObjectMeta = p.ObjectMeta
+		if e := p.SecretEncryption; e != nil && len(e.Keys) > 0 {
+			// The guest's etcd holds Secrets encrypted with these keys: a new key would
+			// make them unreadable.
+			fresh.SecretEncryption = e
+		}
+		return fresh, plan{kubeconfigs: "incomplete"}, nil
+	case err != nil:
+		return nil, plan{}, err
+	}
+	pl := b.plan(p, cas, t, time.Now())
+	if !pl.empty() {
+		_, span := observe.StartSpan(ctx, "pkid rotate", attribute.String("hostplane.cluster", name), attribute.String("hostplane.reasons", pl.String()))
+		err := b.apply(p, cas, t, pl)
+		observe.EndSpan(span, err)
+		if err != nil {
+			return nil, plan{}, err
+		}
+	}
+	return p, pl, nil
+}
+
+// writeRenewed updates the record of cluster name (revision rev) to p and, when its serial moved
+// from published, sends pki.rotated (pki.ready when none was published) through the outbox.
+func (d *Daemon) writeRenewed(ctx context.Context, name string, p *api.ClusterPKI, rev uint64, published string) error {
+	var sent outbox.Entry
+	if p.Serial != published {
+		verb := VerbRotated
+		if published == "" {
+			verb = VerbReady
+		}
+		var err error
+		if sent, err = d.record(ctx, name, verb, p); err != nil {
+			return err
+		}
+	}
+	if _, err := d.pki.Update(ctx, name, p, rev); err != nil {
+		return err
+	}
+	d.outbox.Send(ctx, sent)
+	return nil
 }
 
 // record stores the pki event verb about cluster name in the outbox; pki.ready and
