@@ -248,42 +248,20 @@ func (d *Daemon) AdminAddr(ctx context.Context) string {
 // shuts down in order and gives the lease back. It returns an error wrapping leader.ErrLost
 // when the lease was lost: the process should exit and start again as a standby.
 func (d *Daemon) Run(ctx context.Context) error {
-	log := d.log
-	tp := d.tp
-	var shutdownTracing func(context.Context) error
-	if tp == nil {
-		sdk, err := observe.NewTracerProvider(ctx, observe.TracingConfig{ServiceName: "hostplane-" + d.spec.Name, OTLPEndpoint: d.base.OTLPEndpoint})
-		if err != nil {
-			return fmt.Errorf("%s: tracing: %w", d.spec.Name, err)
-		}
-		tp, shutdownTracing = sdk, sdk.Shutdown
-	}
-	defer func() {
-		if shutdownTracing != nil {
-			_ = shutdownTracing(context.WithoutCancel(ctx))
-		}
-	}()
-
-	natsOpts, err := d.base.NATSTLS.Options()
-	if err == nil && d.base.NATSNKeyFile != "" {
-		natsOpts, err = natsauth.ClientOptions(d.spec.Name, d.base.NATSNKeyFile, d.base.NATSTLS)
-	}
+	tp, shutdownTracing, err := d.tracing(ctx)
 	if err != nil {
-		return fmt.Errorf("%s: %w", d.spec.Name, err)
+		return err
 	}
-	nc, err := bus.Connect(ctx, d.base.NATSURL, "hostplane-"+d.spec.Name, log, natsOpts...)
+	defer shutdownTracing()
+	nc, js, err := d.connect(ctx)
 	if err != nil {
-		return fmt.Errorf("%s: %w", d.spec.Name, err)
+		return err
 	}
 	defer func() {
 		if err := nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
-			log.Debug("nats drain", "err", err)
+			d.log.Debug("nats drain", "err", err)
 		}
 	}()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return fmt.Errorf("%s: jetstream: %w", d.spec.Name, err)
-	}
 	setupCtx, cancelSetup := context.WithTimeout(ctx, time.Minute)
 	defer cancelSetup()
 	if err := bus.EnsureStreamsReplicated(setupCtx, js, d.base.NATSReplicas); err != nil {
@@ -294,8 +272,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return fmt.Errorf("%s: %w", d.spec.Name, err)
 	}
 
-	// The admin port serves from the start: a standby answers /healthz, and /readyz and the
-	// /v1 routes with 503 naming the leader.
+	// The admin port serves from the start: a standby answers /healthz and /readyz, and
+	// /leaderz and the /v1 routes with 503 naming the leader.
 	httpCtx, cancelHTTP := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHTTP()
 	httpDone := d.serveAdmin(httpCtx, tp)
@@ -312,49 +290,102 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer stopHTTP()
 
 	if err := elector.Acquire(ctx, func(holder string) { d.standbyOf.Store(&holder) }); err != nil {
-		log.Info("daemon stopped while standing by")
+		d.log.Info("daemon stopped while standing by")
 		return nil
 	}
 	d.standbyOf.Store(nil)
-	// Keep the lease until the daemon's own cleanup is done, then give it back.
+	lost, release := d.hold(ctx, elector)
+	defer release()
+
+	runnables, err := d.setUp(ctx, setupCtx, tp, nc, js)
+	if err != nil {
+		return err
+	}
+	return d.work(ctx, runnables, httpDone, lost, stopHTTP)
+}
+
+// tracing returns the daemon's tracer provider: the one it was given, or a new one (OTLP
+// when configured) with the function that flushes and stops it.
+func (d *Daemon) tracing(ctx context.Context) (trace.TracerProvider, func(), error) {
+	if d.tp != nil {
+		return d.tp, func() {}, nil
+	}
+	sdk, err := observe.NewTracerProvider(ctx, observe.TracingConfig{ServiceName: "hostplane-" + d.spec.Name, OTLPEndpoint: d.base.OTLPEndpoint})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: tracing: %w", d.spec.Name, err)
+	}
+	return sdk, func() { _ = sdk.Shutdown(context.WithoutCancel(ctx)) }, nil
+}
+
+// connect connects to NATS as the daemon's identity (its NKey and TLS when configured).
+func (d *Daemon) connect(ctx context.Context) (*nats.Conn, jetstream.JetStream, error) {
+	natsOpts, err := d.base.NATSTLS.Options()
+	if err == nil && d.base.NATSNKeyFile != "" {
+		natsOpts, err = natsauth.ClientOptions(d.spec.Name, d.base.NATSNKeyFile, d.base.NATSTLS)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", d.spec.Name, err)
+	}
+	nc, err := bus.Connect(ctx, d.base.NATSURL, "hostplane-"+d.spec.Name, d.log, natsOpts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", d.spec.Name, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("%s: jetstream: %w", d.spec.Name, err)
+	}
+	return nc, js, nil
+}
+
+// hold keeps the lease this replica acquired until release, which stops renewing it and
+// gives it back (call it once the daemon's own cleanup is done). lost delivers the error
+// when a renewal fails for too long.
+func (d *Daemon) hold(ctx context.Context, elector *leader.Elector) (lost <-chan error, release func()) {
 	holdCtx, stopHolding := context.WithCancel(context.WithoutCancel(ctx))
-	lost := make(chan error, 1)
+	lostc := make(chan error, 1)
 	held := make(chan struct{})
 	go func() {
 		defer close(held)
 		if err := elector.Hold(holdCtx); err != nil {
-			lost <- err
+			lostc <- err
 		}
 	}()
-	defer func() {
+	return lostc, func() {
 		stopHolding()
 		<-held
 		releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		if err := elector.Release(releaseCtx); err != nil {
-			log.Warn("giving the lease back", "err", err)
+			d.log.Warn("giving the lease back", "err", err)
 		}
-	}()
+	}
+}
 
+// setUp makes the leader's runtime (data directory, outbox, buckets; Runtime returns it
+// from now on), runs the daemon's Setup and returns what is to run: its runnables, then the outbox relay (which publishes
+// what a previous process recorded and did not publish, then everything this one records).
+func (d *Daemon) setUp(ctx, setupCtx context.Context, tp trace.TracerProvider, nc *nats.Conn, js jetstream.JetStream) ([]Runnable, error) {
 	rt := &Runtime{
-		Name: d.spec.Name, Log: log, Registry: d.registry, TracerProvider: tp,
+		Name: d.spec.Name, Log: d.log, Registry: d.registry, TracerProvider: tp,
 		Conn: nc, JS: js,
 		DataDir: d.base.DataDir + "/" + d.spec.Name, buckets: map[string]jetstream.KeyValue{},
 		natsReplicas: d.base.NATSReplicas,
 	}
 	if err := os.MkdirAll(rt.DataDir, 0o750); err != nil {
-		return fmt.Errorf("%s: data dir: %w", d.spec.Name, err)
+		return nil, fmt.Errorf("%s: data dir: %w", d.spec.Name, err)
 	}
+	var err error
 	rt.Outbox, err = outbox.New(setupCtx, js, outbox.Config{
-		Daemon: d.spec.Name, Replicas: d.base.NATSReplicas, Logger: log, Registry: d.registry, TracerProvider: tp,
+		Daemon: d.spec.Name, Replicas: d.base.NATSReplicas, Logger: d.log, Registry: d.registry, TracerProvider: tp,
 	})
 	if err != nil {
-		return fmt.Errorf("%s: %w", d.spec.Name, err)
+		return nil, fmt.Errorf("%s: %w", d.spec.Name, err)
 	}
 	for _, b := range d.spec.Buckets {
 		kv, err := bus.EnsureBucketReplicated(setupCtx, js, b, d.base.NATSReplicas)
 		if err != nil {
-			return fmt.Errorf("%s: %w", d.spec.Name, err)
+			return nil, fmt.Errorf("%s: %w", d.spec.Name, err)
 		}
 		rt.buckets[b] = kv
 	}
@@ -362,11 +393,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if d.spec.Setup != nil {
 		runnables, err = d.spec.Setup(ctx, rt)
 		if err != nil {
-			return fmt.Errorf("%s: setup: %w", d.spec.Name, err)
+			return nil, fmt.Errorf("%s: setup: %w", d.spec.Name, err)
 		}
 	}
-	// The relay publishes what a previous process recorded and did not publish, and then
-	// everything this one records.
 	runnables = append(runnables, rt.Outbox)
 	d.mu.Lock()
 	for _, r := range runnables {
@@ -376,29 +405,34 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.mu.Unlock()
 	d.rt.Store(rt)
+	return runnables, nil
+}
 
+// work starts the runnables and works until ctx ends, a runnable or the admin server fails,
+// or the lease is lost; then it shuts down in order: consumers and workers, then HTTP
+// (stopHTTP), then the daemon's own cleanup. The caller gives the lease back after it, then
+// stops tracing and closes NATS last.
+func (d *Daemon) work(ctx context.Context, runnables []Runnable, httpDone chan error, lost <-chan error, stopHTTP func()) error {
 	// Runnables (controllers first in the slice) stop when workCtx ends.
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
 	errs := make(chan error, len(runnables)+1)
 	var wg sync.WaitGroup
 	for _, r := range runnables {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			if err := r.Start(workCtx); err != nil {
 				errs <- err
 			}
-		}()
+		})
 	}
 	d.running.Store(true)
-	log.Info("daemon started", "nats", d.base.NATSURL, "admin", d.base.AdminAddr, "replica", d.base.ReplicaID)
+	d.log.Info("daemon started", "nats", d.base.NATSURL, "admin", d.base.AdminAddr, "replica", d.base.ReplicaID)
 
 	var runErr error
 	select {
 	case <-ctx.Done():
 	case runErr = <-errs:
-		log.Error("a part of the daemon failed; shutting down", "err", runErr)
+		d.log.Error("a part of the daemon failed; shutting down", "err", runErr)
 	case err := <-httpDone:
 		if err != nil {
 			runErr = fmt.Errorf("%s: admin server: %w", d.spec.Name, err)
@@ -408,8 +442,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.running.Store(false)
 
-	// Ordered shutdown: consumers and workers, then HTTP, then the daemon's own cleanup;
-	// the lease goes back after it, then traces, and NATS closes last (deferred).
 	stopWork()
 	wg.Wait()
 	stopHTTP()
@@ -417,10 +449,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer cancel()
 	if d.spec.Stop != nil {
 		if err := d.spec.Stop(stopCtx); err != nil {
-			log.Warn("stop", "err", err)
+			d.log.Warn("stop", "err", err)
 		}
 	}
-	log.Info("daemon stopped")
+	d.log.Info("daemon stopped")
 	return runErr
 }
 
