@@ -12,6 +12,11 @@
 // A balancer with a Config.Wake hook can hold a hibernated cluster's endpoint (SetAsleep):
 // the first connection asks for a wake and every connection is held until an apiserver is
 // ready (docs/hibernation.md). LastAccept is the activity spec.hibernation.idleAfter measures.
+//
+// Config.InternalAddr gives the balancer a second listener over the same backends, for the
+// daemons' own traffic to a cluster with several apiservers: a connection there is never
+// held, never wakes the cluster and is not activity; while the cluster sleeps it is closed
+// at once, so the daemons fail fast.
 package lb
 
 import (
@@ -35,6 +40,9 @@ type Config struct {
 	Cluster string
 	// Addr is the address to listen on ("host:port"; port 0 picks one, see Addr).
 	Addr string
+	// InternalAddr, when set, is a second address to listen on for the daemons (see the
+	// package documentation; port 0 picks one, see InternalAddr).
+	InternalAddr string
 	// Backends are the kube-apiserver replicas ("host:port"), at least one.
 	Backends []string
 	// HealthInterval is how often every backend's /readyz is probed.
@@ -56,6 +64,7 @@ type Config struct {
 type LoadBalancer struct {
 	cluster  string
 	addr     string
+	internal string // Config.InternalAddr
 	backends []string
 	healthy  []atomic.Bool
 	draining []atomic.Bool // set by componentd before it stops a replica: no new connections
@@ -76,9 +85,10 @@ type LoadBalancer struct {
 	now        func() time.Time
 	lastAccept atomic.Int64
 
-	ln     net.Listener
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	ln         net.Listener
+	internalLn net.Listener // nil without Config.InternalAddr
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -94,24 +104,33 @@ func Start(cfg Config) (*LoadBalancer, error) {
 	if err != nil {
 		return nil, err
 	}
+	var internalLn net.Listener
+	if cfg.InternalAddr != "" {
+		if internalLn, err = net.Listen("tcp", cfg.InternalAddr); err != nil {
+			_ = ln.Close()
+			return nil, fmt.Errorf("internal listener: %w", err)
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	backends, interval := cfg.Backends, cfg.HealthInterval
 	lb := &LoadBalancer{
-		cluster:  cfg.Cluster,
-		addr:     cfg.Addr,
-		backends: slices.Clone(backends),
-		healthy:  make([]atomic.Bool, len(backends)),
-		draining: make([]atomic.Bool, len(backends)),
-		interval: interval,
-		dialTO:   max(interval, time.Second),
-		probe:    readyzProbe(max(interval, time.Second)),
-		metrics:  cfg.Metrics,
-		log:      cfg.Log.With("cluster", cfg.Cluster, "lb", cfg.Addr),
-		wake:     cfg.Wake,
-		now:      cfg.Now,
-		ln:       ln,
-		cancel:   cancel,
-		conns:    map[net.Conn]struct{}{},
+		cluster:    cfg.Cluster,
+		addr:       cfg.Addr,
+		internal:   cfg.InternalAddr,
+		backends:   slices.Clone(backends),
+		healthy:    make([]atomic.Bool, len(backends)),
+		draining:   make([]atomic.Bool, len(backends)),
+		interval:   interval,
+		dialTO:     max(interval, time.Second),
+		probe:      readyzProbe(max(interval, time.Second)),
+		metrics:    cfg.Metrics,
+		log:        cfg.Log.With("cluster", cfg.Cluster, "lb", cfg.Addr),
+		wake:       cfg.Wake,
+		now:        cfg.Now,
+		ln:         ln,
+		internalLn: internalLn,
+		cancel:     cancel,
+		conns:      map[net.Conn]struct{}{},
 	}
 	// Optimistic until the first check: a failed dial falls through to the next backend anyway.
 	for i := range lb.healthy {
@@ -119,15 +138,20 @@ func Start(cfg Config) (*LoadBalancer, error) {
 	}
 	cfg.Metrics.export(cfg.Cluster, backends)
 	lb.wg.Add(2)
-	go func() { defer lb.wg.Done(); lb.serve(ctx) }()
+	go func() { defer lb.wg.Done(); lb.serve(ctx, ln, false) }()
 	go func() { defer lb.wg.Done(); lb.checkHealth(ctx) }()
-	lb.log.Info("load balancer listening", "backends", backends)
+	if internalLn != nil {
+		lb.wg.Add(1)
+		go func() { defer lb.wg.Done(); lb.serve(ctx, internalLn, true) }()
+	}
+	lb.log.Info("load balancer listening", "backends", backends, "internal", cfg.InternalAddr)
 	return lb, nil
 }
 
-// Matches reports whether the load balancer already serves addr in front of backends.
-func (lb *LoadBalancer) Matches(addr string, backends []string) bool {
-	return lb.addr == addr && slices.Equal(lb.backends, backends)
+// Matches reports whether the load balancer already serves addr (and internalAddr, "" for
+// none) in front of backends.
+func (lb *LoadBalancer) Matches(addr, internalAddr string, backends []string) bool {
+	return lb.addr == addr && lb.internal == internalAddr && slices.Equal(lb.backends, backends)
 }
 
 // Close stops listening, closes every forwarded connection and waits for the goroutines.
@@ -144,14 +168,18 @@ func (lb *LoadBalancer) Close() error {
 	lb.mu.Unlock()
 	lb.cancel()
 	err := lb.ln.Close()
+	if lb.internalLn != nil {
+		err = errors.Join(err, lb.internalLn.Close())
+	}
 	lb.wg.Wait()
 	lb.log.Info("load balancer closed")
 	return err
 }
 
-func (lb *LoadBalancer) serve(ctx context.Context) {
+// serve accepts the connections of ln, the public listener or (internal) the daemons' one.
+func (lb *LoadBalancer) serve(ctx context.Context, ln net.Listener, internal bool) {
 	for {
-		c, err := lb.ln.Accept()
+		c, err := ln.Accept()
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return
@@ -168,14 +196,14 @@ func (lb *LoadBalancer) serve(ctx context.Context) {
 			_ = c.Close()
 			return
 		}
-		if lb.now != nil {
+		if lb.now != nil && !internal {
 			lb.lastAccept.Store(lb.now().UnixNano())
 		}
 		lb.wg.Add(1)
 		go func() {
 			defer lb.wg.Done()
 			defer lb.untrack(c)
-			lb.forward(ctx, c)
+			lb.forward(ctx, c, internal)
 		}()
 	}
 }
@@ -195,6 +223,14 @@ func (lb *LoadBalancer) LastAccept() time.Time {
 
 // Addr is the address the balancer listens on.
 func (lb *LoadBalancer) Addr() net.Addr { return lb.ln.Addr() }
+
+// InternalAddr is the address of the internal listener (nil without Config.InternalAddr).
+func (lb *LoadBalancer) InternalAddr() net.Addr {
+	if lb.internalLn == nil {
+		return nil
+	}
+	return lb.internalLn.Addr()
+}
 
 // track records c so Close can end it; false once closed.
 func (lb *LoadBalancer) track(c net.Conn) bool {
@@ -279,9 +315,16 @@ func (lb *LoadBalancer) awaitBackend(ctx context.Context) bool {
 }
 
 // forward dials a backend for client and copies bytes both ways until both sides are done.
-func (lb *LoadBalancer) forward(ctx context.Context, client net.Conn) {
+// A connection of the internal listener is never held: while the cluster sleeps it is
+// closed at once, otherwise it goes to a backend as it is.
+func (lb *LoadBalancer) forward(ctx context.Context, client net.Conn, internal bool) {
 	defer client.Close()
-	if !lb.awaitBackend(ctx) {
+	if internal {
+		if lb.asleep.Load() {
+			lb.log.Debug("the cluster hibernates: internal connection closed", "client", client.RemoteAddr().String())
+			return
+		}
+	} else if !lb.awaitBackend(ctx) {
 		lb.log.Warn("no apiserver became ready while the connection was held", "client", client.RemoteAddr().String(), "held", WakeHold)
 		return
 	}
