@@ -15,8 +15,11 @@
 //
 // Config.InternalAddr gives the balancer a second listener over the same backends, for the
 // daemons' own traffic to a cluster with several apiservers: a connection there is never
-// held, never wakes the cluster and is not activity; while the cluster sleeps it is closed
-// at once, so the daemons fail fast.
+// held, never wakes the cluster and is not activity. While the cluster sleeps that listener
+// is closed, so a connection is refused at once and the daemons fail fast; it listens again
+// on the same address when the cluster wakes. Refused, not accepted and closed: client-go
+// retries a GET whose connection ends in EOF or a reset (ten times, a second apart), but
+// not one whose dial is refused.
 package lb
 
 import (
@@ -78,6 +81,7 @@ type LoadBalancer struct {
 	// Wake on connect (a single apiserver's balancer; nil wake: never). While asleep, a new
 	// connection asks for a wake (once per sleep) and is held until the apiserver is ready.
 	wake      func() error
+	sleepMu   sync.Mutex // serialises SetAsleep, so the internal listener follows the last call
 	asleep    atomic.Bool
 	wakeAsked atomic.Bool
 	// now and lastAccept record when a client last connected (unix nanoseconds on the
@@ -85,14 +89,20 @@ type LoadBalancer struct {
 	now        func() time.Time
 	lastAccept atomic.Int64
 
-	ln         net.Listener
-	internalLn net.Listener // nil without Config.InternalAddr
-	cancel     context.CancelFunc
-	wg         sync.WaitGroup
+	ln           net.Listener
+	internalAddr net.Addr // where the internal listener listens (kept while it is closed); nil without Config.InternalAddr
+	ctx          context.Context
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
 	closed bool
+	// internalLn is the internal listener while it is open: nil while the cluster sleeps
+	// (connections are refused) and without Config.InternalAddr. reopening is set while a
+	// goroutine retries a listen that failed.
+	internalLn net.Listener
+	reopening  bool
 }
 
 // Start listens on cfg.Addr and serves until Close.
@@ -129,8 +139,13 @@ func Start(cfg Config) (*LoadBalancer, error) {
 		now:        cfg.Now,
 		ln:         ln,
 		internalLn: internalLn,
+		ctx:        ctx,
 		cancel:     cancel,
 		conns:      map[net.Conn]struct{}{},
+	}
+	if internalLn != nil {
+		// Port 0 resolved: the listener reopens on this very address after a sleep.
+		lb.internalAddr = internalLn.Addr()
 	}
 	// Optimistic until the first check: a failed dial falls through to the next backend anyway.
 	for i := range lb.healthy {
@@ -165,11 +180,13 @@ func (lb *LoadBalancer) Close() error {
 	for c := range lb.conns {
 		_ = c.Close()
 	}
+	internalLn := lb.internalLn
+	lb.internalLn = nil
 	lb.mu.Unlock()
 	lb.cancel()
 	err := lb.ln.Close()
-	if lb.internalLn != nil {
-		err = errors.Join(err, lb.internalLn.Close())
+	if internalLn != nil {
+		err = errors.Join(err, internalLn.Close())
 	}
 	lb.wg.Wait()
 	lb.log.Info("load balancer closed")
@@ -224,12 +241,78 @@ func (lb *LoadBalancer) LastAccept() time.Time {
 // Addr is the address the balancer listens on.
 func (lb *LoadBalancer) Addr() net.Addr { return lb.ln.Addr() }
 
-// InternalAddr is the address of the internal listener (nil without Config.InternalAddr).
-func (lb *LoadBalancer) InternalAddr() net.Addr {
-	if lb.internalLn == nil {
-		return nil
+// InternalAddr is the address of the internal listener, also while it is closed for a
+// sleeping cluster (nil without Config.InternalAddr).
+func (lb *LoadBalancer) InternalAddr() net.Addr { return lb.internalAddr }
+
+// closeInternal closes the internal listener (the cluster sleeps): new connections to it are
+// refused by the kernel, at once.
+func (lb *LoadBalancer) closeInternal() {
+	lb.mu.Lock()
+	ln := lb.internalLn
+	lb.internalLn = nil
+	lb.mu.Unlock()
+	if ln != nil {
+		_ = ln.Close()
+		lb.log.Info("cluster hibernates: internal listener closed, its connections are refused", "internal", lb.internalAddr.String())
 	}
-	return lb.internalLn.Addr()
+}
+
+// internalReopenInterval is the pause between two attempts to listen again on the internal
+// address after a failed one (its port briefly held by another socket).
+const internalReopenInterval = time.Second
+
+// openInternal listens on the internal address again (the cluster wakes), unless it already
+// listens, the balancer is closed or the cluster went back to sleep. A failed listen is
+// retried every internalReopenInterval by one goroutine until it succeeds or one of those
+// holds.
+func (lb *LoadBalancer) openInternal() {
+	if lb.internalAddr == nil {
+		return
+	}
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	if lb.closed || lb.internalLn != nil || lb.reopening {
+		return
+	}
+	if lb.listenInternalLocked() == nil {
+		return
+	}
+	lb.reopening = true
+	lb.wg.Add(1)
+	go func() {
+		defer lb.wg.Done()
+		t := time.NewTicker(internalReopenInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-lb.ctx.Done():
+				return
+			case <-t.C:
+			}
+			lb.mu.Lock()
+			if lb.closed || lb.internalLn != nil || lb.asleep.Load() || lb.listenInternalLocked() == nil {
+				lb.reopening = false
+				lb.mu.Unlock()
+				return
+			}
+			lb.mu.Unlock()
+		}
+	}()
+}
+
+// listenInternalLocked listens on the internal address and serves it; lb.mu is held.
+func (lb *LoadBalancer) listenInternalLocked() error {
+	ln, err := net.Listen("tcp", lb.internalAddr.String())
+	if err != nil {
+		lb.log.Warn("internal listener: cannot listen again; retrying", "internal", lb.internalAddr.String(), "err", err)
+		return err
+	}
+	lb.internalLn = ln
+	lb.wg.Add(1)
+	go func() { defer lb.wg.Done(); lb.serve(lb.ctx, ln, true) }()
+	lb.log.Info("internal listener open again", "internal", lb.internalAddr.String())
+	return nil
 }
 
 // track records c so Close can end it; false once closed.
@@ -254,17 +337,22 @@ func (lb *LoadBalancer) untrack(c net.Conn) {
 const WakeHold = 60 * time.Second
 
 // SetAsleep puts the balancer in or out of wake-on-connect mode. Waking marks every backend
-// unready until its probe passes, so held connections go to a ready apiserver only.
+// unready until its probe passes, so held connections go to a ready apiserver only. The
+// internal listener is closed while asleep and listens again on waking.
 func (lb *LoadBalancer) SetAsleep(asleep bool) {
+	lb.sleepMu.Lock()
+	defer lb.sleepMu.Unlock()
 	was := lb.asleep.Swap(asleep)
 	switch {
 	case asleep && !was:
 		lb.wakeAsked.Store(false)
+		lb.closeInternal()
 		lb.log.Info("cluster hibernates: the endpoint listens and wakes it on the first connection")
 	case !asleep && was:
 		for i := range lb.healthy {
 			lb.healthy[i].Store(false)
 		}
+		lb.openInternal()
 		lb.log.Info("cluster wakes: connections are held until its apiserver is ready")
 	}
 }
@@ -293,6 +381,7 @@ func (lb *LoadBalancer) awaitBackend(ctx context.Context) bool {
 	// Only a connection that arrives while the cluster sleeps wakes it; one that arrived
 	// while it was going to sleep (a kubelet, kube-controller-manager) only waits.
 	wakes := lb.asleep.Load()
+	began := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, WakeHold)
 	defer cancel()
 	t := time.NewTicker(100 * time.Millisecond)
@@ -311,12 +400,14 @@ func (lb *LoadBalancer) awaitBackend(ctx context.Context) bool {
 		case <-t.C:
 		}
 	}
+	lb.log.Info("held connection forwarded: an apiserver is ready", "held", time.Since(began).Round(time.Millisecond).String(), "woke", wakes)
 	return true
 }
 
 // forward dials a backend for client and copies bytes both ways until both sides are done.
-// A connection of the internal listener is never held: while the cluster sleeps it is
-// closed at once, otherwise it goes to a backend as it is.
+// A connection of the internal listener is never held: one accepted just as the cluster went
+// to sleep (before the listener closed) is closed at once, any other goes to a backend as it
+// is.
 func (lb *LoadBalancer) forward(ctx context.Context, client net.Conn, internal bool) {
 	defer client.Close()
 	if internal {

@@ -2,12 +2,14 @@ package lb
 
 import (
 	"crypto/tls"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -278,7 +280,9 @@ func TestLoadBalancer_HeldConnectionGoesThroughOnceAnAPIServerIsReady_WhateverTh
 
 // The internal listener of a balancer in front of several apiservers serves the daemons:
 // it forwards to the same backends, but its connections are not activity, are never held
-// and never wake the cluster; while the cluster sleeps they are closed at once.
+// and never wake the cluster; while the cluster sleeps they are refused at once (a
+// connection accepted and then closed would have client-go retry its GET for ten seconds),
+// and once it wakes the listener is back on the same address.
 func TestLoadBalancer_InternalListenerNeitherWakesNorCountsAndFailsFastWhileAsleep(t *testing.T) {
 	m, err := NewMetrics(prometheus.NewRegistry())
 	if err != nil {
@@ -319,6 +323,12 @@ func TestLoadBalancer_InternalListenerNeitherWakesNorCountsAndFailsFastWhileAsle
 
 	lb.SetAsleep(true)
 	start := time.Now()
+	if c, err := net.DialTimeout("tcp", lb.InternalAddr().String(), 5*time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
+		if c != nil {
+			_ = c.Close()
+		}
+		t.Errorf("dialling the internal listener of the sleeping cluster: %v, want the connection refused", err)
+	}
 	if got := get(lb.InternalAddr()); got == "a" || got == "b" {
 		t.Errorf("the internal listener forwarded to the sleeping cluster: %q", got)
 	}
