@@ -415,8 +415,9 @@ func (lb *LoadBalancer) forward(ctx context.Context, client net.Conn, internal b
 			lb.log.Debug("the cluster hibernates: internal connection closed", "client", client.RemoteAddr().String())
 			return
 		}
-	} else if !lb.awaitBackend(ctx) {
-		lb.log.Warn("no apiserver became ready while the connection was held", "client", client.RemoteAddr().String(), "held", WakeHold)
+	} else if began := time.Now(); !lb.awaitBackend(ctx) {
+		lb.log.Warn("held connection closed: no apiserver became ready within WakeHold, or the balancer closed",
+			"client", client.RemoteAddr().String(), "held", time.Since(began).Round(time.Millisecond).String(), "closing", ctx.Err() != nil)
 		return
 	}
 	backend, addr := lb.dial(ctx)
