@@ -11,6 +11,13 @@ type Infra struct {
 	// Endpoint is where clients reach the kube-apiserver: infrad's TCP load balancer in front
 	// of the replicas (a SingleReplica record from before that: the apiserver itself).
 	Endpoint Endpoint `json:"endpoint"`
+	// InternalEndpoint is the daemons' way to a HighlyAvailable cluster's apiservers: a
+	// second listener of infrad's load balancer, over the same replicas, that never wakes
+	// the cluster and never counts as activity (docs/hibernation.md). Nil for a
+	// SingleReplica cluster (the daemons go to its one apiserver's port) and for an HA
+	// record infrad has not yet given one (written before it existed: the next reconcile
+	// allocates it).
+	InternalEndpoint *Endpoint `json:"internalEndpoint,omitempty"`
 	// APIServers are the per-replica kube-apiserver listen endpoints.
 	APIServers []Endpoint `json:"apiServers"`
 	// Etcd are the members' client and peer ports, one per member.

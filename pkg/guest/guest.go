@@ -2,10 +2,11 @@
 // cluster's PKI record (bucket "pki"), opened with the seal key and cached until the record's
 // serial changes (a rotation renews the admin certificate).
 //
-// With the infra records (WithInfra), a cluster whose single kube-apiserver is behind
-// infrad's load balancer is reached at the apiserver's own port: the daemons' own traffic
-// must not wake a hibernated cluster (the balancer wakes it on a connection,
-// docs/hibernation.md), and fails fast while it sleeps.
+// With the infra records (WithInfra), the daemons never go through the endpoint of a cluster
+// behind infrad's load balancer: a single kube-apiserver is reached at its own port, several
+// (HighlyAvailable) at the balancer's internal listener (infra.internalEndpoint). Their own
+// traffic must not wake a hibernated cluster nor count as its activity (the endpoint wakes
+// it on a connection, docs/hibernation.md), and fails fast while it sleeps.
 package guest
 
 import (
@@ -53,7 +54,8 @@ type Clients struct {
 type Option func(*Clients)
 
 // WithInfra has the clients read the infra records, to reach a single kube-apiserver
-// directly rather than through the endpoint's load balancer.
+// directly, or several through the load balancer's internal listener, rather than through
+// the endpoint.
 func WithInfra(infra *store.Store[api.Infra]) Option {
 	return func(c *Clients) { c.infra = infra }
 }
@@ -68,7 +70,9 @@ func NewClients(pki *store.Store[api.ClusterPKI], key *certs.SealKey, opts ...Op
 }
 
 // internalServer returns the URL of the cluster's single kube-apiserver when it is behind a
-// load balancer, else "" (the kubeconfig's server stands).
+// load balancer, or of the balancer's internal listener in front of several, else "" (the
+// kubeconfig's server stands: no infra record, or an HA one from before the internal
+// listener, which infrad's next reconcile gives one).
 func (c *Clients) internalServer(ctx context.Context, cluster string) (string, error) {
 	if c.infra == nil {
 		return "", nil
@@ -80,10 +84,18 @@ func (c *Clients) internalServer(ctx context.Context, cluster string) (string, e
 	if err != nil {
 		return "", err
 	}
-	if len(inf.APIServers) != 1 || inf.APIServers[0] == inf.Endpoint || inf.APIServers[0].Port == 0 {
-		return "", nil
+	return serverOf(inf), nil
+}
+
+// serverOf is internalServer's choice for the record inf.
+func serverOf(inf *api.Infra) string {
+	if e := inf.InternalEndpoint; len(inf.APIServers) > 1 && e != nil && e.Port != 0 {
+		return "https://" + net.JoinHostPort(e.Host, strconv.Itoa(e.Port))
 	}
-	return "https://" + net.JoinHostPort(inf.APIServers[0].Host, strconv.Itoa(inf.APIServers[0].Port)), nil
+	if len(inf.APIServers) != 1 || inf.APIServers[0] == inf.Endpoint || inf.APIServers[0].Port == 0 {
+		return ""
+	}
+	return "https://" + net.JoinHostPort(inf.APIServers[0].Host, strconv.Itoa(inf.APIServers[0].Port))
 }
 
 // withServer returns kubeconfig with every cluster's server set to server.

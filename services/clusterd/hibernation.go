@@ -188,7 +188,7 @@ func (d *Daemon) applyHibernationTriggers(ctx context.Context, c *api.Cluster, i
 			applied = &now
 		}
 	}
-	if idle := c.Spec.IdleAfter(); !trig.due && idle > 0 && !c.Spec.Hibernating() && inf != nil && isLoadBalanced(inf) && now.Sub(lastActivity) >= idle {
+	if idle := c.Spec.IdleAfter(); !trig.due && idle > 0 && !c.Spec.Hibernating() && inf != nil && measuresActivity(inf) && now.Sub(lastActivity) >= idle {
 		trig = hibernationTrigger{due: true, hibernate: true, reason: api.HibernationReasonIdle}
 	}
 	if !trig.due || trig.hibernate == c.Spec.Hibernating() {
@@ -227,10 +227,15 @@ func (d *Daemon) hibernationTicker(ctx context.Context) {
 	}
 }
 
-// isLoadBalanced reports whether the cluster's endpoint is infrad's load balancer in front of
-// a single apiserver, the one that sees (and wakes on) connections: a SingleReplica record
-// from before keeps the apiserver's own port, where nobody counts connections, so idleAfter
-// does nothing there.
-func isLoadBalanced(inf *api.Infra) bool {
-	return len(inf.APIServers) == 1 && inf.Endpoint != inf.APIServers[0]
+// measuresActivity reports whether the cluster's endpoint is an infrad load balancer the
+// daemons do not go through, the one that sees (and wakes on) users' connections: in front
+// of a single apiserver, or of several with an internal listener for the daemons
+// (infra.internalEndpoint). A SingleReplica record from before keeps the apiserver's own
+// port, where nobody counts connections, and an HA record without the internal listener has
+// the daemons' connections on its endpoint, so idleAfter does nothing there.
+func measuresActivity(inf *api.Infra) bool {
+	if len(inf.APIServers) == 1 {
+		return inf.Endpoint != inf.APIServers[0]
+	}
+	return len(inf.APIServers) > 1 && inf.InternalEndpoint != nil && inf.InternalEndpoint.Port != 0
 }

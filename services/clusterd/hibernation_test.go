@@ -116,3 +116,28 @@ func TestReleases_ParseScheduleIsCronStandard(t *testing.T) {
 		t.Error("a non-cron schedule was accepted")
 	}
 }
+
+// idleAfter only applies where the endpoint sees users' connections and not the daemons'.
+func TestMeasuresActivity_OnlyWhereTheDaemonsDoNotUseTheEndpoint(t *testing.T) {
+	ep := api.Endpoint{Host: "127.0.0.1", Port: 7000}
+	one := []api.Endpoint{{Host: "127.0.0.1", Port: 7001}}
+	two := []api.Endpoint{{Host: "127.0.0.1", Port: 7001}, {Host: "127.0.0.1", Port: 7002}}
+	tests := []struct {
+		name string
+		inf  api.Infra
+		want bool
+	}{
+		{"single apiserver behind the balancer", api.Infra{Endpoint: ep, APIServers: one}, true},
+		{"single apiserver as the endpoint (before the balancer)", api.Infra{Endpoint: one[0], APIServers: one}, false},
+		{"highly available with the internal listener", api.Infra{Endpoint: ep, APIServers: two, InternalEndpoint: &api.Endpoint{Host: "127.0.0.1", Port: 7003}}, true},
+		{"highly available before the internal listener", api.Infra{Endpoint: ep, APIServers: two}, false},
+		{"nothing allocated", api.Infra{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := measuresActivity(&tt.inf); got != tt.want {
+				t.Errorf("measuresActivity = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package infrad_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -196,24 +198,28 @@ func accepts(address string) bool {
 	return true
 }
 
-// backend is a plain HTTP server standing in for one kube-apiserver replica.
+// backend is an HTTPS server standing in for one kube-apiserver replica: it answers name to
+// every request, the balancer's /readyz probe included, so the balancer sees it ready (a
+// balancer that wakes its cluster holds connections while no backend is).
 func backend(t *testing.T, address, name string) *http.Server {
 	t.Helper()
 	ln, err := net.Listen("tcp", address)
 	if err != nil {
 		t.Fatalf("listen on the allocated apiserver port %s: %v", address, err)
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, name)
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return srv
+	}))
+	srv.Listener = ln
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv.Config
 }
 
 // client opens a new TCP connection per request, so every request goes through the
 // load balancer's backend choice.
-var client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+var client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true,
+	TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 10 * time.Second} //nolint:gosec // the test's own backends
 
 func get(url string) (int, string, error) {
 	resp, err := client.Get(url)
@@ -309,7 +315,15 @@ func TestHighlyAvailable_LoadBalancesAcrossTwoAPIServersAndSurvivesAStoppedOne(t
 
 	a := backend(t, addr(inf.APIServers[0]), "a")
 	backend(t, addr(inf.APIServers[1]), "b")
-	url := "http://" + addr(inf.Endpoint) + "/"
+	url := "https://" + addr(inf.Endpoint) + "/"
+
+	// The daemons' internal listener reaches the same replicas.
+	if inf.InternalEndpoint == nil || inf.InternalEndpoint.Port == inf.Endpoint.Port {
+		t.Fatalf("internal endpoint %+v: want a port of its own", inf.InternalEndpoint)
+	}
+	if code, body, err := get("https://" + addr(*inf.InternalEndpoint) + "/"); err != nil || code != http.StatusOK || (body != "a" && body != "b") {
+		t.Fatalf("request through the internal listener: %d %q %v", code, body, err)
+	}
 
 	// Every request succeeds, and round-robin reaches both replicas.
 	seen := map[string]int{}
@@ -346,7 +360,7 @@ func TestRestart_ClosesTheLoadBalancerOnStopAndReopensItFromTheRecord(t *testing
 	inf := e.readyInfra("ha")
 	backend(t, addr(inf.APIServers[0]), "a")
 	backend(t, addr(inf.APIServers[1]), "b")
-	url := "http://" + addr(inf.Endpoint) + "/"
+	url := "https://" + addr(inf.Endpoint) + "/"
 	if code, _, err := get(url); err != nil || code != http.StatusOK {
 		t.Fatalf("request through the load balancer: %d %v", code, err)
 	}
@@ -358,12 +372,18 @@ func TestRestart_ClosesTheLoadBalancerOnStopAndReopensItFromTheRecord(t *testing
 
 	e.start() // no event: the startup resync finds the record
 	testenv.Eventually(t, wait, func() bool { return accepts(addr(inf.Endpoint)) }, "load balancer reopened on %s", addr(inf.Endpoint))
+	if code, _, err := get("https://" + addr(*inf.InternalEndpoint) + "/"); err != nil || code != http.StatusOK {
+		t.Fatalf("request through the reopened internal listener %s: %d %v", addr(*inf.InternalEndpoint), code, err)
+	}
 	for i := range 10 {
 		if code, _, err := get(url); err != nil || code != http.StatusOK {
 			t.Fatalf("request %d through the reopened load balancer: %d %v", i, code, err)
 		}
 	}
 	after := e.readyInfra("ha")
+	if *after.InternalEndpoint != *inf.InternalEndpoint {
+		t.Errorf("internal endpoint after restart %+v, want %+v", *after.InternalEndpoint, *inf.InternalEndpoint)
+	}
 	if !slices.Equal(ports(after), ports(inf)) {
 		t.Errorf("ports after restart %v, want %v", ports(after), ports(inf))
 	}
@@ -490,7 +510,7 @@ func TestRestart_MidDelete_ReopensTheLoadBalancerUntilTheComponentsAreGone(t *te
 	first.stop()
 	e.start() // no event: the startup resync finds the deleting cluster
 	testenv.Eventually(t, wait, func() bool { return accepts(lb) }, "load balancer of the deleting cluster reopened on %s", lb)
-	if code, _, err := get("http://" + lb + "/"); err != nil || code != http.StatusOK {
+	if code, _, err := get("https://" + lb + "/"); err != nil || code != http.StatusOK {
 		t.Fatalf("request through the reopened load balancer: %d %v", code, err)
 	}
 
@@ -592,4 +612,36 @@ func (w *quietWriter) Write(p []byte) (int, error) {
 		fmt.Fprint(w.t.Output(), string(p))
 	}
 	return len(p), nil
+}
+
+// An HA record written before the balancer had an internal listener (an older infrad's) is
+// given one by the upgraded infrad's first reconcile; every other port stays.
+func TestUpgrade_GivesAnHARecordFromBeforeTheInternalListenerOneAndKeepsItsPorts(t *testing.T) {
+	e := newEnv(t)
+	first := e.start()
+	e.createCluster("old-ha", api.HighlyAvailable, api.PlatformLocal)
+	inf := e.readyInfra("old-ha")
+	first.stop()
+	if _, _, err := e.infra.Mutate(t.Context(), "old-ha", false, func(v *api.Infra) error {
+		v.InternalEndpoint = nil
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	e.start() // the startup resync reconciles the record
+	after := e.readyInfra("old-ha", func(v *api.Infra) bool { return v.InternalEndpoint != nil })
+	if !slices.Equal(ports(after), ports(inf)) {
+		t.Errorf("ports after the upgrade %v, want %v", ports(after), ports(inf))
+	}
+	if after.Generation <= inf.Generation {
+		t.Errorf("generation %d after the internal port was allocated, want above %d", after.Generation, inf.Generation)
+	}
+	backend(t, addr(inf.APIServers[0]), "a")
+	backend(t, addr(inf.APIServers[1]), "b")
+	for _, ep := range []api.Endpoint{after.Endpoint, *after.InternalEndpoint} {
+		if code, _, err := get("https://" + addr(ep) + "/"); err != nil || code != http.StatusOK {
+			t.Errorf("request through %s after the upgrade: %d %v", addr(ep), code, err)
+		}
+	}
 }

@@ -262,11 +262,18 @@ func (d *Daemon) record(ctx context.Context, cluster, verb string) (outbox.Entry
 }
 
 // ensureLB runs the cluster's load balancer on the record's endpoint in front of its
-// apiservers, restarting it if either changed. A single apiserver's balancer can wake the
-// cluster (lb.Config.Wake, SetAsleep); a HighlyAvailable cluster's never, as the daemons
-// reach its apiservers through it too.
+// apiservers, with the internal listener the record names (a HighlyAvailable cluster's, for
+// the daemons), restarting it if any of them changed. The endpoint wakes the cluster
+// (lb.Config.Wake, SetAsleep) and measures its activity when the daemons do not go through
+// it: a single apiserver's balancer (they go to the apiserver's port) and a balancer with an
+// internal listener (they go there). An HA record without one (written before it existed)
+// gets it on this same reconcile, so that case is only a failed allocation's.
 func (d *Daemon) ensureLB(cluster string, inf *api.Infra) error {
 	addr := net.JoinHostPort(inf.Endpoint.Host, strconv.Itoa(inf.Endpoint.Port))
+	internal := ""
+	if e := inf.InternalEndpoint; e != nil && e.Port != 0 {
+		internal = net.JoinHostPort(e.Host, strconv.Itoa(e.Port))
+	}
 	backends := make([]string, 0, len(inf.APIServers))
 	for _, e := range inf.APIServers {
 		backends = append(backends, net.JoinHostPort(e.Host, strconv.Itoa(e.Port)))
@@ -283,13 +290,14 @@ func (d *Daemon) ensureLB(cluster string, inf *api.Infra) error {
 	old := d.lbs[cluster]
 	d.mu.Unlock()
 	if old != nil {
-		if old.Matches(addr, backends) {
+		if old.Matches(addr, internal, backends) {
 			return nil
 		}
 		d.closeLB(cluster)
 	}
-	cfg := lb.Config{Cluster: cluster, Addr: addr, Backends: backends, HealthInterval: d.cfg.HealthInterval, Metrics: d.metrics.lb, Log: d.log}
-	if len(inf.APIServers) == 1 { // a single apiserver's balancer wakes its cluster
+	cfg := lb.Config{Cluster: cluster, Addr: addr, InternalAddr: internal, Backends: backends,
+		HealthInterval: d.cfg.HealthInterval, Metrics: d.metrics.lb, Log: d.log}
+	if len(inf.APIServers) == 1 || internal != "" { // the daemons do not come through the endpoint
 		cfg.Wake = func() error { return d.requestWake(cluster) }
 		cfg.Now = d.clock().Now
 	}

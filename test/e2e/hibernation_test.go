@@ -13,10 +13,13 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/client-go/kubernetes"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/hostplane/hostplane/cmd/hostplane/dev"
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/kube"
 	"github.com/hostplane/hostplane/pkg/release"
 	"github.com/hostplane/hostplane/pkg/testenv"
 	"github.com/hostplane/hostplane/services/localcloud"
@@ -229,6 +232,104 @@ func TestHibernation_IdleAfterHibernatesAnUnusedClusterAndAConnectionWakesIt(t *
 	}
 	c.waitCondition(name, api.ConditionAvailable, api.ConditionTrue, available)
 	deleteCluster(t, s, c, name, available)
+}
+
+// A HighlyAvailable cluster's endpoint wakes on connect and measures idleness like a
+// SingleReplica one, because the daemons reach its apiservers through the balancer's internal
+// listener (infra.internalEndpoint), which neither wakes it nor counts. One cluster, on a
+// fake clock: idleAfter hibernates it; it stays asleep for a while with every daemon
+// running; a request on the internal listener fails fast and wakes nothing; a plain
+// client-go GET on the public endpoint wakes it and returns the object written before.
+func TestHibernation_HighlyAvailable_IdleHibernatesDaemonsDoNotWakeAConnectionDoes(t *testing.T) {
+	testenv.RequireBinaries(t, release.Latest(), release.Components()...)
+	fake := clocktesting.NewFakeClock(time.Now())
+	s, c := startStackAt(t, t.TempDir(), func(cfg *dev.Config) { cfg.Clock = fake })
+	t.Cleanup(func() { s.Stop(context.Background()) })
+	const name = "ha-idler"
+	body := fmt.Sprintf(`{"name":%q,"spec":{"release":{"version":%q},"controllerAvailabilityPolicy":"HighlyAvailable",
+		"hibernation":{"idleAfter":"10m"}}}`, name, newRelease)
+	if code, b := c.do("POST", "/v1/clusters", body, nil); code != http.StatusAccepted {
+		t.Fatalf("create: %d %s", code, b)
+	}
+	c.waitCondition(name, api.ConditionAvailable, api.ConditionTrue, available)
+	var inf api.Infra
+	if code, b := c.do("GET", "/v1/clusters/"+name+"/infra", "", &inf); code != http.StatusOK {
+		t.Fatalf("infra: %d %s", code, b)
+	}
+	if inf.InternalEndpoint == nil || inf.InternalEndpoint.Port == 0 || *inf.InternalEndpoint == inf.Endpoint {
+		t.Fatalf("an HA cluster's infra record has no internal endpoint of its own: %s", lazyJSON{&inf})
+	}
+	internal := net.JoinHostPort(inf.InternalEndpoint.Host, strconv.Itoa(inf.InternalEndpoint.Port))
+	kc := c.kubeClient(name)
+	writeConfigMaps(t, kc, "before-sleep")
+
+	// Idle since the creation or the last connection (see the SingleReplica idle test).
+	created, _ := c.cluster(name)
+	since := fake.Now()
+	if created.CreationTimestamp.After(since) {
+		since = created.CreationTimestamp
+	}
+	fake.SetTime(since.Add(9 * time.Minute))
+	if cl, _ := c.cluster(name); cl.Spec.Hibernating() {
+		t.Fatalf("hibernated after 9 of 10 idle minutes: %s", lazyJSON{cl.Status.Hibernation})
+	}
+	fake.SetTime(since.Add(11 * time.Minute))
+	waitHibernated(t, s, c, name, api.HibernationReasonIdle)
+
+	// The daemons keep their guest clients, Cluster API its cluster cache: none of it may
+	// wake the cluster. Nor may a request on the internal listener, which is refused at once
+	// (an accepted and closed connection would have client-go retry the GET for 10 s).
+	code, kubeconfig := c.do("GET", "/v1/clusters/"+name+"/kubeconfig", "", nil)
+	if code != http.StatusOK {
+		t.Fatalf("kubeconfig: %d %s", code, kubeconfig)
+	}
+	cfg, err := kube.RESTConfig(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Host = "https://" + internal
+	cfg.Timeout = 30 * time.Second
+	direct, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	if _, err := direct.CoreV1().ConfigMaps("default").Get(ctx(t), "before-sleep", metav1.GetOptions{}); err == nil {
+		t.Errorf("the internal listener answered while the cluster hibernates")
+	} else if !utilnet.IsConnectionRefused(err) {
+		t.Errorf("a request on the internal listener of the hibernated cluster: %v, want the connection refused", err)
+	}
+	if took := time.Since(began); took > 2*time.Second {
+		t.Errorf("a request on the internal listener of the hibernated cluster took %v to fail, want at once", took)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		cl, _ := c.cluster(name)
+		if !cl.Spec.Hibernating() || !cl.Status.Conditions.IsTrue(api.ConditionHibernated) {
+			t.Fatalf("something woke the hibernated HA cluster with no user connection: %s", lazyJSON{cl.Status.Hibernation})
+		}
+		time.Sleep(time.Second) // watching that nothing changes: there is no condition to wait for
+	}
+
+	// A plain GET on the public endpoint, with the kubeconfig from before, wakes it.
+	began = time.Now()
+	got, err := kc.CoreV1().ConfigMaps("default").Get(ctx(t), "before-sleep", metav1.GetOptions{})
+	if err != nil || got.Data["written"] != "before-sleep" {
+		t.Fatalf("GET on the hibernated HA cluster after %v: %v, %v; want the ConfigMap written before", time.Since(began), got, err)
+	}
+	t.Logf("the first GET on the hibernated HA cluster answered in %v", time.Since(began))
+	cl := c.waitCondition(name, api.ConditionAvailable, api.ConditionTrue, available)
+	if h := cl.Status.Hibernation; h == nil || h.Reason != api.HibernationReasonConnection || cl.Spec.Hibernating() {
+		t.Errorf("woken by a connection, but spec.hibernation %s, status.hibernation %s", lazyJSON{cl.Spec.Hibernation}, lazyJSON{h})
+	}
+	if _, err := direct.CoreV1().ConfigMaps("default").Get(ctx(t), "before-sleep", metav1.GetOptions{}); err != nil {
+		t.Errorf("the internal listener of the awake cluster: %v", err)
+	}
+	deleteCluster(t, s, c, name, available)
+	if conn, err := net.DialTimeout("tcp", internal, time.Second); err == nil {
+		conn.Close()
+		t.Errorf("the deleted cluster's internal listener %s still accepts", internal)
+	}
 }
 
 // Bad hibernation settings are refused with a problem naming each field.

@@ -12,6 +12,14 @@
 // A balancer with a Config.Wake hook can hold a hibernated cluster's endpoint (SetAsleep):
 // the first connection asks for a wake and every connection is held until an apiserver is
 // ready (docs/hibernation.md). LastAccept is the activity spec.hibernation.idleAfter measures.
+//
+// Config.InternalAddr gives the balancer a second listener over the same backends, for the
+// daemons' own traffic to a cluster with several apiservers: a connection there is never
+// held, never wakes the cluster and is not activity. While the cluster sleeps that listener
+// is closed, so a connection is refused at once and the daemons fail fast; it listens again
+// on the same address when the cluster wakes. Refused, not accepted and closed: client-go
+// retries a GET whose connection ends in EOF or a reset (ten times, a second apart), but
+// not one whose dial is refused.
 package lb
 
 import (
@@ -35,6 +43,9 @@ type Config struct {
 	Cluster string
 	// Addr is the address to listen on ("host:port"; port 0 picks one, see Addr).
 	Addr string
+	// InternalAddr, when set, is a second address to listen on for the daemons (see the
+	// package documentation; port 0 picks one, see InternalAddr).
+	InternalAddr string
 	// Backends are the kube-apiserver replicas ("host:port"), at least one.
 	Backends []string
 	// HealthInterval is how often every backend's /readyz is probed.
@@ -56,6 +67,7 @@ type Config struct {
 type LoadBalancer struct {
 	cluster  string
 	addr     string
+	internal string // Config.InternalAddr
 	backends []string
 	healthy  []atomic.Bool
 	draining []atomic.Bool // set by componentd before it stops a replica: no new connections
@@ -69,6 +81,7 @@ type LoadBalancer struct {
 	// Wake on connect (a single apiserver's balancer; nil wake: never). While asleep, a new
 	// connection asks for a wake (once per sleep) and is held until the apiserver is ready.
 	wake      func() error
+	sleepMu   sync.Mutex // serialises SetAsleep, so the internal listener follows the last call
 	asleep    atomic.Bool
 	wakeAsked atomic.Bool
 	// now and lastAccept record when a client last connected (unix nanoseconds on the
@@ -76,13 +89,20 @@ type LoadBalancer struct {
 	now        func() time.Time
 	lastAccept atomic.Int64
 
-	ln     net.Listener
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	ln           net.Listener
+	internalAddr net.Addr // where the internal listener listens (kept while it is closed); nil without Config.InternalAddr
+	ctx          context.Context
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
 	closed bool
+	// internalLn is the internal listener while it is open: nil while the cluster sleeps
+	// (connections are refused) and without Config.InternalAddr. reopening is set while a
+	// goroutine retries a listen that failed.
+	internalLn net.Listener
+	reopening  bool
 }
 
 // Start listens on cfg.Addr and serves until Close.
@@ -94,24 +114,38 @@ func Start(cfg Config) (*LoadBalancer, error) {
 	if err != nil {
 		return nil, err
 	}
+	var internalLn net.Listener
+	if cfg.InternalAddr != "" {
+		if internalLn, err = net.Listen("tcp", cfg.InternalAddr); err != nil {
+			_ = ln.Close()
+			return nil, fmt.Errorf("internal listener: %w", err)
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	backends, interval := cfg.Backends, cfg.HealthInterval
 	lb := &LoadBalancer{
-		cluster:  cfg.Cluster,
-		addr:     cfg.Addr,
-		backends: slices.Clone(backends),
-		healthy:  make([]atomic.Bool, len(backends)),
-		draining: make([]atomic.Bool, len(backends)),
-		interval: interval,
-		dialTO:   max(interval, time.Second),
-		probe:    readyzProbe(max(interval, time.Second)),
-		metrics:  cfg.Metrics,
-		log:      cfg.Log.With("cluster", cfg.Cluster, "lb", cfg.Addr),
-		wake:     cfg.Wake,
-		now:      cfg.Now,
-		ln:       ln,
-		cancel:   cancel,
-		conns:    map[net.Conn]struct{}{},
+		cluster:    cfg.Cluster,
+		addr:       cfg.Addr,
+		internal:   cfg.InternalAddr,
+		backends:   slices.Clone(backends),
+		healthy:    make([]atomic.Bool, len(backends)),
+		draining:   make([]atomic.Bool, len(backends)),
+		interval:   interval,
+		dialTO:     max(interval, time.Second),
+		probe:      readyzProbe(max(interval, time.Second)),
+		metrics:    cfg.Metrics,
+		log:        cfg.Log.With("cluster", cfg.Cluster, "lb", cfg.Addr),
+		wake:       cfg.Wake,
+		now:        cfg.Now,
+		ln:         ln,
+		internalLn: internalLn,
+		ctx:        ctx,
+		cancel:     cancel,
+		conns:      map[net.Conn]struct{}{},
+	}
+	if internalLn != nil {
+		// Port 0 resolved: the listener reopens on this very address after a sleep.
+		lb.internalAddr = internalLn.Addr()
 	}
 	// Optimistic until the first check: a failed dial falls through to the next backend anyway.
 	for i := range lb.healthy {
@@ -119,15 +153,20 @@ func Start(cfg Config) (*LoadBalancer, error) {
 	}
 	cfg.Metrics.export(cfg.Cluster, backends)
 	lb.wg.Add(2)
-	go func() { defer lb.wg.Done(); lb.serve(ctx) }()
+	go func() { defer lb.wg.Done(); lb.serve(ctx, ln, false) }()
 	go func() { defer lb.wg.Done(); lb.checkHealth(ctx) }()
-	lb.log.Info("load balancer listening", "backends", backends)
+	if internalLn != nil {
+		lb.wg.Add(1)
+		go func() { defer lb.wg.Done(); lb.serve(ctx, internalLn, true) }()
+	}
+	lb.log.Info("load balancer listening", "backends", backends, "internal", cfg.InternalAddr)
 	return lb, nil
 }
 
-// Matches reports whether the load balancer already serves addr in front of backends.
-func (lb *LoadBalancer) Matches(addr string, backends []string) bool {
-	return lb.addr == addr && slices.Equal(lb.backends, backends)
+// Matches reports whether the load balancer already serves addr (and internalAddr, "" for
+// none) in front of backends.
+func (lb *LoadBalancer) Matches(addr, internalAddr string, backends []string) bool {
+	return lb.addr == addr && lb.internal == internalAddr && slices.Equal(lb.backends, backends)
 }
 
 // Close stops listening, closes every forwarded connection and waits for the goroutines.
@@ -141,17 +180,23 @@ func (lb *LoadBalancer) Close() error {
 	for c := range lb.conns {
 		_ = c.Close()
 	}
+	internalLn := lb.internalLn
+	lb.internalLn = nil
 	lb.mu.Unlock()
 	lb.cancel()
 	err := lb.ln.Close()
+	if internalLn != nil {
+		err = errors.Join(err, internalLn.Close())
+	}
 	lb.wg.Wait()
 	lb.log.Info("load balancer closed")
 	return err
 }
 
-func (lb *LoadBalancer) serve(ctx context.Context) {
+// serve accepts the connections of ln, the public listener or (internal) the daemons' one.
+func (lb *LoadBalancer) serve(ctx context.Context, ln net.Listener, internal bool) {
 	for {
-		c, err := lb.ln.Accept()
+		c, err := ln.Accept()
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return
@@ -168,14 +213,14 @@ func (lb *LoadBalancer) serve(ctx context.Context) {
 			_ = c.Close()
 			return
 		}
-		if lb.now != nil {
+		if lb.now != nil && !internal {
 			lb.lastAccept.Store(lb.now().UnixNano())
 		}
 		lb.wg.Add(1)
 		go func() {
 			defer lb.wg.Done()
 			defer lb.untrack(c)
-			lb.forward(ctx, c)
+			lb.forward(ctx, c, internal)
 		}()
 	}
 }
@@ -195,6 +240,80 @@ func (lb *LoadBalancer) LastAccept() time.Time {
 
 // Addr is the address the balancer listens on.
 func (lb *LoadBalancer) Addr() net.Addr { return lb.ln.Addr() }
+
+// InternalAddr is the address of the internal listener, also while it is closed for a
+// sleeping cluster (nil without Config.InternalAddr).
+func (lb *LoadBalancer) InternalAddr() net.Addr { return lb.internalAddr }
+
+// closeInternal closes the internal listener (the cluster sleeps): new connections to it are
+// refused by the kernel, at once.
+func (lb *LoadBalancer) closeInternal() {
+	lb.mu.Lock()
+	ln := lb.internalLn
+	lb.internalLn = nil
+	lb.mu.Unlock()
+	if ln != nil {
+		_ = ln.Close()
+		lb.log.Info("cluster hibernates: internal listener closed, its connections are refused", "internal", lb.internalAddr.String())
+	}
+}
+
+// internalReopenInterval is the pause between two attempts to listen again on the internal
+// address after a failed one (its port briefly held by another socket).
+const internalReopenInterval = time.Second
+
+// openInternal listens on the internal address again (the cluster wakes), unless it already
+// listens, the balancer is closed or the cluster went back to sleep. A failed listen is
+// retried every internalReopenInterval by one goroutine until it succeeds or one of those
+// holds.
+func (lb *LoadBalancer) openInternal() {
+	if lb.internalAddr == nil {
+		return
+	}
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	if lb.closed || lb.internalLn != nil || lb.reopening {
+		return
+	}
+	if lb.listenInternalLocked() == nil {
+		return
+	}
+	lb.reopening = true
+	lb.wg.Add(1)
+	go func() {
+		defer lb.wg.Done()
+		t := time.NewTicker(internalReopenInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-lb.ctx.Done():
+				return
+			case <-t.C:
+			}
+			lb.mu.Lock()
+			if lb.closed || lb.internalLn != nil || lb.asleep.Load() || lb.listenInternalLocked() == nil {
+				lb.reopening = false
+				lb.mu.Unlock()
+				return
+			}
+			lb.mu.Unlock()
+		}
+	}()
+}
+
+// listenInternalLocked listens on the internal address and serves it; lb.mu is held.
+func (lb *LoadBalancer) listenInternalLocked() error {
+	ln, err := net.Listen("tcp", lb.internalAddr.String())
+	if err != nil {
+		lb.log.Warn("internal listener: cannot listen again; retrying", "internal", lb.internalAddr.String(), "err", err)
+		return err
+	}
+	lb.internalLn = ln
+	lb.wg.Add(1)
+	go func() { defer lb.wg.Done(); lb.serve(lb.ctx, ln, true) }()
+	lb.log.Info("internal listener open again", "internal", lb.internalAddr.String())
+	return nil
+}
 
 // track records c so Close can end it; false once closed.
 func (lb *LoadBalancer) track(c net.Conn) bool {
@@ -218,17 +337,22 @@ func (lb *LoadBalancer) untrack(c net.Conn) {
 const WakeHold = 60 * time.Second
 
 // SetAsleep puts the balancer in or out of wake-on-connect mode. Waking marks every backend
-// unready until its probe passes, so held connections go to a ready apiserver only.
+// unready until its probe passes, so held connections go to a ready apiserver only. The
+// internal listener is closed while asleep and listens again on waking.
 func (lb *LoadBalancer) SetAsleep(asleep bool) {
+	lb.sleepMu.Lock()
+	defer lb.sleepMu.Unlock()
 	was := lb.asleep.Swap(asleep)
 	switch {
 	case asleep && !was:
 		lb.wakeAsked.Store(false)
+		lb.closeInternal()
 		lb.log.Info("cluster hibernates: the endpoint listens and wakes it on the first connection")
 	case !asleep && was:
 		for i := range lb.healthy {
 			lb.healthy[i].Store(false)
 		}
+		lb.openInternal()
 		lb.log.Info("cluster wakes: connections are held until its apiserver is ready")
 	}
 }
@@ -257,6 +381,7 @@ func (lb *LoadBalancer) awaitBackend(ctx context.Context) bool {
 	// Only a connection that arrives while the cluster sleeps wakes it; one that arrived
 	// while it was going to sleep (a kubelet, kube-controller-manager) only waits.
 	wakes := lb.asleep.Load()
+	began := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, WakeHold)
 	defer cancel()
 	t := time.NewTicker(100 * time.Millisecond)
@@ -275,14 +400,24 @@ func (lb *LoadBalancer) awaitBackend(ctx context.Context) bool {
 		case <-t.C:
 		}
 	}
+	lb.log.Info("held connection forwarded: an apiserver is ready", "held", time.Since(began).Round(time.Millisecond).String(), "woke", wakes)
 	return true
 }
 
 // forward dials a backend for client and copies bytes both ways until both sides are done.
-func (lb *LoadBalancer) forward(ctx context.Context, client net.Conn) {
+// A connection of the internal listener is never held: one accepted just as the cluster went
+// to sleep (before the listener closed) is closed at once, any other goes to a backend as it
+// is.
+func (lb *LoadBalancer) forward(ctx context.Context, client net.Conn, internal bool) {
 	defer client.Close()
-	if !lb.awaitBackend(ctx) {
-		lb.log.Warn("no apiserver became ready while the connection was held", "client", client.RemoteAddr().String(), "held", WakeHold)
+	if internal {
+		if lb.asleep.Load() {
+			lb.log.Debug("the cluster hibernates: internal connection closed", "client", client.RemoteAddr().String())
+			return
+		}
+	} else if began := time.Now(); !lb.awaitBackend(ctx) {
+		lb.log.Warn("held connection closed: no apiserver became ready within WakeHold, or the balancer closed",
+			"client", client.RemoteAddr().String(), "held", time.Since(began).Round(time.Millisecond).String(), "closing", ctx.Err() != nil)
 		return
 	}
 	backend, addr := lb.dial(ctx)

@@ -2,12 +2,14 @@ package lb
 
 import (
 	"crypto/tls"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -273,5 +275,81 @@ func TestLoadBalancer_HeldConnectionGoesThroughOnceAnAPIServerIsReady_WhateverTh
 	serveTLS(t, addr, "ok")
 	if got := <-answer; got != "ok" {
 		t.Errorf("the held request answered %q, want the apiserver's answer", got)
+	}
+}
+
+// The internal listener of a balancer in front of several apiservers serves the daemons:
+// it forwards to the same backends, but its connections are not activity, are never held
+// and never wake the cluster; while the cluster sleeps they are refused at once (a
+// connection accepted and then closed would have client-go retry its GET for ten seconds),
+// and once it wakes the listener is back on the same address.
+func TestLoadBalancer_InternalListenerNeitherWakesNorCountsAndFailsFastWhileAsleep(t *testing.T) {
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := tlsBackend(t, "a"), tlsBackend(t, "b")
+	var wakes atomic.Int32
+	var lb *LoadBalancer
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	lb, err = Start(Config{Cluster: "ha", Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0",
+		Backends:       []string{a.Listener.Addr().String(), b.Listener.Addr().String()},
+		HealthInterval: 50 * time.Millisecond, Metrics: m, Log: slog.New(slog.DiscardHandler),
+		Wake: func() error { wakes.Add(1); go lb.SetAsleep(false); return nil },
+		Now:  func() time.Time { return at }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lb.Close() })
+	if !lb.Matches(lb.addr, lb.internal, lb.backends) || lb.Matches(lb.addr, "", lb.backends) {
+		t.Errorf("Matches ignores the internal address")
+	}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true}} //nolint:gosec // a test server
+	get := func(addr net.Addr) string {
+		out := make(chan string, 1)
+		getInto(client, "https://"+addr.String()+"/", out)
+		return <-out
+	}
+
+	for range 2 {
+		if got := get(lb.InternalAddr()); got != "a" && got != "b" {
+			t.Fatalf("through the internal listener: %q, want a backend's answer", got)
+		}
+	}
+	if got := lb.LastAccept(); !got.IsZero() {
+		t.Errorf("internal connections counted as activity: last accept %v", got)
+	}
+
+	lb.SetAsleep(true)
+	start := time.Now()
+	if c, err := net.DialTimeout("tcp", lb.InternalAddr().String(), 5*time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
+		if c != nil {
+			_ = c.Close()
+		}
+		t.Errorf("dialling the internal listener of the sleeping cluster: %v, want the connection refused", err)
+	}
+	if got := get(lb.InternalAddr()); got == "a" || got == "b" {
+		t.Errorf("the internal listener forwarded to the sleeping cluster: %q", got)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("an internal connection to the sleeping cluster took %v to fail, want at once", took)
+	}
+	if n := wakes.Load(); n != 0 {
+		t.Errorf("an internal connection asked for %d wakes", n)
+	}
+
+	// The public listener wakes it and counts.
+	if got := get(lb.Addr()); got != "a" && got != "b" {
+		t.Fatalf("through the public listener of the sleeping cluster: %q, want a backend's answer", got)
+	}
+	if n := wakes.Load(); n != 1 {
+		t.Errorf("a public connection asked for %d wakes, want 1", n)
+	}
+	if got := lb.LastAccept(); !got.Equal(at) {
+		t.Errorf("last accept %v after a public connection, want %v", got, at)
+	}
+	if got := get(lb.InternalAddr()); got != "a" && got != "b" {
+		t.Errorf("through the internal listener once awake: %q", got)
 	}
 }

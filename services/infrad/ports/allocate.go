@@ -2,7 +2,8 @@
 //
 // A cluster's api.Infra record holds every port its control plane uses: etcd members,
 // kube-apiserver replicas, controller-manager, scheduler and autoscaler ports, the Ignition
-// endpoint and the endpoint clients use (a load balancer port in front of the apiservers).
+// endpoint, the endpoint clients use (a load balancer port in front of the apiservers) and,
+// for a HighlyAvailable cluster, the balancer's internal port the daemons use.
 // TopologyFor says how many of each a controllerAvailabilityPolicy needs; an Allocator hands
 // out ports the kernel reports free and no record holds, and Allocate fills in only what a
 // record misses, so a record, once written, keeps its ports.
@@ -23,12 +24,15 @@ type Topology struct {
 	autoscaler int
 	// loadBalanced puts infrad's TCP load balancer on the endpoint, in front of the apiservers.
 	loadBalanced bool
+	// internal gives the balancer a second, internal port for the daemons (Infra.InternalEndpoint):
+	// there is no single apiserver they could go to instead.
+	internal bool
 }
 
 // TopologyFor maps a controllerAvailabilityPolicy to the parts it needs ("" is SingleReplica).
 func TopologyFor(policy string) Topology {
 	if policy == api.HighlyAvailable {
-		return Topology{etcd: 3, apiServers: 2, controllerManagers: 2, schedulers: 2, autoscaler: 2, loadBalanced: true}
+		return Topology{etcd: 3, apiServers: 2, controllerManagers: 2, schedulers: 2, autoscaler: 2, loadBalanced: true, internal: true}
 	}
 	// Behind the load balancer too, so infrad can hold the endpoint while the cluster
 	// hibernates and wake it on the first connection (docs/hibernation.md).
@@ -44,6 +48,11 @@ func (t Topology) SatisfiedBy(inf *api.Infra) bool {
 		return false
 	}
 	if inf.Endpoint.Port == 0 || inf.Ignition.Port == 0 {
+		return false
+	}
+	if t.internal != (inf.InternalEndpoint != nil) || (t.internal && inf.InternalEndpoint.Port == 0) {
+		// An HA record from before the internal port gets it now; a cluster that became
+		// SingleReplica drops it.
 		return false
 	}
 	if t.apiServers == 1 && inf.Endpoint == inf.APIServers[0] {
@@ -75,6 +84,9 @@ func isAPIServerPort(inf *api.Infra, port int) bool {
 // Of lists every port inf records.
 func Of(inf *api.Infra) []int {
 	ports := []int{inf.Endpoint.Port, inf.Ignition.Port}
+	if inf.InternalEndpoint != nil {
+		ports = append(ports, inf.InternalEndpoint.Port)
+	}
 	for _, e := range inf.APIServers {
 		ports = append(ports, e.Port)
 	}
@@ -177,6 +189,16 @@ func (a *Allocator) Allocate(inf *api.Infra, t Topology) error {
 			return err
 		}
 		inf.Endpoint = api.Endpoint{Host: host, Port: p}
+	}
+	switch {
+	case !t.internal:
+		inf.InternalEndpoint = nil
+	case inf.InternalEndpoint == nil || inf.InternalEndpoint.Port == 0:
+		p, err := a.next()
+		if err != nil {
+			return err
+		}
+		inf.InternalEndpoint = &api.Endpoint{Host: host, Port: p}
 	}
 	return nil
 }

@@ -68,6 +68,14 @@ func TestAllocate_KeepsRecordedPortsAndAllocatesOnlyWhatIsMissing(t *testing.T) 
 			if tt.wantLBPort {
 				want++
 			}
+			if ha := tt.to == api.HighlyAvailable; ha != (inf.InternalEndpoint != nil) {
+				t.Errorf("internal endpoint %+v for %s", inf.InternalEndpoint, tt.to)
+			} else if ha {
+				want++ // the balancer's internal port
+				if tt.from == tt.to && *inf.InternalEndpoint != *before.InternalEndpoint {
+					t.Errorf("internal endpoint changed from %+v to %+v", *before.InternalEndpoint, *inf.InternalEndpoint)
+				}
+			}
 			if len(distinct) != want {
 				t.Errorf("%d distinct ports %v, want %d", len(distinct), distinct, want)
 			}
@@ -88,5 +96,32 @@ func TestSatisfiedBy_KeepsASingleReplicaRecordWhoseEndpointIsTheAPIServer(t *tes
 	}
 	if IsLoadBalanced(inf) {
 		t.Errorf("a legacy SingleReplica record %+v counts as load balanced", inf)
+	}
+}
+
+// A HighlyAvailable record written before the balancer had an internal port is allocated
+// one on the next reconcile, and keeps every port it had (kubeconfigs name its endpoint).
+func TestAllocate_GivesAnHARecordFromBeforeTheInternalPortOneAndKeepsTheRest(t *testing.T) {
+	ha := TopologyFor(api.HighlyAvailable)
+	inf := &api.Infra{}
+	if err := NewAllocator(host).Allocate(inf, ha); err != nil {
+		t.Fatal(err)
+	}
+	inf.InternalEndpoint = nil
+	before := slices.Clone(Of(inf))
+	if ha.SatisfiedBy(inf) {
+		t.Fatalf("an HA record without an internal port %+v is not allocated again", inf)
+	}
+	if err := NewAllocator(host).Allocate(inf, ha); err != nil {
+		t.Fatal(err)
+	}
+	if !ha.SatisfiedBy(inf) || inf.InternalEndpoint == nil || inf.InternalEndpoint.Host != host {
+		t.Fatalf("after the allocation %+v", inf)
+	}
+	if slices.Contains(before, inf.InternalEndpoint.Port) {
+		t.Errorf("internal port %d is one the record already used: %v", inf.InternalEndpoint.Port, before)
+	}
+	if got := Of(inf); !slices.Equal(append(before[:2:2], append([]int{inf.InternalEndpoint.Port}, before[2:]...)...), got) {
+		t.Errorf("ports %v, want %v plus the internal one", got, before)
 	}
 }
