@@ -397,7 +397,7 @@ func (k *campaign) guestWrite(cluster string) {
 		var err error
 		out, err = k.guestKubectl(cluster, "create", "configmap", "chaos", "--from-literal=data="+k.chaosData(cluster))
 		return err == nil || strings.Contains(out, "AlreadyExists")
-	}, "cluster %s: the ConfigMap was never written: %s", cluster, out)
+	}, "cluster %s: the ConfigMap was never written: %s", cluster, lazyString{&out})
 }
 
 // guestKubectl runs kubectl against the guest cluster with the kubeconfig the API hands
@@ -733,3 +733,9 @@ func (k *campaign) copyOut(service, path string) ([]byte, error) {
 	}
 	return io.ReadAll(tr)
 }
+
+// lazyString formats the string it points to when the message is formatted (after the
+// poll), not when the poll is called.
+type lazyString struct{ s *string }
+
+func (l lazyString) String() string { return *l.s }
