@@ -189,9 +189,6 @@ type Daemon struct {
 
 	drainMu  sync.Mutex
 	draining map[string]time.Time // "<replica>/<target hash>" → when its drain began
-
-	firstMu    sync.Mutex
-	firstStart map[string]time.Time // "<cluster>/<component>/<hash>" → when the first replica was started alone
 }
 
 // New validates cfg and returns the daemon; Run starts it.

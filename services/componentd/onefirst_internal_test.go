@@ -13,8 +13,9 @@ import (
 )
 
 // A HighlyAvailable kube-apiserver's replicas that run nothing start one first, the others
-// once it is ready (or FirstReplicaWait after it started); etcd's members start together,
-// and so does everything once a replica serves.
+// once it is ready (or once it has restarted, was not started by this componentd, or
+// started FirstReplicaWait ago); etcd's members start together, and so does everything once
+// a replica serves.
 func TestOneFirst_StartsOneKubeAPIServerReplicaAloneUntilItIsReady(t *testing.T) {
 	byName := map[string]*component.Component{}
 	for _, c := range component.All() {
@@ -27,42 +28,45 @@ func TestOneFirst_StartsOneKubeAPIServerReplicaAloneUntilItIsReady(t *testing.T)
 		}
 		return w
 	}
-	reps := func(states ...string) []replica { // "" runs nothing, "s" starting, "r" ready
+	now := time.Now()
+	// "" runs nothing, "s" started just now by this componentd, "r" ready, "o" running but
+	// started FirstReplicaWait ago, "c" restarted (crash loop), "a" left running by another
+	// componentd (not supervised).
+	reps := func(states ...string) []replica {
 		out := make([]replica, len(states))
 		for i, s := range states {
-			out[i].Replica = rollout.Replica{Running: s != "", Ready: s == "r", Hash: "h1"}
+			r := replica{supervised: s != "a", status: process.Status{StartedAt: now}}
+			r.Replica = rollout.Replica{Running: s != "", Ready: s == "r", Hash: "h1"}
+			switch s {
+			case "o":
+				r.status.StartedAt = now.Add(-FirstReplicaWait - time.Second)
+			case "c":
+				r.status.Restarts = 1
+			}
+			out[i] = r
 		}
 		return out
 	}
-	d := &Daemon{}
 	log := slog.New(slog.DiscardHandler)
 	apiserver, etcd := desired(api.ComponentKubeAPIServer, 2), desired(api.ComponentEtcd, 3)
-
-	if got := d.oneFirst(log, "c", etcd, reps("", "", ""), []int{0, 1, 2}); !slices.Equal(got, []int{0, 1, 2}) {
-		t.Errorf("etcd members start %v, want all together", got)
-	}
-	if got := d.oneFirst(log, "c", desired(api.ComponentKubeAPIServer, 1), reps(""), []int{0}); !slices.Equal(got, []int{0}) {
-		t.Errorf("a single kube-apiserver starts %v", got)
-	}
-	if got := d.oneFirst(log, "c", apiserver, reps("", ""), []int{0, 1}); !slices.Equal(got, []int{0}) {
-		t.Fatalf("nothing runs: start %v, want the first replica alone", got)
-	}
-	if got := d.oneFirst(log, "c", apiserver, reps("s", ""), []int{1}); len(got) != 0 {
-		t.Errorf("the first replica is starting: start %v, want nothing yet", got)
-	}
-	if got := d.oneFirst(log, "c", apiserver, reps("r", ""), []int{1}); !slices.Equal(got, []int{1}) {
-		t.Errorf("the first replica is ready: start %v, want the other", got)
-	}
-
-	// A first replica that never gets ready holds the others back FirstReplicaWait at most.
-	d.oneFirst(log, "c", apiserver, reps("", ""), []int{0, 1})
-	key := "c/" + api.ComponentKubeAPIServer + "/h1"
-	d.firstStart[key] = time.Now().Add(-FirstReplicaWait - time.Second)
-	if got := d.oneFirst(log, "c", apiserver, reps("s", ""), []int{1}); !slices.Equal(got, []int{1}) {
-		t.Errorf("the first replica is not ready after FirstReplicaWait: start %v, want the other", got)
-	}
-	// A replica found starting by a componentd that did not start it waits from now.
-	if got := d.oneFirst(log, "other", apiserver, reps("s", ""), []int{1}); len(got) != 0 {
-		t.Errorf("found a replica starting: start %v, want nothing yet", got)
+	for _, tt := range []struct {
+		name  string
+		want  component.Desired
+		reps  []replica
+		start []int
+		out   []int
+	}{
+		{"etcd members start together", etcd, reps("", "", ""), []int{0, 1, 2}, []int{0, 1, 2}},
+		{"a single kube-apiserver starts", desired(api.ComponentKubeAPIServer, 1), reps(""), []int{0}, []int{0}},
+		{"nothing runs: the first replica alone", apiserver, reps("", ""), []int{0, 1}, []int{0}},
+		{"the first replica is starting: nothing yet", apiserver, reps("s", ""), []int{1}, nil},
+		{"the first replica is ready: the other", apiserver, reps("r", ""), []int{1}, []int{1}},
+		{"not ready after FirstReplicaWait: the other", apiserver, reps("o", ""), []int{1}, []int{1}},
+		{"the first replica restarted: the other", apiserver, reps("c", ""), []int{1}, []int{1}},
+		{"left running by another componentd: the other", apiserver, reps("a", ""), []int{1}, []int{1}},
+	} {
+		if got := oneFirst(log, tt.want, tt.reps, tt.start, now); !slices.Equal(got, tt.out) {
+			t.Errorf("%s: start %v, want %v", tt.name, got, tt.out)
+		}
 	}
 }

@@ -360,7 +360,7 @@ func (d *Daemon) rollOut(ctx context.Context, log *slog.Logger, cluster string, 
 	}
 	reps := observe(sup, want, old)
 	step := rollout.Next(want.Hash, replicasOf(reps), gate)
-	step.Start = d.oneFirst(log, cluster, want, reps, step.Start)
+	step.Start = oneFirst(log, want, reps, step.Start, time.Now())
 	for _, i := range step.Start {
 		log.Info("starting replica", "replica", want.Specs[i].Name, "version", want.Version, "config_hash", want.Hash)
 		p, err := d.startReplica(ctx, "componentd start "+want.Component.Name, sup, want, i)
@@ -407,48 +407,36 @@ func (d *Daemon) notifyReady(p *process.Process, cluster string) {
 }
 
 // FirstReplicaWait bounds how long the other replicas of a load-balanced component wait
-// for the one started first to be ready (see oneFirst): a first replica that cannot start
-// (a crash loop) must not keep the others from trying.
+// for the one started first to be ready (see oneFirst): a first replica that is slow to
+// start must not keep the others from trying.
 const FirstReplicaWait = 20 * time.Second
 
 // oneFirst returns the replicas of start to start now. While no replica of a load-balanced
 // component running several (kube-apiserver of a HighlyAvailable cluster) is ready, one
 // starts alone and the others once it is ready (the ready notifier re-enqueues the cluster
-// then), or FirstReplicaWait after it started. Any one replica serves the clients infrad's
-// balancer holds (a wake on connect): started alone, it gets the CPU the others would take
-// and is ready seconds sooner. etcd members still start together (a quorum needs them).
-func (d *Daemon) oneFirst(log *slog.Logger, cluster string, want component.Desired, reps []replica, start []int) []int {
+// then). They do not wait for one that has restarted (a crash loop), was not started by this
+// componentd, or started FirstReplicaWait ago: all of that is in the supervisor's status, so
+// nothing is kept here. Any one replica serves the clients infrad's balancer holds (a wake
+// on connect): started alone, it gets the CPU the others would take and is ready seconds
+// sooner. etcd members still start together (a quorum needs them).
+func oneFirst(log *slog.Logger, want component.Desired, reps []replica, start []int, now time.Time) []int {
 	if !want.Component.LoadBalanced || len(want.Specs) < 2 || len(start) == 0 {
 		return start
 	}
-	key := cluster + "/" + want.Component.Name + "/" + want.Hash
-	d.firstMu.Lock()
-	defer d.firstMu.Unlock()
-	for _, r := range reps {
-		if r.Ready {
-			delete(d.firstStart, key)
-			return start // one serves: the others start together
-		}
-	}
-	if d.firstStart == nil {
-		d.firstStart = map[string]time.Time{}
-	}
-	since, ok := d.firstStart[key]
 	if len(start) == len(reps) { // nothing runs yet: the first starts alone
-		d.firstStart[key] = time.Now()
 		log.Info("starting one replica first; the others start once it is ready", "replica", want.Specs[start[0]].Name, "wait_at_most", FirstReplicaWait)
 		return start[:1]
 	}
-	if !ok { // another replica runs, not ready, since before this componentd looked
-		d.firstStart[key] = time.Now()
-		return nil
+	for _, r := range reps {
+		if r.Ready {
+			return start // one serves: the others start together
+		}
+		if r.Running && (!r.supervised || r.status.Restarts > 0 || now.Sub(r.status.StartedAt) >= FirstReplicaWait) {
+			log.Warn("the replica started first is not ready: starting the others anyway", "replica", r.name, "restarts", r.status.Restarts)
+			return start
+		}
 	}
-	if time.Since(since) < FirstReplicaWait {
-		return nil
-	}
-	delete(d.firstStart, key)
-	log.Warn("the replica started first is not ready: starting the others anyway", "after", FirstReplicaWait)
-	return start
+	return nil
 }
 
 // DrainDelay is how long a load-balanced replica is marked draining (ReplicaStatus.Draining)
