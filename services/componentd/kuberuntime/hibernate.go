@@ -44,28 +44,20 @@ func (r *Runtime) Hibernate(ctx context.Context, cluster string) (HibernateProgr
 	if err != nil {
 		return HibernateProgress{}, fmt.Errorf("list deployments in %s: %w", ns, err)
 	}
-	type workload struct {
-		kind, name string
-		replicas   *int32
-	}
-	var all []workload
-	for _, s := range sts.Items {
-		all = append(all, workload{"statefulset", s.Name, s.Spec.Replicas})
+	for _, st := range sts.Items {
+		if st.Spec.Replicas == nil || *st.Spec.Replicas != 0 {
+			_, err = r.cs.AppsV1().StatefulSets(ns).Patch(ctx, st.Name, types.MergePatchType, zeroReplicas, opts)
+			if err != nil && !apierrors.IsNotFound(err) {
+				return HibernateProgress{}, fmt.Errorf("scale statefulset %s/%s to 0: %w", ns, st.Name, err)
+			}
+		}
 	}
 	for _, d := range deps.Items {
-		all = append(all, workload{"deployment", d.Name, d.Spec.Replicas})
-	}
-	for _, w := range all {
-		if w.replicas != nil && *w.replicas == 0 {
-			continue
-		}
-		if w.kind == "statefulset" {
-			_, err = r.cs.AppsV1().StatefulSets(ns).Patch(ctx, w.name, types.MergePatchType, zeroReplicas, opts)
-		} else {
-			_, err = r.cs.AppsV1().Deployments(ns).Patch(ctx, w.name, types.MergePatchType, zeroReplicas, opts)
-		}
-		if err != nil && !apierrors.IsNotFound(err) {
-			return HibernateProgress{}, fmt.Errorf("scale %s %s/%s to 0: %w", w.kind, ns, w.name, err)
+		if d.Spec.Replicas == nil || *d.Spec.Replicas != 0 {
+			_, err = r.cs.AppsV1().Deployments(ns).Patch(ctx, d.Name, types.MergePatchType, zeroReplicas, opts)
+			if err != nil && !apierrors.IsNotFound(err) {
+				return HibernateProgress{}, fmt.Errorf("scale deployment %s/%s to 0: %w", ns, d.Name, err)
+			}
 		}
 	}
 	pods, err := r.cs.CoreV1().Pods(ns).List(ctx, ownedBy(cluster)) // the pod templates carry the owner labels
