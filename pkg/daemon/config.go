@@ -46,6 +46,13 @@ type Base struct {
 	// and the kubernetes runtime's workloads live there. "" means none: what needs it
 	// reports so in its status.
 	ManagementKubeconfig string
+	// LeaderService ("namespace/name", HOSTPLANE_LEADER_SERVICE) is a headless Service
+	// without selector in the management cluster that the leading replica keeps at its own
+	// address, PodIP (HOSTPLANE_POD_IP), while it leads (pkg/leaderendpoint): for a daemon
+	// that serves clusters' endpoints in its leading replica (infrad, ignitiond) when its
+	// replicas are pods. Both or neither.
+	LeaderService string
+	PodIP         string
 
 	// ReplicaID names this replica in its daemon's leader election (HOSTPLANE_REPLICA_ID,
 	// --replica-id; default <host name>:<data dir>). Replicas of one daemon need different
@@ -109,12 +116,26 @@ func (b *Base) Validate() error {
 	if err := b.AdminTLS.Validate(); err != nil {
 		return err
 	}
+	if (b.LeaderService == "") != (b.PodIP == "") {
+		return errors.New("a leader Service needs both HOSTPLANE_LEADER_SERVICE and HOSTPLANE_POD_IP (--leader-service, --pod-ip)")
+	}
+	if b.LeaderService != "" {
+		if _, _, ok := b.leaderService(); !ok {
+			return fmt.Errorf("HOSTPLANE_LEADER_SERVICE (--leader-service) must be namespace/name, not %q", b.LeaderService)
+		}
+	}
 	switch strings.ToLower(b.LogLevel) {
 	case "", "info", "debug", "warn", "error":
 	default:
 		return errors.New("log level must be one of debug, info, warn, error")
 	}
 	return nil
+}
+
+// leaderService splits LeaderService into its namespace and name.
+func (b *Base) leaderService() (namespace, name string, ok bool) {
+	namespace, name, ok = strings.Cut(b.LeaderService, "/")
+	return namespace, name, ok && namespace != "" && name != "" && !strings.Contains(name, "/")
 }
 
 func (b *Base) level() slog.Level {
@@ -147,6 +168,9 @@ func Flags(fs *flag.FlagSet, name string) *Base {
 		"this replica's name in the daemon's leader election; unique per replica (HOSTPLANE_REPLICA_ID, default <host name>:<data dir>)")
 	fs.StringVar(&b.LogLevel, "log-level", env("HOSTPLANE_LOG_LEVEL", "info"), "debug, info, warn or error (HOSTPLANE_LOG_LEVEL)")
 	fs.StringVar(&b.ManagementKubeconfig, "management-kubeconfig", env("HOSTPLANE_MANAGEMENT_KUBECONFIG", ""), "kubeconfig of the management cluster (HOSTPLANE_MANAGEMENT_KUBECONFIG)")
+	fs.StringVar(&b.LeaderService, "leader-service", env("HOSTPLANE_LEADER_SERVICE", ""),
+		"namespace/name of a headless Service the leading replica keeps at --pod-ip in the management cluster (HOSTPLANE_LEADER_SERVICE)")
+	fs.StringVar(&b.PodIP, "pod-ip", env("HOSTPLANE_POD_IP", ""), "this replica's pod address, for --leader-service (HOSTPLANE_POD_IP)")
 	fs.StringVar(&b.OTLPEndpoint, "otlp-endpoint", env("HOSTPLANE_OTLP_ENDPOINT", ""), "OTLP/HTTP trace endpoint host:port (HOSTPLANE_OTLP_ENDPOINT)")
 	fs.StringVar(&b.TokensFile, "tokens-file", env(auth.EnvTokensFile, ""), "YAML or JSON list of API tokens {token, role, clusters} ("+auth.EnvTokensFile+")")
 	b.AdminToken = os.Getenv(auth.EnvAdminToken)

@@ -22,6 +22,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/bus"
 	"github.com/hostplane/hostplane/pkg/httpapi"
 	"github.com/hostplane/hostplane/pkg/leader"
+	"github.com/hostplane/hostplane/pkg/leaderendpoint"
 	"github.com/hostplane/hostplane/pkg/natsauth"
 	"github.com/hostplane/hostplane/pkg/observe"
 	"github.com/hostplane/hostplane/pkg/outbox"
@@ -397,6 +398,15 @@ func (d *Daemon) setUp(ctx, setupCtx context.Context, tp trace.TracerProvider, n
 		}
 	}
 	runnables = append(runnables, rt.Outbox)
+	if d.base.LeaderService != "" {
+		ns, svc, _ := d.base.leaderService()
+		p, err := leaderendpoint.New(leaderendpoint.Config{Kubeconfig: d.base.ManagementKubeconfig, Namespace: ns, Service: svc,
+			Address: d.base.PodIP, Owner: d.spec.Name, Log: d.log})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", d.spec.Name, err)
+		}
+		runnables = append(runnables, p)
+	}
 	d.mu.Lock()
 	for _, r := range runnables {
 		if c, ok := r.(*reconcile.Controller); ok {

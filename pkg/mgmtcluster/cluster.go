@@ -329,6 +329,17 @@ func (c *Cluster) Clientset() (*kubernetes.Clientset, error) { return c.kube.Cli
 // APIServer returns the management apiserver (localkube) with its URL, CA and REST config.
 func (c *Cluster) APIServer() *localkube.Cluster { return c.kube }
 
+// Resolver resolves names as the cluster's pods do, through the cluster DNS (dns.go): for a
+// client on the host that dials a Service name ("<svc>.<ns>.svc"), as a user's machine whose
+// DNS forwards the cluster's domain would.
+func (c *Cluster) Resolver() *net.Resolver {
+	addr := c.dns.conn.LocalAddr().String()
+	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "udp", addr)
+	}}
+}
+
 // Dir returns the cluster's state directory.
 func (c *Cluster) Dir() string { return c.cfg.Dir }
 

@@ -98,6 +98,11 @@ type Config struct {
 	// the record goes and the Secret is removed the next time ignitiond applies a bootstrap
 	// token in that cluster. The record's tokens stop at once either way.
 	GuestCleanupTimeout time.Duration
+	// ListenHost, when set, is where every Ignition listener listens, at its recorded port,
+	// instead of the recorded host: for a recorded host that is a name resolving to the
+	// leading ignitiond (deploy/k8s: the headless Service ignitiond-endpoints, kept at the
+	// leader's pod address; daemon.Base.LeaderService) (HOSTPLANE_IGNITIOND_LISTEN_HOST).
+	ListenHost string
 }
 
 // Validate fills defaults and checks the fields.
@@ -135,6 +140,8 @@ func RegisterFlags(fs *flag.FlagSet) func(daemon.Base) (daemon.Runner, error) {
 		"how long a replaced Ignition token stays valid ("+EnvTokenGrace+")")
 	fs.StringVar(&cfg.SealKeyFile, "pki-key-file", daemon.Env(EnvSealKey, ""),
 		"key that opens the sealed PKI ("+EnvSealKey+"; default <data dir>/pki.key)")
+	fs.StringVar(&cfg.ListenHost, "listen-host", daemon.Env("HOSTPLANE_IGNITIOND_LISTEN_HOST", ""),
+		"where the Ignition listeners listen, at their recorded ports, when the recorded host is a name for the leading ignitiond (HOSTPLANE_IGNITIOND_LISTEN_HOST)")
 	return func(base daemon.Base) (daemon.Runner, error) {
 		cfg.Base = base
 		return New(cfg)

@@ -81,10 +81,14 @@ func (d *Daemon) serve(ctx context.Context, cluster string, log *slog.Logger) (a
 		want.Message = err.Error()
 		return want, err
 	}
-	opened, err := d.listeners.ensure(cluster, want.Endpoint, cert, d.handler(cluster))
+	addr := want.Endpoint
+	if d.cfg.ListenHost != "" {
+		addr = net.JoinHostPort(d.cfg.ListenHost, strconv.Itoa(inf.Ignition.Port))
+	}
+	opened, err := d.listeners.ensure(cluster, addr, cert, d.handler(cluster))
 	if err != nil {
-		want.Message = "listen on " + want.Endpoint + ": " + err.Error()
-		return want, fmt.Errorf("listen on %s: %w", want.Endpoint, err)
+		want.Message = "listen on " + addr + ": " + err.Error()
+		return want, fmt.Errorf("listen on %s: %w", addr, err)
 	}
 	if opened {
 		log.Info("serving Ignition", "endpoint", want.Endpoint, "serial", p.Serial)

@@ -68,6 +68,17 @@ type Config struct {
 	// Host is the address every endpoint, port and load balancer of the local platform is on
 	// (HOSTPLANE_INFRA_HOST, default 127.0.0.1).
 	Host string
+	// AdvertiseHost, when set, is the host recorded in clusters' endpoints (the endpoint and
+	// the balancer's internal one) instead of Host, on whose ports the balancers still
+	// listen: a name that resolves to the leading infrad wherever it runs (deploy/k8s: the
+	// headless Service infrad-endpoints, which the leader keeps at its pod address; see
+	// daemon.Base.LeaderService), so an endpoint survives a takeover
+	// (HOSTPLANE_INFRA_ADVERTISE_HOST).
+	AdvertiseHost string
+	// IgnitionHost, when set, is the host recorded for clusters' Ignition endpoints instead
+	// of Host: a name that resolves to the leading ignitiond (deploy/k8s: the headless
+	// Service ignitiond-endpoints) (HOSTPLANE_INFRA_IGNITION_HOST).
+	IgnitionHost string
 	// APIServerService makes the load balancers forward to each cluster's kube-apiserver
 	// Service (api.KubeAPIServerHost, port api.KubeAPIServerServicePort) instead of the
 	// apiserver ports recorded on Host: for componentd's kubernetes runtime, whose
@@ -118,6 +129,10 @@ func (c *Config) defaults() error {
 func RegisterFlags(fs *flag.FlagSet) func(daemon.Base) (daemon.Runner, error) {
 	var cfg Config
 	fs.StringVar(&cfg.Host, "endpoint-host", daemon.Env("HOSTPLANE_INFRA_HOST", DefaultHost), "address of the control planes' endpoints and load balancers (HOSTPLANE_INFRA_HOST)")
+	fs.StringVar(&cfg.AdvertiseHost, "advertise-host", daemon.Env("HOSTPLANE_INFRA_ADVERTISE_HOST", ""),
+		"host recorded in clusters' endpoints when it is not --endpoint-host: a name resolving to the leading infrad (HOSTPLANE_INFRA_ADVERTISE_HOST)")
+	fs.StringVar(&cfg.IgnitionHost, "ignition-host", daemon.Env("HOSTPLANE_INFRA_IGNITION_HOST", ""),
+		"host recorded for clusters' Ignition endpoints when it is not --endpoint-host: a name resolving to the leading ignitiond (HOSTPLANE_INFRA_IGNITION_HOST)")
 	fs.BoolVar(&cfg.APIServerService, "apiserver-service", daemon.Env("HOSTPLANE_INFRA_APISERVER_SERVICE", "") == "true",
 		"load balancers forward to each cluster's kube-apiserver Service in the management cluster (componentd's kubernetes runtime) (HOSTPLANE_INFRA_APISERVER_SERVICE)")
 	fs.DurationVar(&cfg.HealthInterval, "lb-health-interval", DefaultHealthInterval, "how often a load balancer probes its kube-apiserver backends' /readyz")

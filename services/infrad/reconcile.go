@@ -91,7 +91,7 @@ func (d *Daemon) ensure(ctx context.Context, c *api.Cluster, log *slog.Logger) (
 		// Held until the record is written, so a concurrent allocation sees these ports.
 		d.allocMu.Lock()
 		defer d.allocMu.Unlock()
-		a := ports.NewAllocator(d.cfg.Host)
+		a := ports.NewAllocator(d.cfg.Host).Advertise(d.cfg.AdvertiseHost, d.cfg.IgnitionHost)
 		if err := d.reserveRecorded(ctx, a, name); err != nil {
 			return true, err
 		}
@@ -104,6 +104,9 @@ func (d *Daemon) ensure(ctx context.Context, c *api.Cluster, log *slog.Logger) (
 		}
 		allocated = true
 		log.Info("allocated control-plane endpoint and ports", "endpoint", inf.Endpoint, "policy", c.Spec.ControllerAvailabilityPolicy)
+	}
+	if ports.Readvertise(inf, d.cfg.AdvertiseHost, d.cfg.IgnitionHost) {
+		log.Info("endpoint hosts follow the advertised ones", "endpoint", inf.Endpoint, "ignition", inf.Ignition)
 	}
 
 	if ports.IsLoadBalanced(inf) {
@@ -269,10 +272,15 @@ func (d *Daemon) record(ctx context.Context, cluster, verb string) (outbox.Entry
 // internal listener (they go there). An HA record without one (written before it existed)
 // gets it on this same reconcile, so that case is only a failed allocation's.
 func (d *Daemon) ensureLB(cluster string, inf *api.Infra) error {
-	addr := net.JoinHostPort(inf.Endpoint.Host, strconv.Itoa(inf.Endpoint.Port))
+	// With an advertised host the record names it; the balancer listens on Host.
+	host := inf.Endpoint.Host
+	if d.cfg.AdvertiseHost != "" {
+		host = d.cfg.Host
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(inf.Endpoint.Port))
 	internal := ""
 	if e := inf.InternalEndpoint; e != nil && e.Port != 0 {
-		internal = net.JoinHostPort(e.Host, strconv.Itoa(e.Port))
+		internal = net.JoinHostPort(host, strconv.Itoa(e.Port))
 	}
 	backends := make([]string, 0, len(inf.APIServers))
 	for _, e := range inf.APIServers {

@@ -293,6 +293,15 @@ func (k *campaign) logFaults() {
 	}
 }
 
+// pollCluster is poll for a wait on one cluster: a failure also prints the log lines that
+// name it (composeStack.setFocus).
+func (k *campaign) pollCluster(cluster string, timeout time.Duration, cond func() bool, format string, args ...any) {
+	k.t.Helper()
+	k.s.setFocus(cluster)
+	k.poll(timeout, cond, format, args...)
+	k.s.setFocus("") // not reached when poll fails: the failure keeps the focus
+}
+
 // poll calls cond every half second until it holds, failing the test after timeout.
 func (k *campaign) poll(timeout time.Duration, cond func() bool, format string, args ...any) {
 	k.t.Helper()
@@ -354,7 +363,7 @@ func (k *campaign) held(format string, args ...any) {
 func (k *campaign) waitUpgraded(cluster, version string) {
 	k.t.Helper()
 	var cl api.Cluster
-	k.poll(6*time.Minute, func() bool {
+	k.pollCluster(cluster, 6*time.Minute, func() bool {
 		cl, _ = k.c.cluster(cluster)
 		v := cl.Status.Version
 		return v != nil && len(v.History) > 0 && v.History[0].Version == version &&
@@ -367,7 +376,7 @@ func (k *campaign) waitUpgraded(cluster, version string) {
 func (k *campaign) waitPool(cluster, pool string, want int32, timeout time.Duration) {
 	k.t.Helper()
 	var np api.NodePool
-	k.poll(timeout, func() bool {
+	k.pollCluster(cluster, timeout, func() bool {
 		np, _ = k.c.nodePool(cluster, pool)
 		return poolSettled(np, want)
 	}, "node pool %s/%s never had %d ready, updated machines: %s", cluster, pool, want, lazyJSON{&np})
@@ -376,7 +385,7 @@ func (k *campaign) waitPool(cluster, pool string, want int32, timeout time.Durat
 func (k *campaign) waitGone(cluster string) {
 	k.t.Helper()
 	var cl api.Cluster
-	k.poll(6*time.Minute, func() bool {
+	k.pollCluster(cluster, 6*time.Minute, func() bool {
 		var code int
 		cl, code = k.c.cluster(cluster)
 		return code == http.StatusNotFound
@@ -393,7 +402,7 @@ func (k *campaign) chaosData(cluster string) string {
 func (k *campaign) guestWrite(cluster string) {
 	k.t.Helper()
 	var out string
-	k.poll(4*time.Minute, func() bool {
+	k.pollCluster(cluster, 4*time.Minute, func() bool {
 		var err error
 		out, err = k.guestKubectl(cluster, "create", "configmap", "chaos", "--from-literal=data="+k.chaosData(cluster))
 		return err == nil || strings.Contains(out, "AlreadyExists")

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -62,6 +63,37 @@ type composeStack struct {
 	command []string // docker compose, or docker-compose
 	files   []string // deploy/compose's file, then any overrides
 	env     []string
+
+	mu sync.Mutex
+	// focus is what the test waits on when it fails (a cluster's name): the failure prints
+	// the log lines that name it, from every service, besides the last lines of each.
+	focus string
+}
+
+// setFocus names what the test waits on (setFocus("") when it is done): the log lines that
+// name it are printed if the test fails meanwhile.
+func (s *composeStack) setFocus(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.focus = name
+}
+
+// focusLines are the last n lines of log that name the focus as a JSON string value.
+func (s *composeStack) focusLines(log []byte, n int) (string, []string) {
+	s.mu.Lock()
+	focus := s.focus
+	s.mu.Unlock()
+	if focus == "" {
+		return "", nil
+	}
+	quoted := []byte(strconv.Quote(focus))
+	var out []string
+	for line := range bytes.Lines(log) {
+		if bytes.Contains(line, quoted) {
+			out = append(out, string(bytes.TrimRight(line, "\n")))
+		}
+	}
+	return focus, out[max(0, len(out)-n):]
 }
 
 func (s *composeStack) run(args ...string) ([]byte, error) {
@@ -222,6 +254,9 @@ func startCompose(t *testing.T, project string, overrides ...string) (*composeSt
 			path := filepath.Join(os.TempDir(), project+strconv.Itoa(os.Getpid())+".log")
 			if err := os.WriteFile(path, all, 0o644); err == nil {
 				t.Logf("the whole compose log is in %s", path)
+			}
+			if focus, lines := s.focusLines(all, 200); focus != "" {
+				t.Logf("the last %d log lines naming %q, what the test waited on:\n%s", len(lines), focus, strings.Join(lines, "\n"))
 			}
 		}
 		if out, err := s.run("down", "-v", "--remove-orphans", "-t", "20"); err != nil {

@@ -3,6 +3,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -10,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +28,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/kube"
 	"github.com/hostplane/hostplane/pkg/mgmtcluster"
 	"github.com/hostplane/hostplane/pkg/release"
 	"github.com/hostplane/hostplane/services/componentd/kuberuntime"
@@ -138,23 +142,43 @@ func TestDeployK8s_DevOverlayOnRealKubelets_EverythingBecomesAvailableAndServesA
 	c.waitCondition("demo", api.ConditionAvailable, api.ConditionTrue, 4*time.Minute)
 	t.Logf("cluster demo Available %s after create (through the gateway, control plane as pods)", time.Since(created).Round(time.Millisecond))
 	checkControlPlanePods(ctx, t, cs, "demo")
-	// The endpoint is infrad's load balancer, in the leading infrad's pod: it is gone while
-	// that infrad restarts (it stops when it misses its NATS lease renewals, which a loaded
-	// host makes happen), so the call is retried as a user would, and each failure logged.
-	guest := c.kubeClient("demo")
-	var v *version.Info
-	poll(ctx, t, 2*time.Minute, "the cluster's kubeconfig works (GET /version)", func(ctx context.Context) (bool, string) {
-		v, err = guest.Discovery().ServerVersion()
-		if err != nil {
-			t.Logf("GET /version with the cluster's kubeconfig: %v", err)
-			return false, err.Error()
-		}
-		return true, ""
-	})
-	if v.GitVersion != "v"+rel.Version {
-		t.Errorf("hosted kube-apiserver is %s, want v%s", v.GitVersion, rel.Version)
+	// The endpoint is infrad's load balancer, in the leading infrad's pod, under the name of
+	// the Service infrad-endpoints, which that infrad keeps at its pod's address; the test
+	// resolves it through the cluster DNS as a pod would. The call is retried as a user
+	// would, and each failure logged.
+	guest, server := guestClient(t, c, mc, "demo")
+	if want := "infrad-endpoints." + manifestNamespace + ".svc"; !strings.Contains(server, "//"+want+":") {
+		t.Errorf("the kubeconfig's server is %s, want the Service %s", server, want)
 	}
-	t.Logf("kubeconfig works: the hosted kube-apiserver answers %s", v.GitVersion)
+	guestVersion := func(what string) {
+		t.Helper()
+		var v *version.Info
+		poll(ctx, t, 2*time.Minute, what, func(ctx context.Context) (bool, string) {
+			v, err = guest.Discovery().ServerVersion()
+			if err != nil {
+				t.Logf("GET /version with the cluster's kubeconfig: %v", err)
+				return false, err.Error()
+			}
+			return true, ""
+		})
+		if v.GitVersion != "v"+rel.Version {
+			t.Errorf("hosted kube-apiserver is %s, want v%s", v.GitVersion, rel.Version)
+		}
+	}
+	guestVersion("the cluster's kubeconfig works (GET /version)")
+	t.Logf("kubeconfig works: %s answers through the leading infrad's load balancer", server)
+	checkIgnitionEndpoint(ctx, t, c, mc, "demo")
+
+	// The leading infrad pod is killed: the other replica takes over, listens on the
+	// cluster's port and points infrad-endpoints at itself, so the same kubeconfig works again.
+	infradLeader, answer := gatewayReplica(t, c, "infrad")
+	if infradLeader == "" {
+		t.Fatalf("the gateway's /healthz names no leading infrad replica: %s", answer)
+	}
+	killed := time.Now()
+	killPodAt(ctx, t, cs, "infrad", infradLeader)
+	guestVersion("the same kubeconfig works through the infrad that took over")
+	t.Logf("infrad's leader %s killed; the kubeconfig worked again through the other replica %s later", infradLeader, time.Since(killed).Round(time.Millisecond))
 
 	// Both replicas of every daemon are Ready (Available above needs both: maxUnavailable
 	// 0); the gateway routes to the leader. Delete the leading clusterd pod with grace period
@@ -164,7 +188,7 @@ func TestDeployK8s_DevOverlayOnRealKubelets_EverythingBecomesAvailableAndServesA
 	if leader == "" {
 		t.Fatalf("the gateway's /healthz names no leading clusterd replica: %s", answer)
 	}
-	killed := time.Now()
+	killed = time.Now()
 	killPodAt(ctx, t, cs, "clusterd", leader)
 	var now string
 	poll(ctx, t, 2*time.Minute, "the gateway serves clusterd's API from the other replica", func(context.Context) (bool, string) {
@@ -198,6 +222,73 @@ func TestDeployK8s_DevOverlayOnRealKubelets_EverythingBecomesAvailableAndServesA
 		return true, ""
 	})
 	t.Logf("cluster demo and namespace %s gone %s after DELETE; whole test %s", ns, time.Since(deleted).Round(time.Millisecond), time.Since(begin).Round(time.Millisecond))
+}
+
+// guestClient is a client of the hosted cluster from the kubeconfig the API hands out, whose
+// server names a Service: the test resolves it through the management cluster's DNS, as a
+// pod (or a machine whose DNS forwards the cluster's domain) would. It returns the server URL.
+func guestClient(t *testing.T, c *client, mc *mgmtcluster.Cluster, cluster string) (*kubernetes.Clientset, string) {
+	t.Helper()
+	code, kc := c.do("GET", "/v1/clusters/"+cluster+"/kubeconfig", "", nil)
+	if code != http.StatusOK {
+		t.Fatalf("kubeconfig: %d %s", code, kc)
+	}
+	cfg, err := kube.RESTConfig(kc)
+	if err != nil {
+		t.Fatalf("kubeconfig does not load: %v", err)
+	}
+	cfg.Dial = (&net.Dialer{Resolver: mc.Resolver(), Timeout: 5 * time.Second}).DialContext
+	cfg.Timeout = 10 * time.Second
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs, cfg.Host
+}
+
+// checkIgnitionEndpoint: the cluster's Ignition endpoint, which names the Service
+// ignitiond-endpoints, answers over HTTPS from the leading ignitiond, with a certificate for
+// that name from the cluster's CA, and refuses a request without a token.
+func checkIgnitionEndpoint(ctx context.Context, t *testing.T, c *client, mc *mgmtcluster.Cluster, cluster string) {
+	t.Helper()
+	var inf api.Infra
+	if code, b := c.do("GET", "/v1/clusters/"+cluster+"/infra", "", &inf); code != http.StatusOK {
+		t.Fatalf("GET infra: %d %s", code, b)
+	}
+	if want := "ignitiond-endpoints." + manifestNamespace + ".svc"; inf.Ignition.Host != want {
+		t.Errorf("the Ignition endpoint is %s, want the Service %s", inf.Ignition.Host, want)
+	}
+	code, kc := c.do("GET", "/v1/clusters/"+cluster+"/kubeconfig", "", nil)
+	if code != http.StatusOK {
+		t.Fatalf("kubeconfig: %d %s", code, kc)
+	}
+	cfg, err := kube.RESTConfig(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(cfg.CAData) {
+		t.Fatal("the kubeconfig carries no CA")
+	}
+	dialer := &net.Dialer{Resolver: mc.Resolver(), Timeout: 5 * time.Second}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext:     dialer.DialContext,
+		TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: inf.Ignition.Host, MinVersion: tls.VersionTLS12},
+	}}
+	url := "https://" + net.JoinHostPort(inf.Ignition.Host, strconv.Itoa(inf.Ignition.Port)) + "/ignition"
+	poll(ctx, t, 2*time.Minute, "the Ignition endpoint answers", func(ctx context.Context) (bool, string) {
+		req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return false, err.Error()
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			return false, fmt.Sprintf("GET %s without a token: %d, want 401", url, resp.StatusCode)
+		}
+		return true, ""
+	})
+	t.Logf("Ignition endpoint %s answers from the leading ignitiond (401 without a token)", url)
 }
 
 // gatewayReplica returns the address of the daemon's replica that the gateway's /healthz

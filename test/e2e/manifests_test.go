@@ -49,6 +49,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/crd"
 	"github.com/hostplane/hostplane/pkg/crd/capi"
 	"github.com/hostplane/hostplane/pkg/kube"
+	"github.com/hostplane/hostplane/pkg/leaderendpoint"
 	"github.com/hostplane/hostplane/pkg/natsauth"
 	"github.com/hostplane/hostplane/pkg/testenv"
 	"github.com/hostplane/hostplane/services/clusterd/crds"
@@ -119,7 +120,7 @@ func TestManifestsServerDryRun(t *testing.T) {
 	base := renderManifests(t, "base")
 	for _, o := range base {
 		switch o.GetKind() {
-		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding":
+		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
 			if err := applyObject(ctx, dyn, mapper, o, false); err != nil {
 				t.Fatal(err)
 			}
@@ -366,7 +367,16 @@ func checkAccess(t *testing.T, admin *rest.Config) {
 		{"infrad", "get", "", "secrets", "", ns, "workers-userdata", true},
 		{"infrad", "list", "", "secrets", "", ns, "", false},
 		{"infrad", "delete", "", "namespaces", "", "", ns, false},
-		// ignitiond and the gateway do not use the management cluster.
+		// infrad's and ignitiond's leaders keep their endpoints Service's one slice; nothing
+		// else of the kind, and no other daemon.
+		{"infrad", "patch", "discovery.k8s.io", "endpointslices", "", manifestNamespace, "infrad-endpoints-leader", true},
+		{"infrad", "create", "discovery.k8s.io", "endpointslices", "", manifestNamespace, "", true},
+		{"infrad", "patch", "discovery.k8s.io", "endpointslices", "", manifestNamespace, "ignitiond-endpoints-leader", false},
+		{"infrad", "patch", "discovery.k8s.io", "endpointslices", "", ns, "infrad-endpoints-leader", false},
+		{"ignitiond", "patch", "discovery.k8s.io", "endpointslices", "", manifestNamespace, "ignitiond-endpoints-leader", true},
+		{"ignitiond", "patch", "discovery.k8s.io", "endpointslices", "", manifestNamespace, "infrad-endpoints-leader", false},
+		{"clusterd", "patch", "discovery.k8s.io", "endpointslices", "", manifestNamespace, "infrad-endpoints-leader", false},
+		// ignitiond uses the management cluster for nothing else; the gateway not at all.
 		{"ignitiond", "get", "", "secrets", "", ns, "demo-kubeconfig", false},
 		{"gateway", "list", "", "services", "", manifestNamespace, "", false},
 	}
@@ -786,7 +796,9 @@ func checkRBAC(t *testing.T, idx objectIndex) {
 			}
 		}
 	}
-	bound := map[string]int{}
+	// bound counts each ServiceAccount's bindings to its own ClusterRole; leads its bindings
+	// to the Role that lets its leader write its endpoints Service's slice, and nothing else.
+	bound, leads := map[string]int{}, map[string]int{}
 	for _, o := range append(idx.all("ClusterRoleBinding"), idx.all("RoleBinding")...) {
 		b := typed[rbacv1.ClusterRoleBinding](t, o)
 		if len(b.Subjects) != 1 || b.Subjects[0].Kind != "ServiceAccount" || b.Subjects[0].Namespace != manifestNamespace {
@@ -794,6 +806,11 @@ func checkRBAC(t *testing.T, idx objectIndex) {
 			continue
 		}
 		sa := b.Subjects[0].Name
+		if o.GetKind() == "RoleBinding" && b.RoleRef.Kind == "Role" && b.RoleRef.Name == "hostplane-"+sa+"-endpoints" {
+			leads[sa]++
+			checkLeaderEndpointRole(t, typed[rbacv1.Role](t, idx.get(t, "Role", b.RoleRef.Name)), sa)
+			continue
+		}
 		bound[sa]++
 		if b.RoleRef.Kind != "ClusterRole" || b.RoleRef.Name != "hostplane-"+sa {
 			t.Errorf("%s %s binds ServiceAccount %s to %s %s, want its own ClusterRole hostplane-%s", o.GetKind(), b.Name, sa, b.RoleRef.Kind, b.RoleRef.Name, sa)
@@ -805,15 +822,45 @@ func checkRBAC(t *testing.T, idx objectIndex) {
 		pod := typed[appsv1.Deployment](t, idx.get(t, "Deployment", d)).Spec.Template.Spec
 		token := pod.AutomountServiceAccountToken != nil && *pod.AutomountServiceAccountToken
 		usesManagement := envValue(pod.Containers[0], "HOSTPLANE_MANAGEMENT_KUBECONFIG") != ""
+		leader := envValue(pod.Containers[0], "HOSTPLANE_LEADER_SERVICE") != ""
 		switch {
 		case usesManagement && (bound[d] != 1 || !token):
 			t.Errorf("%s uses the management cluster: it needs exactly one binding (has %d) and its token (mounted: %v)", d, bound[d], token)
-		case !usesManagement && (bound[d] != 0 || token):
-			t.Errorf("%s does not use the management cluster, yet has %d bindings, token mounted: %v", d, bound[d], token)
+		case !usesManagement && (bound[d] != 0 || token != leader):
+			t.Errorf("%s does not use the management cluster, yet has %d bindings, token mounted: %v (keeps a leader Service: %v)", d, bound[d], token, leader)
+		}
+		if leader != (leads[d] == 1) {
+			t.Errorf("%s keeps a leader Service: %v, but its ServiceAccount has %d bindings to hostplane-%s-endpoints", d, leader, leads[d], d)
+		}
+		if leader {
+			svc := typed[corev1.Service](t, idx.get(t, "Service", d+"-endpoints")).Spec
+			if svc.ClusterIP != corev1.ClusterIPNone || len(svc.Selector) > 0 || len(svc.Ports) > 0 {
+				t.Errorf("Service %s-endpoints: clusterIP %q, selector %v, ports %v; want headless, without selector or ports (its leader writes the one slice)", d, svc.ClusterIP, svc.Selector, svc.Ports)
+			}
 		}
 	}
 	if bound["gateway"] != 0 || bound["nats"] != 0 {
 		t.Errorf("the gateway or NATS is bound to a role: %v", bound)
+	}
+}
+
+// checkLeaderEndpointRole: the Role a daemon's leader writes its endpoints Service's slice
+// with creates EndpointSlices and reads and patches only that slice.
+func checkLeaderEndpointRole(t *testing.T, r *rbacv1.Role, sa string) {
+	t.Helper()
+	slice := leaderendpoint.SliceName(sa + "-endpoints")
+	want := []rbacv1.PolicyRule{
+		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, ResourceNames: []string{slice}, Verbs: []string{"get", "patch"}},
+	}
+	if len(r.Rules) != len(want) {
+		t.Fatalf("Role %s has rules %+v, want %+v", r.Name, r.Rules, want)
+	}
+	for i := range want {
+		g, w := r.Rules[i], want[i]
+		if !slices.Equal(g.APIGroups, w.APIGroups) || !slices.Equal(g.Resources, w.Resources) || !slices.Equal(g.ResourceNames, w.ResourceNames) || !slices.Equal(g.Verbs, w.Verbs) {
+			t.Errorf("Role %s rule %d = %+v, want %+v", r.Name, i, g, w)
+		}
 	}
 }
 

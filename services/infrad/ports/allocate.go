@@ -10,6 +10,7 @@
 package ports
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"strconv"
@@ -104,12 +105,43 @@ func Of(inf *api.Infra) []int {
 // allocations (and reserves every other record's ports first).
 type Allocator struct {
 	host string
-	used map[int]bool
+	// endpointHost and ignitionHost are the hosts recorded for the endpoints clients dial
+	// ("": host); see Advertise.
+	endpointHost, ignitionHost string
+	used                       map[int]bool
 }
 
 // NewAllocator returns an allocator of ports on host.
 func NewAllocator(host string) *Allocator {
 	return &Allocator{host: host, used: map[int]bool{0: true}}
+}
+
+// Advertise makes the allocator record endpoint as the host of the cluster's endpoint (and
+// of the balancer's internal one) and ignition as the Ignition endpoint's, instead of its own
+// host, where the ports are still probed: names that resolve to the leading infrad and
+// ignitiond replica when those run as pods (deploy/k8s), so an endpoint survives a takeover.
+// "" keeps the allocator's host.
+func (a *Allocator) Advertise(endpoint, ignition string) *Allocator {
+	a.endpointHost, a.ignitionHost = endpoint, ignition
+	return a
+}
+
+// Readvertise sets the hosts of inf's endpoints to the advertised ones (Advertise; "" keeps
+// them) and reports whether it changed anything: a record allocated under another setting
+// follows the current one, and pkid issues its certificates and kubeconfigs again.
+func Readvertise(inf *api.Infra, endpoint, ignition string) bool {
+	changed := false
+	set := func(e *api.Endpoint, host string) {
+		if e != nil && e.Port != 0 && host != "" && e.Host != host {
+			e.Host, changed = host, true
+		}
+	}
+	if IsLoadBalanced(inf) {
+		set(&inf.Endpoint, endpoint)
+		set(inf.InternalEndpoint, endpoint)
+	}
+	set(&inf.Ignition, ignition)
+	return changed
 }
 
 // Reserve marks ports as taken.
@@ -142,6 +174,7 @@ func (a *Allocator) next() (int, error) {
 // allocated.
 func (a *Allocator) Allocate(inf *api.Infra, t Topology) error {
 	host := a.host
+	endpointHost, ignitionHost := cmp.Or(a.endpointHost, host), cmp.Or(a.ignitionHost, host)
 	a.Reserve(Of(inf)...)
 	inf.Etcd = inf.Etcd[:min(len(inf.Etcd), t.etcd)]
 	for i := len(inf.Etcd); i < t.etcd; i++ {
@@ -178,7 +211,7 @@ func (a *Allocator) Allocate(inf *api.Infra, t Topology) error {
 		if err != nil {
 			return err
 		}
-		inf.Ignition = api.Endpoint{Host: host, Port: p}
+		inf.Ignition = api.Endpoint{Host: ignitionHost, Port: p}
 	}
 	switch {
 	case !t.loadBalanced:
@@ -188,7 +221,7 @@ func (a *Allocator) Allocate(inf *api.Infra, t Topology) error {
 		if err != nil {
 			return err
 		}
-		inf.Endpoint = api.Endpoint{Host: host, Port: p}
+		inf.Endpoint = api.Endpoint{Host: endpointHost, Port: p}
 	}
 	switch {
 	case !t.internal:
@@ -198,7 +231,7 @@ func (a *Allocator) Allocate(inf *api.Infra, t Topology) error {
 		if err != nil {
 			return err
 		}
-		inf.InternalEndpoint = &api.Endpoint{Host: host, Port: p}
+		inf.InternalEndpoint = &api.Endpoint{Host: endpointHost, Port: p}
 	}
 	return nil
 }

@@ -125,3 +125,42 @@ func TestAllocate_GivesAnHARecordFromBeforeTheInternalPortOneAndKeepsTheRest(t *
 		t.Errorf("ports %v, want %v plus the internal one", got, before)
 	}
 }
+
+// With advertised hosts (infrad and ignitiond as pods, deploy/k8s) the endpoints clients dial
+// name them, while the ports are still probed and the apiservers and etcd stay on the host;
+// a record allocated before the setting follows it without a port changing.
+func TestAllocate_RecordsTheAdvertisedHostsForTheEndpointsClientsDial(t *testing.T) {
+	const lb, ign = "infrad-endpoints.hostplane-system.svc", "ignitiond-endpoints.hostplane-system.svc"
+	ha := TopologyFor(api.HighlyAvailable)
+	inf := &api.Infra{}
+	if err := NewAllocator(host).Advertise(lb, ign).Allocate(inf, ha); err != nil {
+		t.Fatal(err)
+	}
+	if inf.Endpoint.Host != lb || inf.InternalEndpoint.Host != lb || inf.Ignition.Host != ign {
+		t.Errorf("endpoint %+v, internal %+v, ignition %+v: want the advertised hosts", inf.Endpoint, *inf.InternalEndpoint, inf.Ignition)
+	}
+	if inf.APIServers[0].Host != host || inf.Etcd[0].Host != host {
+		t.Errorf("apiservers %+v, etcd %+v: want them on %s", inf.APIServers, inf.Etcd, host)
+	}
+	if Readvertise(inf, lb, ign) {
+		t.Errorf("a record that already names the advertised hosts changed")
+	}
+
+	old := &api.Infra{}
+	if err := NewAllocator(host).Allocate(old, ha); err != nil {
+		t.Fatal(err)
+	}
+	ports := slices.Clone(Of(old))
+	if !Readvertise(old, lb, ign) {
+		t.Fatalf("a record on %s did not follow the advertised hosts", host)
+	}
+	if old.Endpoint.Host != lb || old.InternalEndpoint.Host != lb || old.Ignition.Host != ign || old.APIServers[0].Host != host {
+		t.Errorf("after Readvertise %+v", old)
+	}
+	if !slices.Equal(ports, Of(old)) {
+		t.Errorf("ports changed: %v, then %v", ports, Of(old))
+	}
+	if Readvertise(old, "", "") {
+		t.Errorf("no advertised host changed the record")
+	}
+}
