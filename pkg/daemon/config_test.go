@@ -62,3 +62,26 @@ func TestBase_NATSTLS_FromEnvOrFlags_CertificateNeedsItsKey(t *testing.T) {
 		t.Fatalf("certificate without a key: %v, want an error naming HOSTPLANE_NATS_KEY_FILE", err)
 	}
 }
+
+func TestBase_LeaderService_NeedsNamespaceNameAndThePodAddress(t *testing.T) {
+	t.Setenv("HOSTPLANE_LEADER_SERVICE", "hostplane-system/infrad-endpoints")
+	t.Setenv("HOSTPLANE_POD_IP", "10.88.1.7")
+	fs := flag.NewFlagSet("infrad", flag.ContinueOnError)
+	b := daemon.Flags(fs, "infrad")
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Validate(); err != nil || b.LeaderService != "hostplane-system/infrad-endpoints" || b.PodIP != "10.88.1.7" {
+		t.Fatalf("env: %q %q, err %v", b.LeaderService, b.PodIP, err)
+	}
+	for name, bad := range map[string]daemon.Base{
+		"no pod address": {LeaderService: "hostplane-system/infrad-endpoints"},
+		"no service":     {PodIP: "10.88.1.7"},
+		"no namespace":   {LeaderService: "infrad-endpoints", PodIP: "10.88.1.7"},
+		"two slashes":    {LeaderService: "a/b/c", PodIP: "10.88.1.7"},
+	} {
+		if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "HOSTPLANE_LEADER_SERVICE") {
+			t.Errorf("%s: %v, want an error naming HOSTPLANE_LEADER_SERVICE", name, err)
+		}
+	}
+}
