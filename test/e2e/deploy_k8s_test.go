@@ -29,6 +29,7 @@ import (
 
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/kube"
+	"github.com/hostplane/hostplane/pkg/leaderendpoint"
 	"github.com/hostplane/hostplane/pkg/mgmtcluster"
 	"github.com/hostplane/hostplane/pkg/release"
 	"github.com/hostplane/hostplane/services/componentd/kuberuntime"
@@ -177,8 +178,21 @@ func TestDeployK8s_DevOverlayOnRealKubelets_EverythingBecomesAvailableAndServesA
 	}
 	killed := time.Now()
 	killPodAt(ctx, t, cs, "infrad", infradLeader)
+	// The name moves once the other replica leads: it writes the slice with its address.
+	oldIP, _, _ := net.SplitHostPort(infradLeader)
+	var newIP string
+	poll(ctx, t, 2*time.Minute, "infrad-endpoints names the replica that took over", func(ctx context.Context) (bool, string) {
+		es, err := cs.DiscoveryV1().EndpointSlices(manifestNamespace).Get(ctx, leaderendpoint.SliceName("infrad-endpoints"), metav1.GetOptions{})
+		if err != nil || len(es.Endpoints) != 1 || len(es.Endpoints[0].Addresses) != 1 {
+			return false, fmt.Sprintf("slice: %v %+v", err, es)
+		}
+		newIP = es.Endpoints[0].Addresses[0]
+		return newIP != oldIP, "the slice still names " + newIP
+	})
+	moved := time.Since(killed)
 	guestVersion("the same kubeconfig works through the infrad that took over")
-	t.Logf("infrad's leader %s killed; the kubeconfig worked again through the other replica %s later", infradLeader, time.Since(killed).Round(time.Millisecond))
+	t.Logf("infrad's leader %s killed; infrad-endpoints named the other replica (%s) %s later, and the same kubeconfig answered through it %s after the kill",
+		oldIP, newIP, moved.Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))
 
 	// Both replicas of every daemon are Ready (Available above needs both: maxUnavailable
 	// 0); the gateway routes to the leader. Delete the leading clusterd pod with grace period
