@@ -50,7 +50,7 @@ type Base struct {
 	// without selector in the management cluster that the leading replica keeps at its own
 	// address, PodIP (HOSTPLANE_POD_IP), while it leads (pkg/leaderendpoint): for a daemon
 	// that serves clusters' endpoints in its leading replica (infrad, ignitiond) when its
-	// replicas are pods. Both or neither.
+	// replicas are pods. Both or neither, with ManagementKubeconfig.
 	LeaderService string
 	PodIP         string
 
@@ -122,6 +122,9 @@ func (b *Base) Validate() error {
 	if b.LeaderService != "" {
 		if _, _, ok := b.leaderService(); !ok {
 			return fmt.Errorf("HOSTPLANE_LEADER_SERVICE (--leader-service) must be namespace/name, not %q", b.LeaderService)
+		}
+		if b.ManagementKubeconfig == "" {
+			return errors.New("HOSTPLANE_LEADER_SERVICE needs the management cluster's kubeconfig (HOSTPLANE_MANAGEMENT_KUBECONFIG)")
 		}
 	}
 	switch strings.ToLower(b.LogLevel) {

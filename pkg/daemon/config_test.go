@@ -66,6 +66,7 @@ func TestBase_NATSTLS_FromEnvOrFlags_CertificateNeedsItsKey(t *testing.T) {
 func TestBase_LeaderService_NeedsNamespaceNameAndThePodAddress(t *testing.T) {
 	t.Setenv("HOSTPLANE_LEADER_SERVICE", "hostplane-system/infrad-endpoints")
 	t.Setenv("HOSTPLANE_POD_IP", "10.88.1.7")
+	t.Setenv("HOSTPLANE_MANAGEMENT_KUBECONFIG", "/etc/hostplane/management/kubeconfig")
 	fs := flag.NewFlagSet("infrad", flag.ContinueOnError)
 	b := daemon.Flags(fs, "infrad")
 	if err := fs.Parse(nil); err != nil {
@@ -79,6 +80,7 @@ func TestBase_LeaderService_NeedsNamespaceNameAndThePodAddress(t *testing.T) {
 		"no service":     {PodIP: "10.88.1.7"},
 		"no namespace":   {LeaderService: "infrad-endpoints", PodIP: "10.88.1.7"},
 		"two slashes":    {LeaderService: "a/b/c", PodIP: "10.88.1.7"},
+		"no kubeconfig":  {LeaderService: "hostplane-system/infrad-endpoints", PodIP: "10.88.1.7"},
 	} {
 		if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "HOSTPLANE_LEADER_SERVICE") {
 			t.Errorf("%s: %v, want an error naming HOSTPLANE_LEADER_SERVICE", name, err)

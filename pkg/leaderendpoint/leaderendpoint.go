@@ -26,7 +26,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	discoveryac "k8s.io/client-go/applyconfigurations/discovery/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -34,13 +33,16 @@ import (
 // back a slice someone edited or deleted.
 const DefaultInterval = 10 * time.Second
 
-// ErrInvalidConfig is returned by New for a Config that names no Service or no usable address.
+// ErrInvalidConfig is returned by New for a Config that names no Service, no usable address or
+// no management kubeconfig.
 var ErrInvalidConfig = errors.New("leader endpoint: invalid config")
 
 // Config is the Service a leader keeps at its address.
 type Config struct {
-	// Kubeconfig is the management cluster's kubeconfig file; "" uses the pod's service
-	// account (in-cluster config).
+	// Kubeconfig is the management cluster's kubeconfig file (daemon.Base's
+	// ManagementKubeconfig; deploy/k8s's names the API server's Service, which resolves
+	// without a kube-proxy where in-cluster config's ClusterIP would not). Needed unless
+	// Client is set.
 	Kubeconfig string
 	// Namespace and Service name the headless Service (no selector) whose endpoint the
 	// leader is.
@@ -85,7 +87,10 @@ func New(cfg Config) (*Publisher, error) {
 	}
 	cs := cfg.Client
 	if cs == nil {
-		rc, err := restConfig(cfg.Kubeconfig)
+		if cfg.Kubeconfig == "" {
+			return nil, fmt.Errorf("%w: no management kubeconfig", ErrInvalidConfig)
+		}
+		rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
 		if err != nil {
 			return nil, fmt.Errorf("leader endpoint: management cluster: %w", err)
 		}
@@ -94,14 +99,6 @@ func New(cfg Config) (*Publisher, error) {
 		}
 	}
 	return &Publisher{cfg: cfg, cs: cs, addr: addr}, nil
-}
-
-// restConfig reads the kubeconfig file, or the pod's in-cluster config for "".
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig == "" {
-		return rest.InClusterConfig()
-	}
-	return clientcmd.BuildConfigFromFlags("", kubeconfig)
 }
 
 // SliceName is the name of the EndpointSlice the leader writes for service.

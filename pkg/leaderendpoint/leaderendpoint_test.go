@@ -85,12 +85,14 @@ func TestPublisher_TheServiceNamesTheLeaderAndFollowsATakeover(t *testing.T) {
 	want("10.88.1.7", "after the slice was deleted")
 }
 
-func TestNew_RefusesAConfigWithoutServiceOrAddress(t *testing.T) {
+func TestNew_RefusesAConfigWithoutServiceAddressOrKubeconfig(t *testing.T) {
+	const kc = "/etc/hostplane/management/kubeconfig"
 	for name, cfg := range map[string]leaderendpoint.Config{
-		"no service":     {Namespace: "hostplane-system", Address: "10.0.0.1"},
-		"no namespace":   {Service: "infrad-endpoints", Address: "10.0.0.1"},
-		"no address":     {Namespace: "hostplane-system", Service: "infrad-endpoints"},
-		"not an address": {Namespace: "hostplane-system", Service: "infrad-endpoints", Address: "infrad-0"},
+		"no service":     {Kubeconfig: kc, Namespace: "hostplane-system", Address: "10.0.0.1"},
+		"no namespace":   {Kubeconfig: kc, Service: "infrad-endpoints", Address: "10.0.0.1"},
+		"no address":     {Kubeconfig: kc, Namespace: "hostplane-system", Service: "infrad-endpoints"},
+		"not an address": {Kubeconfig: kc, Namespace: "hostplane-system", Service: "infrad-endpoints", Address: "infrad-0"},
+		"no kubeconfig":  {Namespace: "hostplane-system", Service: "infrad-endpoints", Address: "10.0.0.1"},
 	} {
 		if _, err := leaderendpoint.New(cfg); !errors.Is(err, leaderendpoint.ErrInvalidConfig) {
 			t.Errorf("%s: New = %v, want ErrInvalidConfig", name, err)

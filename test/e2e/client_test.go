@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/hostplane/hostplane/cmd/hostplane/dev"
 	"github.com/hostplane/hostplane/pkg/api"
@@ -88,15 +89,25 @@ func (c *client) waitCondition(name, typ string, status api.ConditionStatus, tim
 	return cl
 }
 
-func (c *client) kubeClient(name string) *kubernetes.Clientset {
+// restConfig is the client configuration of the kubeconfig the API hands out for cluster name.
+func (c *client) restConfig(name string) *rest.Config {
 	c.t.Helper()
 	code, kc := c.do("GET", "/v1/clusters/"+name+"/kubeconfig", "", nil)
 	if code != http.StatusOK {
 		c.t.Fatalf("kubeconfig: %d %s", code, kc)
 	}
-	cs, err := kube.Clientset(kc)
+	cfg, err := kube.RESTConfig(kc)
 	if err != nil {
 		c.t.Fatalf("kubeconfig does not load: %v", err)
+	}
+	return cfg
+}
+
+func (c *client) kubeClient(name string) *kubernetes.Clientset {
+	c.t.Helper()
+	cs, err := kubernetes.NewForConfig(c.restConfig(name))
+	if err != nil {
+		c.t.Fatal(err)
 	}
 	return cs
 }

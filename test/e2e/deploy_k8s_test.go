@@ -26,9 +26,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/hostplane/hostplane/pkg/api"
-	"github.com/hostplane/hostplane/pkg/kube"
 	"github.com/hostplane/hostplane/pkg/leaderendpoint"
 	"github.com/hostplane/hostplane/pkg/mgmtcluster"
 	"github.com/hostplane/hostplane/pkg/release"
@@ -147,7 +147,8 @@ func TestDeployK8s_DevOverlayOnRealKubelets_EverythingBecomesAvailableAndServesA
 	// the Service infrad-endpoints, which that infrad keeps at its pod's address; the test
 	// resolves it through the cluster DNS as a pod would. The call is retried as a user
 	// would, and each failure logged.
-	guest, server := guestClient(t, c, mc, "demo")
+	guest, guestCfg := guestClient(t, c, mc, "demo")
+	server := guestCfg.Host
 	if want := "infrad-endpoints." + manifestNamespace + ".svc"; !strings.Contains(server, "//"+want+":") {
 		t.Errorf("the kubeconfig's server is %s, want the Service %s", server, want)
 	}
@@ -168,7 +169,7 @@ func TestDeployK8s_DevOverlayOnRealKubelets_EverythingBecomesAvailableAndServesA
 	}
 	guestVersion("the cluster's kubeconfig works (GET /version)")
 	t.Logf("kubeconfig works: %s answers through the leading infrad's load balancer", server)
-	checkIgnitionEndpoint(ctx, t, c, mc, "demo")
+	checkIgnitionEndpoint(ctx, t, c, mc, "demo", guestCfg)
 
 	// The leading infrad pod is killed: the other replica takes over, listens on the
 	// cluster's port and points infrad-endpoints at itself, so the same kubeconfig works again.
@@ -241,29 +242,23 @@ func TestDeployK8s_DevOverlayOnRealKubelets_EverythingBecomesAvailableAndServesA
 // guestClient is a client of the hosted cluster from the kubeconfig the API hands out, whose
 // server names a Service: the test resolves it through the management cluster's DNS, as a
 // pod (or a machine whose DNS forwards the cluster's domain) would. It returns the server URL.
-func guestClient(t *testing.T, c *client, mc *mgmtcluster.Cluster, cluster string) (*kubernetes.Clientset, string) {
+func guestClient(t *testing.T, c *client, mc *mgmtcluster.Cluster, cluster string) (*kubernetes.Clientset, *rest.Config) {
 	t.Helper()
-	code, kc := c.do("GET", "/v1/clusters/"+cluster+"/kubeconfig", "", nil)
-	if code != http.StatusOK {
-		t.Fatalf("kubeconfig: %d %s", code, kc)
-	}
-	cfg, err := kube.RESTConfig(kc)
-	if err != nil {
-		t.Fatalf("kubeconfig does not load: %v", err)
-	}
+	cfg := c.restConfig(cluster)
 	cfg.Dial = (&net.Dialer{Resolver: mc.Resolver(), Timeout: 5 * time.Second}).DialContext
 	cfg.Timeout = 10 * time.Second
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cs, cfg.Host
+	return cs, cfg
 }
 
 // checkIgnitionEndpoint: the cluster's Ignition endpoint, which names the Service
 // ignitiond-endpoints, answers over HTTPS from the leading ignitiond, with a certificate for
-// that name from the cluster's CA, and refuses a request without a token.
-func checkIgnitionEndpoint(ctx context.Context, t *testing.T, c *client, mc *mgmtcluster.Cluster, cluster string) {
+// that name from the cluster's CA (guest's, the kubeconfig's), and refuses a request without
+// a token.
+func checkIgnitionEndpoint(ctx context.Context, t *testing.T, c *client, mc *mgmtcluster.Cluster, cluster string, guest *rest.Config) {
 	t.Helper()
 	var inf api.Infra
 	if code, b := c.do("GET", "/v1/clusters/"+cluster+"/infra", "", &inf); code != http.StatusOK {
@@ -272,16 +267,8 @@ func checkIgnitionEndpoint(ctx context.Context, t *testing.T, c *client, mc *mgm
 	if want := "ignitiond-endpoints." + manifestNamespace + ".svc"; inf.Ignition.Host != want {
 		t.Errorf("the Ignition endpoint is %s, want the Service %s", inf.Ignition.Host, want)
 	}
-	code, kc := c.do("GET", "/v1/clusters/"+cluster+"/kubeconfig", "", nil)
-	if code != http.StatusOK {
-		t.Fatalf("kubeconfig: %d %s", code, kc)
-	}
-	cfg, err := kube.RESTConfig(kc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(cfg.CAData) {
+	if !roots.AppendCertsFromPEM(guest.CAData) {
 		t.Fatal("the kubeconfig carries no CA")
 	}
 	dialer := &net.Dialer{Resolver: mc.Resolver(), Timeout: 5 * time.Second}

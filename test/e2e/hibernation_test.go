@@ -19,7 +19,6 @@ import (
 
 	"github.com/hostplane/hostplane/cmd/hostplane/dev"
 	"github.com/hostplane/hostplane/pkg/api"
-	"github.com/hostplane/hostplane/pkg/kube"
 	"github.com/hostplane/hostplane/pkg/release"
 	"github.com/hostplane/hostplane/pkg/testenv"
 	"github.com/hostplane/hostplane/services/localcloud"
@@ -279,14 +278,7 @@ func TestHibernation_HighlyAvailable_IdleHibernatesDaemonsDoNotWakeAConnectionDo
 	// The daemons keep their guest clients, Cluster API its cluster cache: none of it may
 	// wake the cluster. Nor may a request on the internal listener, which is refused at once
 	// (an accepted and closed connection would have client-go retry the GET for 10 s).
-	code, kubeconfig := c.do("GET", "/v1/clusters/"+name+"/kubeconfig", "", nil)
-	if code != http.StatusOK {
-		t.Fatalf("kubeconfig: %d %s", code, kubeconfig)
-	}
-	cfg, err := kube.RESTConfig(kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := c.restConfig(name)
 	cfg.Host = "https://" + internal
 	cfg.Timeout = 30 * time.Second
 	direct, err := kubernetes.NewForConfig(cfg)
