@@ -43,7 +43,7 @@ mgmt-kuberuntime-test: k8s-bins kubelet mgmt-tools ## componentd's kubernetes ru
 	HOSTPLANE_MGMT_KUBERUNTIME_TEST=1 flock /tmp/e2e.lock $(GO) test -count=1 -v -timeout 20m -run '^TestComponentd_KubernetesRuntime_OnRealKubelets' ./test/integration/componentd
 
 .PHONY: mgmt-deploy-test
-mgmt-deploy-test: k8s-bins kubelet mgmt-tools images ## deploy/k8s (the dev overlay) applied on a real management cluster of 3 kubelet nodes (root): NATS, the daemons and the gateway Available, a cluster created through the gateway Available as pods
+mgmt-deploy-test: k8s-bins kubelet mgmt-tools images ## deploy/k8s (the dev overlay) applied on a real management cluster of 3 kubelet nodes (root): NATS, the daemons, the gateway and the local cloud Ready, a cluster created through the gateway Available as pods, a node pool's nodes Ready, hibernate and wake on a GET, delete
 	# flock -o: the cluster's processes must not inherit the lock (a killed test would keep it held)
 	HOSTPLANE_MGMT_DEPLOY_TEST=1 flock -o /tmp/e2e.lock $(GO) test -count=1 -v -timeout 20m -run '^TestDeployK8s_DevOverlayOnRealKubelets' ./test/e2e
 

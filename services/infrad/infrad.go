@@ -79,10 +79,11 @@ type Config struct {
 	// of Host: a name that resolves to the leading ignitiond (deploy/k8s: the headless
 	// Service ignitiond-endpoints) (HOSTPLANE_INFRA_IGNITION_HOST).
 	IgnitionHost string
-	// APIServerService makes the load balancers forward to each cluster's kube-apiserver
-	// Service (api.KubeAPIServerHost, port api.KubeAPIServerServicePort) instead of the
-	// apiserver ports recorded on Host: for componentd's kubernetes runtime, whose
-	// apiservers are pods in the management cluster, not processes on Host
+	// APIServerService records each cluster's apiservers as its kube-apiserver Service
+	// (api.KubeAPIServerHost, port api.KubeAPIServerServicePort; ports.AtService) instead of
+	// ports on Host: for componentd's kubernetes runtime, whose apiservers are pods in the
+	// management cluster, not processes on Host. The load balancers forward there, and the
+	// daemons reach a SingleReplica cluster's apiserver there (pkg/guest)
 	// (HOSTPLANE_INFRA_APISERVER_SERVICE=true).
 	APIServerService bool
 	// HealthInterval is how often a load balancer probes its backends' /readyz (default

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -107,6 +108,9 @@ func (d *Daemon) ensure(ctx context.Context, c *api.Cluster, log *slog.Logger) (
 	}
 	if ports.Readvertise(inf, d.cfg.AdvertiseHost, d.cfg.IgnitionHost) {
 		log.Info("endpoint hosts follow the advertised ones", "endpoint", inf.Endpoint, "ignition", inf.Ignition)
+	}
+	if d.cfg.APIServerService && ports.AtService(inf, api.KubeAPIServerHost(name), api.KubeAPIServerServicePort) {
+		log.Info("apiservers recorded as the cluster's kube-apiserver Service", "apiServers", inf.APIServers)
 	}
 
 	if ports.IsLoadBalanced(inf) {
@@ -286,10 +290,8 @@ func (d *Daemon) ensureLB(cluster string, inf *api.Infra) error {
 	for _, e := range inf.APIServers {
 		backends = append(backends, net.JoinHostPort(e.Host, strconv.Itoa(e.Port)))
 	}
-	if d.cfg.APIServerService {
-		// The Service balances over the apiserver pods itself.
-		backends = []string{net.JoinHostPort(api.KubeAPIServerHost(cluster), strconv.Itoa(api.KubeAPIServerServicePort))}
-	}
+	// Replicas recorded as one Service (ports.AtService) are one backend.
+	backends = slices.Compact(backends)
 	d.mu.Lock()
 	if d.stopped {
 		d.mu.Unlock()

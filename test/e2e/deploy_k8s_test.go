@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -33,6 +34,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/mgmtcluster"
 	"github.com/hostplane/hostplane/pkg/release"
 	"github.com/hostplane/hostplane/services/componentd/kuberuntime"
+	"github.com/hostplane/hostplane/services/localcloud"
 )
 
 // EnvDeployTest runs TestDeployK8s_DevOverlayOnRealKubelets (make mgmt-deploy-test, which
@@ -41,7 +43,7 @@ import (
 const EnvDeployTest = "HOSTPLANE_MGMT_DEPLOY_TEST"
 
 // The images deploy/k8s runs, as `make images` tags them: hostplane/<name>:<tag>.
-var deployImages = []string{"nats", "hostplane", "clusterd", "nodepoold", "componentd", "pkid", "infrad", "ignitiond", "gateway"}
+var deployImages = []string{"nats", "hostplane", "clusterd", "nodepoold", "componentd", "pkid", "infrad", "ignitiond", "gateway", "localcloud"}
 
 // deployNodes: three kubelet nodes, so the NATS members and each daemon's two replicas spread.
 const deployNodes = 3
@@ -56,9 +58,12 @@ const devAdminToken = "dev-admin-token-not-secret"
 // the NATS StatefulSet's three members Ready on claims bound to volumes, the bootstrap Job
 // complete, every daemon's Deployment and the gateway Available; then, through the gateway's
 // pod, a cluster created with the API becomes Available with its control plane running as
-// pods (componentd's kubernetes runtime) and its kubeconfig works; the gateway follows
-// clusterd's leadership when the leading pod is killed; and deleting the cluster through the
-// gateway removes it and its namespace.
+// pods (componentd's kubernetes runtime) and its kubeconfig works; a node pool's machines,
+// provisioned in the dev overlay's local cloud pod, join as Ready nodes and follow infrad's
+// endpoint across a takeover; the gateway follows
+// clusterd's leadership when the leading pod is killed; the cluster hibernates (no pod left)
+// and a plain GET on its kubeconfig wakes it; and deleting the cluster through the gateway
+// removes it, its namespace and its machines.
 func TestDeployK8s_DevOverlayOnRealKubelets_EverythingBecomesAvailableAndServesAHostedCluster(t *testing.T) {
 	if os.Getenv(EnvDeployTest) == "" {
 		t.Skip("needs root, containerd, the kubelet and `make images`: run `make mgmt-deploy-test`")
@@ -99,9 +104,9 @@ func TestDeployK8s_DevOverlayOnRealKubelets_EverythingBecomesAvailableAndServesA
 	if err := mc.WaitNodesReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// One volume per NATS member (the dev overlay claims 1Gi) and one for the hosted
-	// cluster's etcd (componentd claims 8Gi).
-	if err := mc.AddHostPathVolumes(ctx, 4, "10Gi"); err != nil {
+	// One volume per NATS member and one for the local cloud (the dev overlay claims 1Gi
+	// each), and one for the hosted cluster's etcd (componentd claims 8Gi).
+	if err := mc.AddHostPathVolumes(ctx, 5, "10Gi"); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("management cluster: %d kubelet nodes Ready, images imported, in %s", deployNodes, time.Since(begin).Round(time.Millisecond))
@@ -123,13 +128,14 @@ func TestDeployK8s_DevOverlayOnRealKubelets_EverythingBecomesAvailableAndServesA
 	applyDevOverlay(ctx, t, mc, tag)
 	t.Logf("deploy/k8s/overlays/dev applied in %s", time.Since(applied).Round(time.Millisecond))
 
-	waitNATS(ctx, t, cs)
+	waitStatefulSet(ctx, t, cs, "nats", 3)
 	t.Logf("NATS: 3 members Ready, claims Bound, %s after apply", time.Since(applied).Round(time.Millisecond))
 	waitJob(ctx, t, cs, "nats-bootstrap")
 	t.Logf("nats-bootstrap complete %s after apply", time.Since(applied).Round(time.Millisecond))
 	for _, d := range []string{"clusterd", "nodepoold", "componentd", "pkid", "infrad", "ignitiond", "gateway"} {
 		waitDeploymentAvailable(ctx, t, cs, d)
 	}
+	waitStatefulSet(ctx, t, cs, "localcloud", 1)
 	t.Logf("every Deployment Available %s after apply (%s after the start)", time.Since(applied).Round(time.Millisecond), time.Since(begin).Round(time.Millisecond))
 
 	// The gateway, reached as a host reaches a pod: the host routes every node's pod range.
@@ -171,6 +177,21 @@ func TestDeployK8s_DevOverlayOnRealKubelets_EverythingBecomesAvailableAndServesA
 	t.Logf("kubeconfig works: %s answers through the leading infrad's load balancer", server)
 	checkIgnitionEndpoint(ctx, t, c, mc, "demo", guestCfg)
 
+	// A node pool: infrad provisions its machines in the local cloud (the dev overlay's
+	// StatefulSet localcloud); they boot from the Ignition endpoint and join through the
+	// cluster's endpoint, both by their Services' names, resolved by the cluster DNS.
+	pooled := time.Now()
+	poolBody := fmt.Sprintf(`{"name":"workers","spec":{"replicas":2,"release":{"version":%q},"management":{"upgradeType":"Replace"}}}`, rel.Version)
+	if code, b := c.do("POST", "/v1/clusters/demo/nodepools", poolBody, nil); code != http.StatusAccepted {
+		t.Fatalf("create the node pool through the gateway: %d %s", code, b)
+	}
+	c.waitPoolReady("demo", "workers", 2, poolReady)
+	nodes := readyNodes(t, guest, "workers")
+	if len(nodes) != 2 {
+		t.Fatalf("Ready nodes of pool workers = %d, want 2", len(nodes))
+	}
+	t.Logf("node pool workers: 2 machines in the local cloud pod, 2 Ready nodes %s after POST", time.Since(pooled).Round(time.Millisecond))
+
 	// The leading infrad pod is killed: the other replica takes over, listens on the
 	// cluster's port and points infrad-endpoints at itself, so the same kubeconfig works again.
 	infradLeader, answer := gatewayReplica(t, c, "infrad")
@@ -194,6 +215,26 @@ func TestDeployK8s_DevOverlayOnRealKubelets_EverythingBecomesAvailableAndServesA
 	guestVersion("the same kubeconfig works through the infrad that took over")
 	t.Logf("infrad's leader %s killed; infrad-endpoints named the other replica (%s) %s later, and the same kubeconfig answered through it %s after the kill",
 		oldIP, newIP, moved.Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))
+	// The machines dial the same name: each node's kubelet renews its Lease through the
+	// replica that took over (its connection to the dead pod broke; a new one resolves the
+	// name again).
+	renewedAfter := killed.Add(moved)
+	poll(ctx, t, 2*time.Minute, "every node renews its Lease through the infrad that took over", func(ctx context.Context) (bool, string) {
+		for _, n := range nodes {
+			l, err := guest.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, n.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			if l.Spec.RenewTime == nil || !l.Spec.RenewTime.After(renewedAfter) {
+				return false, fmt.Sprintf("node %s's Lease last renewed %v", n.Name, l.Spec.RenewTime)
+			}
+		}
+		return true, ""
+	})
+	if n := len(readyNodes(t, guest, "workers")); n != 2 {
+		t.Errorf("Ready nodes of pool workers after the infrad takeover = %d, want 2", n)
+	}
+	t.Logf("both nodes renewed their Leases through the new infrad leader %s after the kill", time.Since(killed).Round(time.Millisecond))
 
 	// Both replicas of every daemon are Ready (Available above needs both: maxUnavailable
 	// 0); the gateway routes to the leader. Delete the leading clusterd pod with grace period
@@ -219,6 +260,49 @@ func TestDeployK8s_DevOverlayOnRealKubelets_EverythingBecomesAvailableAndServesA
 	t.Logf("clusterd's leader %s killed; the gateway served the cluster from %s %s later", leader, now, time.Since(killed).Round(time.Millisecond))
 	waitDeploymentAvailable(ctx, t, cs, "clusterd")
 
+	// Hibernate through the gateway: the control plane's workloads scale to 0 (no pod left,
+	// etcd's claim kept) and the machines power off. A plain GET with the same kubeconfig
+	// wakes it (infrad's balancer holds the connection until kube-apiserver's pod answers)
+	// and returns the object written before; the same nodes come back Ready.
+	writeConfigMaps(t, guest, "before-hibernation")
+	if code, b := c.do("PATCH", "/v1/clusters/demo", `{"spec":{"hibernation":{"enabled":true}}}`, nil); code != http.StatusOK {
+		t.Fatalf("hibernate through the gateway: %d %s", code, b)
+	}
+	hibernating := time.Now()
+	c.waitCondition("demo", api.ConditionHibernated, api.ConditionTrue, 3*time.Minute)
+	poll(ctx, t, 2*time.Minute, "no pod of demo's control plane left, its machines powered off", func(ctx context.Context) (bool, string) {
+		pods, err := cs.CoreV1().Pods(api.ControlPlaneNamespace("demo")).List(ctx, metav1.ListOptions{})
+		if err != nil || len(pods.Items) > 0 {
+			return false, fmt.Sprintf("pods: %v, %d left", err, len(pods.Items))
+		}
+		for _, m := range localCloudMachines(ctx, t, cs, "demo") {
+			if !m.PoweredOff {
+				return false, fmt.Sprintf("machine %s is %s", m.Name, m.State)
+			}
+		}
+		return true, ""
+	})
+	t.Logf("cluster demo Hibernated, no pod left, machines powered off %s after the PATCH", time.Since(hibernating).Round(time.Millisecond))
+	woke := time.Now()
+	got, err := guest.CoreV1().ConfigMaps("default").Get(ctx, "before-hibernation", metav1.GetOptions{})
+	if err != nil || got.Data["written"] != "before-hibernation" {
+		t.Fatalf("GET on the hibernated cluster: %v, %v; want the ConfigMap written before", got, err)
+	}
+	t.Logf("the first GET on the hibernated cluster woke it and answered in %s", time.Since(woke).Round(time.Millisecond))
+	c.waitCondition("demo", api.ConditionAvailable, api.ConditionTrue, 3*time.Minute)
+	poll(ctx, t, 3*time.Minute, "the same nodes Ready again", func(ctx context.Context) (bool, string) {
+		back := readyNodes(t, guest, "workers")
+		names := make([]string, 0, len(back))
+		for _, n := range back {
+			names = append(names, n.Name)
+		}
+		slices.Sort(names)
+		want := []string{nodes[0].Name, nodes[1].Name}
+		slices.Sort(want)
+		return slices.Equal(names, want), fmt.Sprintf("Ready nodes %v, want %v", names, want)
+	})
+	t.Logf("cluster demo Available and both nodes Ready again %s after the first GET", time.Since(woke).Round(time.Millisecond))
+
 	// Deleting the cluster through the gateway removes it and its namespace with every pod,
 	// Secret and claim in it.
 	deleted := time.Now()
@@ -233,6 +317,9 @@ func TestDeployK8s_DevOverlayOnRealKubelets_EverythingBecomesAvailableAndServesA
 		_, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		if !apierrors.IsNotFound(err) {
 			return false, fmt.Sprintf("namespace %s: %v", ns, err)
+		}
+		if left := localCloudMachines(ctx, t, cs, "demo"); len(left) > 0 {
+			return false, fmt.Sprintf("the local cloud still runs %d machines of demo: %+v", len(left), left)
 		}
 		return true, ""
 	})
@@ -455,11 +542,31 @@ func poll(ctx context.Context, t *testing.T, timeout time.Duration, what string,
 	}
 }
 
-// waitNATS waits for the StatefulSet nats: 3 Ready members, each claim Bound.
-func waitNATS(ctx context.Context, t *testing.T, cs kubernetes.Interface) {
+// localCloudMachines lists the machines of cluster the local cloud pod runs, through its API
+// at the pod's address (the host routes the pods' ranges).
+func localCloudMachines(ctx context.Context, t *testing.T, cs kubernetes.Interface, cluster string) []localcloud.MachineStatus {
 	t.Helper()
-	poll(ctx, t, 3*time.Minute, "NATS StatefulSet Ready", func(ctx context.Context) (bool, string) {
-		sts, err := cs.AppsV1().StatefulSets(manifestNamespace).Get(ctx, "nats", metav1.GetOptions{})
+	pods, err := cs.CoreV1().Pods(manifestNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=localcloud"})
+	if err != nil || len(pods.Items) != 1 || pods.Items[0].Status.PodIP == "" {
+		t.Fatalf("the local cloud's pod: %v, %d pods", err, len(pods.Items))
+	}
+	cloud, err := localcloud.NewClient("http://" + net.JoinHostPort(pods.Items[0].Status.PodIP, "8090"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := cloud.List(ctx, cluster)
+	if err != nil {
+		t.Fatalf("list the local cloud's machines: %v", err)
+	}
+	return ms
+}
+
+// waitStatefulSet waits for the StatefulSet's replicas all Ready, each on a Bound claim
+// (data-<name>-<ordinal>).
+func waitStatefulSet(ctx context.Context, t *testing.T, cs kubernetes.Interface, name string, replicas int32) {
+	t.Helper()
+	poll(ctx, t, 3*time.Minute, "StatefulSet "+name+" Ready", func(ctx context.Context) (bool, string) {
+		sts, err := cs.AppsV1().StatefulSets(manifestNamespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -467,14 +574,14 @@ func waitNATS(ctx context.Context, t *testing.T, cs kubernetes.Interface) {
 		if err != nil {
 			return false, err.Error()
 		}
-		bound := 0
+		var bound int32
 		for _, p := range pvcs.Items {
-			if strings.HasPrefix(p.Name, "data-nats-") && p.Status.Phase == corev1.ClaimBound && p.Spec.VolumeName != "" {
+			if strings.HasPrefix(p.Name, "data-"+name+"-") && p.Status.Phase == corev1.ClaimBound && p.Spec.VolumeName != "" {
 				bound++
 			}
 		}
-		state := fmt.Sprintf("%d of 3 members Ready, %d claims Bound", sts.Status.ReadyReplicas, bound)
-		return sts.Status.ReadyReplicas == 3 && bound == 3, state
+		state := fmt.Sprintf("%d of %d members Ready, %d claims Bound", sts.Status.ReadyReplicas, replicas, bound)
+		return sts.Status.ReadyReplicas == replicas && bound == replicas, state
 	})
 }
 

@@ -193,6 +193,22 @@ func Readvertise(inf *api.Infra, endpoint, ignition string) bool {
 	return changed
 }
 
+// AtService records every apiserver replica of inf as host:port, the Service in front of
+// them, and reports whether it changed anything: under componentd's kubernetes runtime the
+// apiservers are pods behind their cluster's kube-apiserver Service, not processes on the
+// allocator's host, so the load balancer forwards there and the daemons reach a
+// SingleReplica cluster's apiserver there (pkg/guest), with no port of the host's.
+func AtService(inf *api.Infra, host string, port int) bool {
+	at := api.Endpoint{Host: host, Port: port}
+	changed := false
+	for i := range inf.APIServers {
+		if inf.APIServers[i] != at {
+			inf.APIServers[i], changed = at, true
+		}
+	}
+	return changed
+}
+
 // Reserve marks ports as taken.
 func (a *Allocator) Reserve(ports ...int) {
 	for _, p := range ports {

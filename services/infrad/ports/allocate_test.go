@@ -212,3 +212,36 @@ func TestRangeOutside_LeavesTheEphemeralRangeOut(t *testing.T) {
 		}
 	}
 }
+
+func TestAtService_RecordsEveryAPIServerAsTheServiceAndKeepsTheRest(t *testing.T) {
+	const svc, port = "kube-apiserver.hostplane-demo.svc", 6443
+	for _, policy := range []string{api.SingleReplica, api.HighlyAvailable} {
+		t.Run(policy, func(t *testing.T) {
+			inf := &api.Infra{}
+			topo := TopologyFor(policy)
+			if err := NewAllocator(host).Allocate(inf, topo); err != nil {
+				t.Fatal(err)
+			}
+			endpoint, ignition := inf.Endpoint, inf.Ignition
+			if !AtService(inf, svc, port) {
+				t.Fatal("AtService changed nothing on a record of host ports")
+			}
+			for i, e := range inf.APIServers {
+				if e != (api.Endpoint{Host: svc, Port: port}) {
+					t.Errorf("apiServers[%d] = %+v, want the Service", i, e)
+				}
+			}
+			// Nothing else moves, and the record stays satisfied (no allocation again) and
+			// load balanced (the endpoint is not an apiserver's).
+			if inf.Endpoint != endpoint || inf.Ignition != ignition {
+				t.Errorf("endpoint %+v, ignition %+v moved (were %+v, %+v)", inf.Endpoint, inf.Ignition, endpoint, ignition)
+			}
+			if !topo.SatisfiedBy(inf) || !IsLoadBalanced(inf) {
+				t.Errorf("after AtService: satisfied %v, load balanced %v; want both", topo.SatisfiedBy(inf), IsLoadBalanced(inf))
+			}
+			if AtService(inf, svc, port) {
+				t.Error("AtService changed a record already at the Service")
+			}
+		})
+	}
+}
