@@ -158,7 +158,7 @@ func TestNodePool_ReplacePoolGetsItsClusterAPIObjectsRollsOnConfigAndGoesAway(t 
 
 	// The template and the MachineHealthCheck.
 	lmt := &unstructured.Unstructured{}
-	lmt.SetGroupVersionKind(gvkLocalMachineTemplate)
+	lmt.SetGroupVersionKind(infraGroupVersion.WithKind(api.KindLocalMachineTemplate))
 	if err := ce.get("workers", lmt); err != nil {
 		t.Fatalf("LocalMachineTemplate: %v", err)
 	}

@@ -102,8 +102,9 @@ func (d *Daemon) deleteObjects(ctx context.Context, np *api.NodePool, clusterGoi
 			return "", err
 		}
 	}
-	for _, gvk := range []schemaGVK{gvkMachineHealthCheck, gvkMachineDeployment, gvkMachineSet} {
-		if err := deleteObject(ctx, c, gvk, ns, np.Name); err != nil {
+	key := metav1.ObjectMeta{Namespace: ns, Name: np.Name}
+	for _, obj := range []client.Object{&clusterv1.MachineHealthCheck{ObjectMeta: key}, &clusterv1.MachineDeployment{ObjectMeta: key}, &clusterv1.MachineSet{ObjectMeta: key}} {
+		if err := deleteObject(ctx, c, obj); err != nil {
 			return "", err
 		}
 	}
@@ -139,15 +140,15 @@ func (d *Daemon) deleteObjects(ctx context.Context, np *api.NodePool, clusterGoi
 			return "", fmt.Errorf("get %s %s: %w", kind, np.Name, err)
 		}
 	}
-	if err := deleteObject(ctx, c, gvkLocalMachineTemplate, ns, np.Name); err != nil {
+	if err := deleteObject(ctx, c, infraObject(api.KindLocalMachineTemplate, ns, np.Name)); err != nil {
 		return "", err
 	}
 	secrets, err := d.userDataSecrets(ctx, np)
 	if err != nil {
 		return "", err
 	}
-	for _, sec := range secrets {
-		if err := deleteObject(ctx, c, gvkSecret, ns, sec.Name); err != nil {
+	for i := range secrets {
+		if err := deleteObject(ctx, c, &secrets[i]); err != nil {
 			return "", err
 		}
 	}
@@ -258,11 +259,11 @@ func (d *Daemon) deleteUnusedUserData(ctx context.Context, s *scope) {
 		s.fail("list userdata Secrets", err)
 		return
 	}
-	for _, sec := range secrets {
+	for i, sec := range secrets {
 		if used[sec.Name] {
 			continue
 		}
-		if err := deleteObject(ctx, d.mgmt.client(), gvkSecret, sec.Namespace, sec.Name); err != nil {
+		if err := deleteObject(ctx, d.mgmt.client(), &secrets[i]); err != nil {
 			s.fail("delete userdata Secret "+sec.Name, err)
 			continue
 		}

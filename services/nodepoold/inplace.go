@@ -142,8 +142,8 @@ func (d *Daemon) drainStep(ctx context.Context, s *scope, cs kubernetes.Interfac
 	}
 	if left > 0 {
 		started, _ := time.Parse(time.RFC3339, m.Annotations[AnnotationInPlaceDrainStarted])
-		timeout, bounded := seconds(s.np.Spec.NodeDrainTimeout)
-		if !bounded || timeout == 0 || started.IsZero() || s.now.Sub(started) < time.Duration(timeout)*time.Second {
+		timeout := seconds(s.np.Spec.NodeDrainTimeout)
+		if timeout == nil || *timeout == 0 || started.IsZero() || s.now.Sub(started) < time.Duration(*timeout)*time.Second {
 			s.inPlace.waiting = append(s.inPlace.waiting, fmt.Sprintf("machine %s: draining node %s (%d pods left)", m.Name, n.Name, left))
 			return
 		}

@@ -48,7 +48,7 @@ func TestNodePool_AutoscaledPoolDescribesItsInstanceTypeForScaleFromZero_AndANew
 	}
 	lmtType := func() string {
 		lmt := &unstructured.Unstructured{}
-		lmt.SetGroupVersionKind(gvkLocalMachineTemplate)
+		lmt.SetGroupVersionKind(infraGroupVersion.WithKind(api.KindLocalMachineTemplate))
 		if err := ce.get("batch", lmt); err != nil {
 			return ""
 		}

@@ -1,15 +1,18 @@
 package nodepoold
 
 import (
-	"encoding/base64"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/hostplane/hostplane/pkg/api"
@@ -34,15 +37,10 @@ const (
 	AnnotationConfigHash = "hostplane.dev/config-hash"
 )
 
-// GroupVersionKinds of the objects nodepoold reads and writes as unstructured.
-var (
-	gvkSecret               = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
-	gvkLocalMachineTemplate = schema.GroupVersionKind{Group: api.InfrastructureGroup, Version: api.InfrastructureVersion, Kind: api.KindLocalMachineTemplate}
-	gvkLocalMachine         = schema.GroupVersionKind{Group: api.InfrastructureGroup, Version: api.InfrastructureVersion, Kind: api.KindLocalMachine}
-	gvkMachineDeployment    = clusterv1.GroupVersion.WithKind("MachineDeployment")
-	gvkMachineSet           = clusterv1.GroupVersion.WithKind("MachineSet")
-	gvkMachineHealthCheck   = clusterv1.GroupVersion.WithKind("MachineHealthCheck")
-)
+// infraGroupVersion is that of infrad's kinds (LocalMachineTemplate, LocalMachine). nodepoold
+// reads and writes them unstructured: their Go types are infrad's (services/infrad/provider),
+// and a daemon never imports another.
+var infraGroupVersion = schema.GroupVersion{Group: api.InfrastructureGroup, Version: api.InfrastructureVersion}
 
 // HyperShift's MachineHealthCheck defaults (docs/nodepool-flow.md).
 const (
@@ -72,8 +70,8 @@ func newObjects(np *api.NodePool) objects {
 }
 
 // labels are the labels of every object nodepoold writes for the pool.
-func (o objects) labels() map[string]any {
-	return map[string]any{
+func (o objects) labels() map[string]string {
+	return map[string]string{
 		api.LabelOwner:             Name,
 		api.LabelCluster:           o.np.Cluster,
 		api.LabelNodePool:          o.np.Name,
@@ -84,35 +82,26 @@ func (o objects) labels() map[string]any {
 // machineLabels are the labels every Machine (and LocalMachine) of the pool carries: pkid
 // approves a kubelet's CSR only for a Machine whose hostplane.dev/nodepool matches the
 // bootstrap token's group.
-func (o objects) machineLabels() map[string]any {
-	return map[string]any{
+func (o objects) machineLabels() map[string]string {
+	return map[string]string{
 		api.LabelCluster:           o.np.Cluster,
 		api.LabelNodePool:          o.np.Name,
 		clusterv1.ClusterNameLabel: o.np.Cluster,
 	}
 }
 
-func (o objects) object(gvk schema.GroupVersionKind, name string, body map[string]any) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: body}
-	u.SetGroupVersionKind(gvk)
-	u.SetName(name)
-	u.SetNamespace(o.ns)
-	md, _ := u.Object["metadata"].(map[string]any)
-	md["labels"] = o.labels()
-	return u
+// meta is the metadata of the pool's object called name.
+func (o objects) meta(name string, annotations map[string]string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: o.ns, Labels: o.labels(), Annotations: annotations}
 }
 
 // userDataSecret is the bootstrap data Secret of hash with ignitiond's stub.
-func (o objects) userDataSecret(hash string, userData []byte) *unstructured.Unstructured {
-	u := o.object(gvkSecret, api.UserDataSecretName(o.np.Name, hash), map[string]any{
-		"type": SecretTypeBootstrap,
-		"data": map[string]any{
-			"value":  base64.StdEncoding.EncodeToString(userData),
-			"format": base64.StdEncoding.EncodeToString([]byte(UserDataFormat)),
-		},
-	})
-	u.SetAnnotations(map[string]string{AnnotationConfigHash: hash})
-	return u
+func (o objects) userDataSecret(hash string, userData []byte) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: o.meta(api.UserDataSecretName(o.np.Name, hash), map[string]string{AnnotationConfigHash: hash}),
+		Type:       SecretTypeBootstrap,
+		Data:       map[string][]byte{"value": userData, "format": []byte(UserDataFormat)},
+	}
 }
 
 // localMachineTemplate is infrad's template: the instance type of t. It changes only with
@@ -123,101 +112,95 @@ func (o objects) localMachineTemplate(t machineTemplate) *unstructured.Unstructu
 	if t.InstanceType != "" {
 		spec["instanceType"] = t.InstanceType
 	}
-	return o.object(gvkLocalMachineTemplate, o.np.Name, map[string]any{
-		"spec": map[string]any{
-			"template": map[string]any{
-				"metadata": map[string]any{"labels": o.machineLabels()},
-				"spec":     spec,
-			},
-		},
-	})
+	u := infraObject(api.KindLocalMachineTemplate, o.ns, o.np.Name)
+	u.SetLabels(o.labels())
+	u.Object["spec"] = map[string]any{"template": map[string]any{"spec": spec}}
+	_ = unstructured.SetNestedStringMap(u.Object, o.machineLabels(), "spec", "template", "metadata", "labels")
+	return u
 }
 
-// machineTemplateSpec is the template of the pool's Machines; extra labels select them.
-func (o objects) machineTemplateSpec(t machineTemplate, extra map[string]any) map[string]any {
+// infraObject is infrad's object of kind called name, with nothing else set.
+func infraObject(kind, ns, name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(infraGroupVersion.WithKind(kind))
+	u.SetNamespace(ns)
+	u.SetName(name)
+	return u
+}
+
+// machineTemplateSpec is the template of the pool's Machines; selector labels select them.
+func (o objects) machineTemplateSpec(t machineTemplate, selector map[string]string) clusterv1.MachineTemplateSpec {
 	lbls := o.machineLabels()
-	for k, v := range extra {
-		lbls[k] = v
-	}
+	maps.Copy(lbls, selector)
 	if t.InstanceType != "" {
 		lbls[api.LabelMachineInstanceType] = t.InstanceType
 	}
-	spec := map[string]any{
-		"clusterName": o.np.Cluster,
-		"version":     t.Version,
-		"bootstrap":   map[string]any{"dataSecretName": t.DataSecret},
-		"infrastructureRef": map[string]any{
-			"apiGroup": api.InfrastructureGroup,
-			"kind":     api.KindLocalMachineTemplate,
-			"name":     o.np.Name,
+	return clusterv1.MachineTemplateSpec{
+		ObjectMeta: clusterv1.ObjectMeta{Labels: lbls},
+		Spec: clusterv1.MachineSpec{
+			ClusterName: o.np.Cluster,
+			Version:     t.Version,
+			Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To(t.DataSecret)},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: api.InfrastructureGroup, Kind: api.KindLocalMachineTemplate, Name: o.np.Name,
+			},
+			Deletion: clusterv1.MachineDeletionSpec{
+				NodeDrainTimeoutSeconds:        seconds(o.np.Spec.NodeDrainTimeout),
+				NodeVolumeDetachTimeoutSeconds: seconds(o.np.Spec.NodeVolumeDetachTimeout),
+			},
 		},
 	}
-	deletion := map[string]any{}
-	if s, ok := seconds(o.np.Spec.NodeDrainTimeout); ok {
-		deletion["nodeDrainTimeoutSeconds"] = s
-	}
-	if s, ok := seconds(o.np.Spec.NodeVolumeDetachTimeout); ok {
-		deletion["nodeVolumeDetachTimeoutSeconds"] = s
-	}
-	if len(deletion) > 0 {
-		spec["deletion"] = deletion
-	}
-	return map[string]any{"metadata": map[string]any{"labels": lbls}, "spec": spec}
 }
 
 // machineDeployment is the Replace pool's MachineDeployment, with the defaults Cluster API's
 // webhook would set. replicas is the size to apply (for an autoscaled pool the current size
 // clamped into its bounds: the autoscaler owns it within them).
-func (o objects) machineDeployment(t machineTemplate, replicas int32) *unstructured.Unstructured {
-	selector := map[string]any{
+func (o objects) machineDeployment(t machineTemplate, replicas int32) *clusterv1.MachineDeployment {
+	selector := map[string]string{
 		clusterv1.ClusterNameLabel:           o.np.Cluster,
 		clusterv1.MachineDeploymentNameLabel: o.np.Name,
 	}
-	rollout := map[string]any{"type": string(clusterv1.RollingUpdateMachineDeploymentStrategyType)}
+	strategy := clusterv1.MachineDeploymentRolloutStrategy{Type: clusterv1.RollingUpdateMachineDeploymentStrategyType}
 	if r := o.np.Spec.Management.Replace; r != nil && r.Strategy == api.ReplaceStrategyOnDelete {
-		rollout = map[string]any{"type": string(clusterv1.OnDeleteMachineDeploymentStrategyType)}
+		strategy.Type = clusterv1.OnDeleteMachineDeploymentStrategyType
 	} else {
 		surge, unavailable := api.DefaultMaxSurge, api.DefaultMaxUnavailable
 		if r != nil && r.RollingUpdate != nil {
-			if r.RollingUpdate.MaxSurge != nil {
-				surge = *r.RollingUpdate.MaxSurge
-			}
-			if r.RollingUpdate.MaxUnavailable != nil {
-				unavailable = *r.RollingUpdate.MaxUnavailable
-			}
+			surge = ptr.Deref(r.RollingUpdate.MaxSurge, surge)
+			unavailable = ptr.Deref(r.RollingUpdate.MaxUnavailable, unavailable)
 		}
-		rollout["rollingUpdate"] = map[string]any{"maxSurge": int64(surge), "maxUnavailable": int64(unavailable)}
+		strategy.RollingUpdate = clusterv1.MachineDeploymentRolloutStrategyRollingUpdate{
+			MaxSurge: ptr.To(intstr.FromInt32(surge)), MaxUnavailable: ptr.To(intstr.FromInt32(unavailable)),
+		}
 	}
-	u := o.object(gvkMachineDeployment, o.np.Name, map[string]any{
-		"spec": map[string]any{
-			"clusterName": o.np.Cluster,
-			"replicas":    int64(replicas),
-			"rollout":     map[string]any{"strategy": rollout},
-			"selector":    map[string]any{"matchLabels": selector},
-			"template":    o.machineTemplateSpec(t, selector),
+	return &clusterv1.MachineDeployment{
+		ObjectMeta: o.meta(o.np.Name, o.autoscalerAnnotations(t)),
+		Spec: clusterv1.MachineDeploymentSpec{
+			ClusterName: o.np.Cluster,
+			Replicas:    ptr.To(replicas),
+			Rollout:     clusterv1.MachineDeploymentRolloutSpec{Strategy: strategy},
+			Selector:    metav1.LabelSelector{MatchLabels: selector},
+			Template:    o.machineTemplateSpec(t, selector),
 		},
-	})
-	o.autoscalerAnnotations(u, t)
-	return u
+	}
 }
 
 // machineSet is the InPlace pool's MachineSet: a new template only reaches new machines; the
 // in-place updater moves the existing ones.
-func (o objects) machineSet(t machineTemplate, replicas int32) *unstructured.Unstructured {
-	selector := map[string]any{
+func (o objects) machineSet(t machineTemplate, replicas int32) *clusterv1.MachineSet {
+	selector := map[string]string{
 		clusterv1.ClusterNameLabel:    o.np.Cluster,
 		clusterv1.MachineSetNameLabel: o.np.Name,
 	}
-	u := o.object(gvkMachineSet, o.np.Name, map[string]any{
-		"spec": map[string]any{
-			"clusterName": o.np.Cluster,
-			"replicas":    int64(replicas),
-			"selector":    map[string]any{"matchLabels": selector},
-			"template":    o.machineTemplateSpec(t, selector),
+	return &clusterv1.MachineSet{
+		ObjectMeta: o.meta(o.np.Name, o.autoscalerAnnotations(t)),
+		Spec: clusterv1.MachineSetSpec{
+			ClusterName: o.np.Cluster,
+			Replicas:    ptr.To(replicas),
+			Selector:    metav1.LabelSelector{MatchLabels: selector},
+			Template:    o.machineTemplateSpec(t, selector),
 		},
-	})
-	o.autoscalerAnnotations(u, t)
-	return u
+	}
 }
 
 // Annotations of Cluster API's autoscaler provider that describe a node of a pool at size
@@ -230,19 +213,20 @@ const (
 	AnnotationCapacityTaints  = "capacity.cluster-autoscaler.kubernetes.io/taints"
 )
 
-// autoscalerAnnotations marks an autoscaled pool's bounds for the Cluster API autoscaler
-// and, on platform local, the shape of its nodes (scaleFromZeroAnnotations).
-func (o objects) autoscalerAnnotations(u *unstructured.Unstructured, t machineTemplate) {
+// autoscalerAnnotations mark an autoscaled pool's bounds for the Cluster API autoscaler
+// and, on platform local, the shape of its nodes (scaleFromZeroAnnotations). Nil for a
+// fixed-size pool.
+func (o objects) autoscalerAnnotations(t machineTemplate) map[string]string {
 	a := o.np.Spec.AutoScaling
 	if a == nil {
-		return
+		return nil
 	}
 	ann := map[string]string{
 		clusterv1.AutoscalerMinSizeAnnotation: itoa(a.Min),
 		clusterv1.AutoscalerMaxSizeAnnotation: itoa(a.Max),
 	}
 	maps.Copy(ann, o.scaleFromZeroAnnotations(t))
-	u.SetAnnotations(ann)
+	return ann
 }
 
 // scaleFromZeroAnnotations describe a node of the pool's instance type (that of the template
@@ -288,13 +272,13 @@ func (o objects) scaleFromZeroAnnotations(t machineTemplate) map[string]string {
 
 // machineHealthCheck is the autoRepair pool's MachineHealthCheck: HyperShift's defaults with
 // the pool's overrides.
-func (o objects) machineHealthCheck() *unstructured.Unstructured {
+func (o objects) machineHealthCheck() *clusterv1.MachineHealthCheck {
 	notReady := defaultNodeNotReadyTimeout
 	if o.np.Spec.Platform.Type == api.PlatformNone {
 		notReady = defaultNodeNotReadyTimeoutNone
 	}
 	startup := defaultNodeStartupTimeout
-	maxUnhealthy := int64(defaultMaxUnhealthy)
+	maxUnhealthy := int32(defaultMaxUnhealthy)
 	if p := o.np.Spec.Management.AutoRepairPolicy; p != nil {
 		if d, err := time.ParseDuration(p.NodeNotReadyTimeout); err == nil && d > 0 {
 			notReady = d
@@ -302,44 +286,46 @@ func (o objects) machineHealthCheck() *unstructured.Unstructured {
 		if d, err := time.ParseDuration(p.NodeStartupTimeout); err == nil && d > 0 {
 			startup = d
 		}
-		if p.MaxUnhealthy != nil {
-			maxUnhealthy = int64(*p.MaxUnhealthy)
-		}
+		maxUnhealthy = ptr.Deref(p.MaxUnhealthy, maxUnhealthy)
 	}
-	notReadySeconds := int64(notReady / time.Second)
-	return o.object(gvkMachineHealthCheck, o.np.Name, map[string]any{
-		"spec": map[string]any{
-			"clusterName": o.np.Cluster,
-			"selector": map[string]any{"matchLabels": map[string]any{
+	notReadySeconds := ptr.To(int32(notReady / time.Second))
+	return &clusterv1.MachineHealthCheck{
+		ObjectMeta: o.meta(o.np.Name, nil),
+		Spec: clusterv1.MachineHealthCheckSpec{
+			ClusterName: o.np.Cluster,
+			Selector: metav1.LabelSelector{MatchLabels: map[string]string{
 				clusterv1.ClusterNameLabel: o.np.Cluster,
 				api.LabelNodePool:          o.np.Name,
 			}},
-			"checks": map[string]any{
-				"nodeStartupTimeoutSeconds": int64(startup / time.Second),
-				"unhealthyNodeConditions": []any{
-					map[string]any{"type": "Ready", "status": "False", "timeoutSeconds": notReadySeconds},
-					map[string]any{"type": "Ready", "status": "Unknown", "timeoutSeconds": notReadySeconds},
+			Checks: clusterv1.MachineHealthCheckChecks{
+				NodeStartupTimeoutSeconds: ptr.To(int32(startup / time.Second)),
+				UnhealthyNodeConditions: []clusterv1.UnhealthyNodeCondition{
+					{Type: corev1.NodeReady, Status: corev1.ConditionFalse, TimeoutSeconds: notReadySeconds},
+					{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, TimeoutSeconds: notReadySeconds},
 				},
 			},
-			"remediation": map[string]any{"triggerIf": map[string]any{"unhealthyLessThanOrEqualTo": maxUnhealthy}},
+			Remediation: clusterv1.MachineHealthCheckRemediation{TriggerIf: clusterv1.MachineHealthCheckRemediationTriggerIf{
+				UnhealthyLessThanOrEqualTo: ptr.To(intstr.FromInt32(maxUnhealthy)),
+			}},
 		},
-	})
+	}
 }
 
-// seconds converts a set Go duration to whole seconds (at least 1 for a positive one).
-func seconds(s string) (int64, bool) {
+// seconds converts a set Go duration to whole seconds (at least 1 for a positive one); nil
+// when unset or invalid.
+func seconds(s string) *int32 {
 	if s == "" {
-		return 0, false
+		return nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d < 0 {
-		return 0, false
+		return nil
 	}
-	n := int64(d / time.Second)
+	n := int32(d / time.Second)
 	if d > 0 && n == 0 {
 		n = 1
 	}
-	return n, true
+	return &n
 }
 
 func itoa(n int32) string { return strconv.FormatInt(int64(n), 10) }

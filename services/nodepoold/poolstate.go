@@ -12,14 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostplane/hostplane/pkg/api"
 )
-
-type schemaGVK = schema.GroupVersionKind
 
 // guestTimeout bounds each call to a guest cluster, so an unreachable control plane cannot
 // hold a reconcile.
@@ -93,7 +90,7 @@ func listMachines(ctx context.Context, c client.Reader, cluster, pool string) ([
 // readInfra reads the LocalMachines' Ready conditions; without infrad's CRDs there are none.
 func (st *poolState) readInfra(ctx context.Context, r client.Reader, np *api.NodePool) error {
 	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(gvkLocalMachine.GroupVersion().WithKind(api.KindLocalMachine + "List"))
+	list.SetGroupVersionKind(infraGroupVersion.WithKind(api.KindLocalMachine + "List"))
 	err := r.List(ctx, list, client.InNamespace(api.ControlPlaneNamespace(np.Cluster)),
 		client.MatchingLabels{api.LabelNodePool: np.Name})
 	if isNoKind(err) {

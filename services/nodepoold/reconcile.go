@@ -9,7 +9,8 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostplane/hostplane/pkg/api"
@@ -183,7 +184,7 @@ func (d *Daemon) converge(ctx context.Context, s *scope) {
 			return
 		}
 		s.desired = st.replicasToApply(s.np)
-		var obj *unstructured.Unstructured
+		var obj client.Object
 		if s.np.Spec.Management.UpgradeType == api.UpgradeTypeInPlace {
 			obj = o.machineSet(*s.template, s.desired)
 		} else {
@@ -195,10 +196,12 @@ func (d *Daemon) converge(ctx context.Context, s *scope) {
 		}
 		if s.np.Spec.AutoScaling != nil {
 			// The autoscaler writes the replicas too: apply only over the object as it was
-			// read, so that a stale view never undoes a scale it just made.
-			if st.md != nil && obj.GetKind() == gvkMachineDeployment.Kind {
+			// read, so that a stale view never undoes a scale it just made (observe read only
+			// the kind of the pool's upgrade type).
+			switch {
+			case st.md != nil:
 				obj.SetResourceVersion(st.md.ResourceVersion)
-			} else if st.ms != nil && obj.GetKind() == gvkMachineSet.Kind {
+			case st.ms != nil:
 				obj.SetResourceVersion(st.ms.ResourceVersion)
 			}
 		}
@@ -206,7 +209,7 @@ func (d *Daemon) converge(ctx context.Context, s *scope) {
 		case apierrors.IsConflict(err):
 			s.retry = true // read again and write over the autoscaler's latest size
 		case err != nil:
-			s.fail("write the "+obj.GetKind(), err)
+			s.fail("write the "+obj.GetObjectKind().GroupVersionKind().Kind, err)
 			return
 		}
 	}
@@ -214,7 +217,7 @@ func (d *Daemon) converge(ctx context.Context, s *scope) {
 		if err := apply(ctx, c, o.machineHealthCheck()); err != nil {
 			s.fail("write the MachineHealthCheck", err)
 		}
-	} else if err := deleteObject(ctx, c, gvkMachineHealthCheck, o.ns, s.np.Name); err != nil {
+	} else if err := deleteObject(ctx, c, &clusterv1.MachineHealthCheck{ObjectMeta: metav1.ObjectMeta{Namespace: o.ns, Name: s.np.Name}}); err != nil {
 		s.fail("delete the MachineHealthCheck", err)
 	}
 	if s.np.Spec.Management.UpgradeType == api.UpgradeTypeInPlace && s.userDataReady {
@@ -226,25 +229,29 @@ func (d *Daemon) converge(ctx context.Context, s *scope) {
 	d.deleteUnusedUserData(ctx, s)
 }
 
-// apply writes obj with server-side apply as nodepoold, taking over conflicting fields.
-func apply(ctx context.Context, c client.Client, obj *unstructured.Unstructured) error {
-	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(Name), client.ForceOwnership); err != nil {
-		return fmt.Errorf("apply %s %s/%s: %w", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
+// apply writes obj with server-side apply as nodepoold, taking over conflicting fields. It
+// sets obj's apiVersion and kind, which an apply request must carry.
+func apply(ctx context.Context, c client.Client, obj client.Object) error {
+	gvk, err := c.GroupVersionKindFor(obj)
+	if err != nil {
+		return err
+	}
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
+	if err := c.Patch(ctx, obj, client.Apply, client.FieldOwner(Name), client.ForceOwnership); err != nil {
+		return fmt.Errorf("apply %s %s/%s: %w", gvk.Kind, obj.GetNamespace(), obj.GetName(), err)
 	}
 	return nil
 }
 
-// deleteObject deletes an object nodepoold wrote; a missing one (or kind) is fine.
-func deleteObject(ctx context.Context, c client.Client, gvk schemaGVK, ns, name string) error {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gvk)
-	u.SetNamespace(ns)
-	u.SetName(name)
-	err := c.Delete(ctx, u, client.PropagationPolicy("Background"))
+// deleteObject deletes an object nodepoold wrote (only its kind, namespace and name matter);
+// a missing one (or kind) is fine.
+func deleteObject(ctx context.Context, c client.Client, obj client.Object) error {
+	err := c.Delete(ctx, obj, client.PropagationPolicy("Background"))
 	if err == nil || apierrors.IsNotFound(err) || isNoKind(err) {
 		return nil
 	}
-	return fmt.Errorf("delete %s %s/%s: %w", gvk.Kind, ns, name, err)
+	gvk, _ := c.GroupVersionKindFor(obj)
+	return fmt.Errorf("delete %s %s/%s: %w", gvk.Kind, obj.GetNamespace(), obj.GetName(), err)
 }
 
 // progressing reports whether the pool is on its way somewhere, so it is looked at again soon.
