@@ -343,14 +343,23 @@ func (c *Cluster) Resolver() *net.Resolver {
 // Dir returns the cluster's state directory.
 func (c *Cluster) Dir() string { return c.cfg.Dir }
 
-// ImportImage imports an image archive into every node's containerd.
-func (c *Cluster) ImportImage(ctx context.Context, archive string) error {
-	for _, n := range c.nodes {
-		if err := n.importImage(ctx, c.bins.ctr, archive); err != nil {
-			return err
-		}
+// ImportImages imports image archives (Image.WriteArchive, docker save) into every node's
+// containerd, the nodes side by side as in Start.
+func (c *Cluster) ImportImages(ctx context.Context, archives ...string) error {
+	errs := make([]error, len(c.nodes))
+	var wg sync.WaitGroup
+	for i, n := range c.nodes {
+		wg.Go(func() {
+			for _, a := range archives {
+				if err := n.importImage(ctx, c.bins.ctr, a); err != nil {
+					errs[i] = err
+					return
+				}
+			}
+		})
 	}
-	return nil
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // StopKubelet stops node i's kubelet (1-based); its containers keep running, as on a node

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -265,6 +266,30 @@ func TestRender_HighlyAvailableReplicasMustRunOnDifferentNodes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A replaced kube-apiserver pod keeps serving while clients move off it, then is gone within
+// seconds, not the minute that made every replica of a HighlyAvailable rollout wait
+// (TestComponentd_KubernetesRuntime_OnRealKubelets_HighlyAvailableUpgradeAndRotationKeepTheAPIUp).
+func TestRender_KubeAPIServerKeepsServingAfterSIGTERMThenStopsWithinSeconds(t *testing.T) {
+	for _, policy := range []string{api.HighlyAvailable, api.SingleReplica} {
+		in, _ := testInputs(t, "stop", policy, "1.34.4")
+		ps := podTemplates(t, mustRender(t, in))[api.ComponentKubeAPIServer].Spec
+		if !slices.Contains(ps.Containers[0].Args, "--shutdown-delay-duration=3s") {
+			t.Errorf("%s: kube-apiserver has no --shutdown-delay-duration=3s", policy)
+		}
+		if g := ps.TerminationGracePeriodSeconds; g == nil || *g <= 3 || *g > 15 {
+			t.Errorf("%s: kube-apiserver terminationGracePeriodSeconds %s, want more than the 3 s delay and at most 15 s", policy, grace(g))
+		}
+	}
+}
+
+// grace shows a pod's terminationGracePeriodSeconds.
+func grace(s *int64) string {
+	if s == nil {
+		return "unset (30)"
+	}
+	return strconv.FormatInt(*s, 10)
 }
 
 // podTemplates returns the pod template of every workload in o, by workload name.

@@ -4,6 +4,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -133,6 +134,22 @@ func (in *Inputs) etcd() workload {
 	}
 }
 
+// How a kube-apiserver pod stops, as the process runtime's HighlyAvailable replicas do
+// (internal/component; here a single replica too, which a rolling update also replaces behind
+// the Service): after SIGTERM it fails /readyz but keeps serving for apiServerShutdownDelay
+// (--shutdown-delay-duration), while its endpoint leaves the Service's ready endpoints and the
+// cluster DNS stops naming it, so clients reconnect elsewhere; then it stops listening,
+// drains its requests and is killed at apiServerGracePeriod. It does not exit
+// by itself while long-running requests (watches) are open, so the grace period is what every
+// replaced pod costs a rolling update: under HighlyAvailable the replacement cannot be
+// scheduled anywhere until the old pod is gone (required anti-affinity, 3 nodes, 2 replicas
+// and a surge pod), and with 60 s each replica of an upgrade or a certificate renewal waited
+// a minute.
+const (
+	apiServerShutdownDelay = 3 * time.Second
+	apiServerGracePeriod   = 10 // seconds: the delay, then the drain
+)
+
 // kubeAPIServer mirrors the process runtime's flags: etcd client certificates, the
 // service-account key pair, the front proxy (requestheader) and Node,RBAC.
 func (in *Inputs) kubeAPIServer() workload {
@@ -177,6 +194,7 @@ func (in *Inputs) kubeAPIServer() workload {
 			"--allow-privileged=true",
 			"--profiling=false",
 			"--cert-dir=/var/run/kubernetes",
+			"--shutdown-delay-duration=" + apiServerShutdownDelay.String(),
 		},
 		env:   []*corev1ac.EnvVarApplyConfiguration{envFromField("POD_IP", "status.podIP")},
 		ports: []*corev1ac.ContainerPortApplyConfiguration{containerPort("https", APIServerPort)},
@@ -187,7 +205,7 @@ func (in *Inputs) kubeAPIServer() workload {
 		readiness:   httpProbe(corev1.URISchemeHTTPS, "/readyz", APIServerPort, 5, 3),
 		liveness:    httpProbe(corev1.URISchemeHTTPS, "/livez", APIServerPort, 10, 6),
 		requests:    quantities("250m", "384Mi"),
-		gracePeriod: 60,
+		gracePeriod: apiServerGracePeriod,
 	}
 	if e := in.PKI.SecretEncryption; e != nil && len(e.Keys) > 0 {
 		// Secrets encrypted at rest in etcd (spec.secretEncryption); the Secret is rendered

@@ -189,9 +189,7 @@ func TestComponentd_KubernetesRuntime_OnRealKubelets_HighlyAvailableSpreadsAndSu
 	seen := probe.stop()
 	t.Logf("recovered %s after the cut: replicas Ready off %s, etcd at 2 of 3 members, every component Available in componentd's records, the guest API reads the object written before and takes a new one",
 		recovered.Round(time.Millisecond), lost)
-	t.Logf("during the loss (%d samples every %s from the cut): guest API through ready endpoints failed %d times, longest %s (last %s); a component's record not Available %d times, longest %s (%s)",
-		seen.samples, probeEvery, seen.apiFailures, seen.apiLongest.Round(time.Millisecond), seen.lastAPIError,
-		seen.unavailable, seen.unavailableLongest.Round(time.Millisecond), seen.lastUnavailable)
+	t.Logf("during the loss, from the cut: %s", seen)
 
 	// The node comes back, and with it the lost etcd member, on its own volume.
 	back := time.Now()
@@ -342,6 +340,19 @@ type availability struct {
 	samples, apiFailures, unavailable int
 	apiLongest, unavailableLongest    time.Duration
 	lastUnavailable, lastAPIError     string
+}
+
+func (a availability) String() string {
+	s := fmt.Sprintf("%d samples every %s: guest API through ready endpoints failed %d times, longest %s",
+		a.samples, probeEvery, a.apiFailures, a.apiLongest.Round(time.Millisecond))
+	if a.apiFailures > 0 {
+		s += " (last " + a.lastAPIError + ")"
+	}
+	s += fmt.Sprintf("; a component's record not Available %d times, longest %s", a.unavailable, a.unavailableLongest.Round(time.Millisecond))
+	if a.unavailable > 0 {
+		s += " (" + a.lastUnavailable + ")"
+	}
+	return s
 }
 
 type availabilityProbe struct {

@@ -42,6 +42,9 @@ var realMgmt struct {
 	mu  sync.Mutex
 	mc  *mgmtcluster.Cluster
 	err error
+	// images holds the versions of the releases whose images the nodes have: the newest
+	// one's from the start, another's once a test asks for it.
+	images map[string]bool
 }
 
 func TestMain(m *testing.M) {
@@ -59,8 +62,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// realManagementCluster returns the shared management cluster, starting it on first use.
-func realManagementCluster(t *testing.T) *mgmtcluster.Cluster {
+// realManagementCluster returns the shared management cluster, starting it on first use
+// with the newest release's images. The images of releases (older ones a test upgrades from)
+// are imported into its nodes first, once.
+func realManagementCluster(t *testing.T, releases ...release.Release) *mgmtcluster.Cluster {
 	t.Helper()
 	if os.Getenv(EnvRealKubeTest) == "" {
 		t.Skip("needs root and a real management cluster: run `make mgmt-kuberuntime-test`")
@@ -69,29 +74,57 @@ func realManagementCluster(t *testing.T) *mgmtcluster.Cluster {
 	defer realMgmt.mu.Unlock()
 	if realMgmt.mc == nil && realMgmt.err == nil {
 		realMgmt.mc, realMgmt.err = startRealManagementCluster(t)
+		realMgmt.images = map[string]bool{release.Latest().Version: true}
 	}
 	if realMgmt.err != nil {
 		t.Fatalf("management cluster: %v", realMgmt.err)
 	}
+	for _, rel := range releases {
+		if realMgmt.images[rel.Version] {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		begin := time.Now()
+		err := withReleaseImages(rel, func(archives []string) error { return realMgmt.mc.ImportImages(ctx, archives...) })
+		cancel()
+		if err != nil {
+			t.Fatalf("import the images of release %s into the management nodes: %v", rel.Version, err)
+		}
+		realMgmt.images[rel.Version] = true
+		t.Logf("the %d images of release %s imported into the %d management nodes in %s",
+			len(release.Components()), rel.Version, realMgmtNodes, time.Since(begin).Round(time.Millisecond))
+	}
 	return realMgmt.mc
+}
+
+// withReleaseImages calls f with the image archives of rel's cached binaries, written to a
+// temporary directory for the call (mgmtcluster.ReleaseImages).
+func withReleaseImages(rel release.Release, f func(archives []string) error) error {
+	dir, err := os.MkdirTemp("", "hostplane-release-images-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	archives, err := mgmtcluster.ReleaseImages(rel, dir)
+	if err != nil {
+		return err
+	}
+	return f(archives)
 }
 
 func startRealManagementCluster(t *testing.T) (_ *mgmtcluster.Cluster, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	rel := release.Latest()
-	dir, err := os.MkdirTemp("", "hostplane-release-images-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	archives, err := mgmtcluster.ReleaseImages(rel, dir)
-	if err != nil {
-		return nil, err
-	}
-	begin := time.Now()
-	mc, err := mgmtcluster.Start(ctx, mgmtcluster.Config{Nodes: realMgmtNodes, Release: rel}, archives...)
-	if err != nil {
+	var (
+		mc    *mgmtcluster.Cluster
+		begin time.Time
+	)
+	if err := withReleaseImages(rel, func(archives []string) (err error) {
+		begin = time.Now()
+		mc, err = mgmtcluster.Start(ctx, mgmtcluster.Config{Nodes: realMgmtNodes, Release: rel}, archives...)
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -106,9 +139,9 @@ func startRealManagementCluster(t *testing.T) (_ *mgmtcluster.Cluster, err error
 	if err := mc.WaitNodesReady(ctx); err != nil {
 		return nil, err
 	}
-	// One volume per etcd member of every cluster the tests create (1 + 3): they are
+	// One volume per etcd member of every cluster the tests create (1 + 3 + 3): they are
 	// retained, so a deleted cluster's volume is not bound again.
-	if err := mc.AddHostPathVolumes(ctx, 4, "10Gi"); err != nil {
+	if err := mc.AddHostPathVolumes(ctx, 7, "10Gi"); err != nil {
 		return nil, err
 	}
 	t.Logf("management cluster with %d kubelet nodes Ready in %s", realMgmtNodes, time.Since(begin).Round(time.Millisecond))
@@ -118,7 +151,7 @@ func startRealManagementCluster(t *testing.T) (_ *mgmtcluster.Cluster, err error
 // newRealKubeHarness starts infrad, pkid and a componentd on the kubernetes runtime against
 // mc. When the test ends, after componentd stops, cluster's namespace is deleted (so the next
 // test has the nodes to itself), and, if the test failed, its pods and their logs are logged.
-func newRealKubeHarness(t *testing.T, mc *mgmtcluster.Cluster, cluster, version string) (*harness, kubernetes.Interface) {
+func newRealKubeHarness(t *testing.T, mc *mgmtcluster.Cluster, cluster string, versions ...string) (*harness, kubernetes.Interface) {
 	t.Helper()
 	cs, err := mc.Clientset()
 	if err != nil {
@@ -140,7 +173,7 @@ func newRealKubeHarness(t *testing.T, mc *mgmtcluster.Cluster, cluster, version 
 			t.Log(mc.DescribePods(ctx, ns, 12))
 		}
 	})
-	h := newHarnessFor(t, version)
+	h := newHarnessFor(t, versions...)
 	h.StartInfrad()
 	h.StartPKID()
 	h.startComponentdWith(componentd.Config{Runtime: componentd.RuntimeKubernetes, Base: daemon.Base{ManagementKubeconfig: mc.KubeconfigPath}})
