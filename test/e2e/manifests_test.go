@@ -352,7 +352,9 @@ func checkAccess(t *testing.T, admin *rest.Config) {
 		{"componentd", "list", "policy", "poddisruptionbudgets", "", ns, "", true},
 		{"componentd", "patch", "", "services", "", ns, "kube-apiserver", true},
 		{"componentd", "patch", "", "secrets", "", ns, "etcd-server", true},
+		{"componentd", "list", "", "pods", "", ns, "", true},
 		{"componentd", "create", "", "pods", "", ns, "", false},
+		{"componentd", "delete", "", "pods", "", ns, "etcd-0", false},
 		{"componentd", "get", capi, "clusters", "", ns, "demo", false},
 		// pkid: reads a Machine before approving its kubelet's CSR; nothing else.
 		{"pkid", "get", capi, "machines", "", ns, "workers-abc", true},
