@@ -249,108 +249,153 @@ type applied struct {
 }
 
 func (c *Consumer) process(ctx context.Context, msg jetstream.Msg) {
-	ctx = observe.ExtractNATS(ctx, msg.Headers())
-	if c.cfg.TracerProvider != nil {
-		var span trace.Span
-		ctx, span = c.cfg.TracerProvider.Tracer("github.com/hostplane/hostplane/pkg/inbox").Start(ctx, "inbox "+c.cfg.Name,
-			trace.WithSpanKind(trace.SpanKindConsumer),
-			trace.WithAttributes(
-				attribute.String("messaging.system", "nats"),
-				attribute.String("messaging.destination.name", msg.Subject()),
-			))
-		defer span.End()
-	}
+	ctx, end := c.startSpan(ctx, msg)
+	defer end()
 	var seq uint64
 	if md, err := msg.Metadata(); err == nil {
 		seq = md.Sequence.Stream
 	}
-	subject := msg.Subject()
-	cluster, typ, err := events.ParseInboxSubject(subject)
-	if err != nil {
-		rest, inbox := strings.CutPrefix(subject, events.InboxPrefix+".")
-		cl, tail, _ := strings.Cut(rest, ".")
-		if _, cerr := events.InboxSubject(cl, "x"); !inbox || cerr != nil || !c.cfg.FrontDesk {
-			// No cluster to answer on: nothing can be published for it.
-			c.count("unknown", OutcomeRejected)
-			c.log.Warn("inbox: dropped a message on a malformed subject", "subject", subject, "err", err)
-			c.ack(msg)
-			return
-		}
-		cluster, typ = cl, tail // a valid cluster with a type no schema can have
+	cluster, typ, ok := c.route(msg)
+	if !ok {
+		return
 	}
-	rej := Rejection{Type: typ, Subject: subject, ref: "seq-" + strconv.FormatUint(seq, 10)}
-	label := typ
-	it, known := events.LookupInbound(typ)
-	if !known {
-		label = "unknown"
+	in := inbound{typ: typ, label: typ, rej: Rejection{Type: typ, Subject: msg.Subject(), ref: "seq-" + strconv.FormatUint(seq, 10)}}
+	in.it, in.known = events.LookupInbound(typ)
+	if !in.known {
+		in.label = "unknown"
 	}
-	handler, mine := c.cfg.Handlers[typ]
-	if !mine {
+	in.handler, in.mine = c.cfg.Handlers[typ]
+	if !in.mine {
 		switch {
 		case !c.cfg.FrontDesk:
 			c.ack(msg) // not ours (filters changed under us)
 			return
-		case known && it.Handled:
-			c.count(label, OutcomeIgnored) // its owner's consumer answers it
+		case in.known && in.it.Handled:
+			c.count(in.label, OutcomeIgnored) // its owner's consumer answers it
 			c.ack(msg)
 			return
 		}
 	}
-
-	ev, err := events.Decode(msg.Data())
-	if err == nil {
-		rej.ID = ev.ID
-		rej.ref = ev.ID
-	}
-	switch {
-	case !known:
-		rej.Reason = "unknown event type " + typ
-	case !mine:
-		rej.Reason = "no owner handles " + typ + " yet"
-	case err != nil:
-		rej.Reason = "malformed CloudEvent: " + err.Error()
-	case ev.Type != it.CloudEventType():
-		rej.Reason = fmt.Sprintf("CloudEvent type %q does not match the subject: want %q", ev.Type, it.CloudEventType())
-	}
-	if rej.Reason == "" {
-		if verr := events.ValidateInboundData(typ, ev.Data); verr != nil {
-			rej.Reason = verr.Error()
-		}
-	}
-	if rej.Reason != "" {
-		c.reject(ctx, msg, cluster, label, rej)
+	ev := in.decode(msg.Data())
+	if in.rej.Reason != "" {
+		c.reject(ctx, msg, cluster, in.label, in.rej)
 		return
 	}
-
 	log := c.log.With("cluster", cluster, "type", typ, "id", ev.ID)
 	key := DedupKey(cluster, ev.ID)
-	if entry, err := c.cfg.Dedup.Get(ctx, key); err == nil {
-		var a applied
-		if json.Unmarshal(entry.Value(), &a) == nil && a.Seq == seq && seq != 0 {
-			// The very message that applied it, redelivered after a lost ack.
-			c.ack(msg)
-			return
-		}
-		rej.Reason = ReasonDuplicate
-		c.reject(ctx, msg, cluster, label, rej)
-		return
-	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
-		c.retry(msg, label, log, fmt.Errorf("read %s: %w", key, err))
+	if c.seen(ctx, msg, cluster, key, seq, &in, log) {
 		return
 	}
+	c.apply(ctx, msg, cluster, key, seq, ev, &in, log)
+}
 
-	err = handler(ctx, cluster, ev)
+// inbound is one message's way through process: its type, what the consumer knows of it and
+// the rejection it gets if it is not applied.
+type inbound struct {
+	typ, label string
+	it         events.InboundType
+	known      bool
+	handler    Handler
+	mine       bool
+	rej        Rejection
+}
+
+// startSpan starts the consumer span of msg, continuing the publisher's trace.
+func (c *Consumer) startSpan(ctx context.Context, msg jetstream.Msg) (context.Context, func()) {
+	ctx = observe.ExtractNATS(ctx, msg.Headers())
+	if c.cfg.TracerProvider == nil {
+		return ctx, func() {}
+	}
+	ctx, span := c.cfg.TracerProvider.Tracer("github.com/hostplane/hostplane/pkg/inbox").Start(ctx, "inbox "+c.cfg.Name,
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "nats"),
+			attribute.String("messaging.destination.name", msg.Subject()),
+		))
+	return ctx, func() { span.End() }
+}
+
+// route reads the cluster and type from msg's subject. A subject with no cluster to answer on
+// is dropped (acknowledged, nothing published) and route reports false; the front desk takes
+// a valid cluster with a type no schema can have, to reject it.
+func (c *Consumer) route(msg jetstream.Msg) (cluster, typ string, ok bool) {
+	subject := msg.Subject()
+	cluster, typ, err := events.ParseInboxSubject(subject)
+	if err == nil {
+		return cluster, typ, true
+	}
+	rest, inbox := strings.CutPrefix(subject, events.InboxPrefix+".")
+	cl, tail, _ := strings.Cut(rest, ".")
+	if _, cerr := events.InboxSubject(cl, "x"); !inbox || cerr != nil || !c.cfg.FrontDesk {
+		c.count("unknown", OutcomeRejected)
+		c.log.Warn("inbox: dropped a message on a malformed subject", "subject", subject, "err", err)
+		c.ack(msg)
+		return "", "", false
+	}
+	return cl, tail, true
+}
+
+// decode decodes data as the CloudEvent of in's type and sets in.rej.Reason when it must be
+// rejected: an unknown type, one no owner handles, a malformed event, a CloudEvent type that
+// does not match the subject, or data its JSON Schema refuses.
+func (in *inbound) decode(data []byte) events.Event {
+	ev, err := events.Decode(data)
+	if err == nil {
+		in.rej.ID, in.rej.ref = ev.ID, ev.ID
+	}
+	switch {
+	case !in.known:
+		in.rej.Reason = "unknown event type " + in.typ
+	case !in.mine:
+		in.rej.Reason = "no owner handles " + in.typ + " yet"
+	case err != nil:
+		in.rej.Reason = "malformed CloudEvent: " + err.Error()
+	case ev.Type != in.it.CloudEventType():
+		in.rej.Reason = fmt.Sprintf("CloudEvent type %q does not match the subject: want %q", ev.Type, in.it.CloudEventType())
+	default:
+		if verr := events.ValidateInboundData(in.typ, ev.Data); verr != nil {
+			in.rej.Reason = verr.Error()
+		}
+	}
+	return ev
+}
+
+// seen answers an event id already applied (remembered under key) and reports true: the very
+// message that applied it, redelivered after a lost ack, is acknowledged; any other is
+// rejected as a duplicate. It also reports true when the memory cannot be read (retried).
+func (c *Consumer) seen(ctx context.Context, msg jetstream.Msg, cluster, key string, seq uint64, in *inbound, log *slog.Logger) bool {
+	entry, err := c.cfg.Dedup.Get(ctx, key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return false
+	case err != nil:
+		c.retry(msg, in.label, log, fmt.Errorf("read %s: %w", key, err))
+		return true
+	}
+	var a applied
+	if json.Unmarshal(entry.Value(), &a) == nil && a.Seq == seq && seq != 0 {
+		c.ack(msg)
+		return true
+	}
+	in.rej.Reason = ReasonDuplicate
+	c.reject(ctx, msg, cluster, in.label, in.rej)
+	return true
+}
+
+// apply hands ev to its handler and, once it took effect, remembers its id under key.
+func (c *Consumer) apply(ctx context.Context, msg jetstream.Msg, cluster, key string, seq uint64, ev events.Event, in *inbound, log *slog.Logger) {
+	err := in.handler(ctx, cluster, ev)
 	var re *RejectError
 	switch {
 	case errors.As(err, &re):
-		rej.Reason = re.Reason
-		c.reject(ctx, msg, cluster, label, rej)
+		in.rej.Reason = re.Reason
+		c.reject(ctx, msg, cluster, in.label, in.rej)
 		return
 	case err != nil:
-		c.retry(msg, label, log, err)
+		c.retry(msg, in.label, log, err)
 		return
 	}
-	b, _ := json.Marshal(applied{Seq: seq, Type: typ, At: time.Now().UTC()})
+	b, _ := json.Marshal(applied{Seq: seq, Type: in.typ, At: time.Now().UTC()})
 	// Remember it even when the daemon is stopping: it was applied.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	_, err = c.cfg.Dedup.Put(pctx, key, b)
@@ -360,7 +405,7 @@ func (c *Consumer) process(ctx context.Context, msg jetstream.Msg) {
 		// handlers are idempotent for the same data.
 		log.Error("inbox: remember applied event id", "key", key, "err", err)
 	}
-	c.count(label, OutcomeApplied)
+	c.count(in.label, OutcomeApplied)
 	log.Info("inbound event applied")
 	c.ack(msg)
 }
