@@ -96,23 +96,41 @@ func (r pkiReader) keyPair(name string) (certPEM, keyPEM []byte, err error) {
 	return b.CertPEM, keyPEM, nil
 }
 
-// secrets renders every Secret of the namespace, in a fixed order.
+// secrets renders every Secret of the namespace, in a fixed order: the root CA, the
+// components' certificates, the service-account key, the kubeconfigs, then kube-apiserver's
+// audit policy and encryption configuration.
 func (in *Inputs) secrets() ([]secret, error) {
 	r := pkiReader{p: in.PKI, seal: in.Seal}
-	if err := checkSANs(r, api.CertEtcdServer, EtcdMemberHosts(in.Cluster, in.Policy)...); err != nil {
-		return nil, err
+	for _, cert := range []string{api.CertEtcdServer, api.CertEtcdPeer} {
+		if err := checkSANs(r, cert, EtcdMemberHosts(in.Cluster, in.Policy)...); err != nil {
+			return nil, err
+		}
 	}
-	if err := checkSANs(r, api.CertEtcdPeer, EtcdMemberHosts(in.Cluster, in.Policy)...); err != nil {
-		return nil, err
-	}
-	var out []secret
 	_, rootCA, err := r.cert(api.CertRootCA)
 	if err != nil {
 		return nil, err
 	}
-	out = append(out, secret{name: SecretRootCA, component: ComponentShared, typ: corev1.SecretTypeOpaque,
-		data: map[string][]byte{KeyCA: rootCA}})
+	out := []secret{{name: SecretRootCA, component: ComponentShared, typ: corev1.SecretTypeOpaque,
+		data: map[string][]byte{KeyCA: rootCA}}}
+	for _, part := range []func() ([]secret, error){
+		r.tlsSecrets,
+		in.serviceAccountSecret,
+		func() ([]secret, error) { return in.kubeconfigSecrets(r, rootCA) },
+		in.apiServerConfigSecrets,
+	} {
+		s, err := part()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s...)
+	}
+	return out, nil
+}
 
+// tlsSecrets are the components' certificates and keys with the CA that verifies their
+// peers; kube-apiserver's also carries the client CA bundle.
+func (r pkiReader) tlsSecrets() ([]secret, error) {
+	var out []secret
 	for _, s := range []struct{ name, component, cert, ca string }{
 		{SecretEtcdServer, api.ComponentEtcd, api.CertEtcdServer, api.CertEtcdCA},
 		{SecretEtcdPeer, api.ComponentEtcd, api.CertEtcdPeer, api.CertEtcdCA},
@@ -138,7 +156,12 @@ func (in *Inputs) secrets() ([]secret, error) {
 		}
 		out = append(out, secret{name: s.name, component: s.component, typ: corev1.SecretTypeTLS, data: data})
 	}
+	return out, nil
+}
 
+// serviceAccountSecret is the service-account key pair kube-apiserver and
+// kube-controller-manager share.
+func (in *Inputs) serviceAccountSecret() ([]secret, error) {
 	sa := in.PKI.ServiceAccount
 	if len(sa.PublicPEM) == 0 || len(sa.SealedPriv) == 0 {
 		return nil, fmt.Errorf("%w: no service-account key", ErrIncompletePKI)
@@ -147,13 +170,18 @@ func (in *Inputs) secrets() ([]secret, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the service-account key: %w", err)
 	}
-	out = append(out, secret{name: SecretServiceAccount, component: ComponentShared, typ: corev1.SecretTypeOpaque,
-		data: map[string][]byte{KeyServiceAccountKey: saKey, KeyServiceAccountPub: sa.PublicPEM}})
+	return []secret{{name: SecretServiceAccount, component: ComponentShared, typ: corev1.SecretTypeOpaque,
+		data: map[string][]byte{KeyServiceAccountKey: saKey, KeyServiceAccountPub: sa.PublicPEM}}}, nil
+}
 
+// kubeconfigSecrets are kube-controller-manager's, kube-scheduler's and (when enabled) the
+// autoscaler's in-cluster kubeconfigs, and pkid's admin kubeconfig.
+func (in *Inputs) kubeconfigSecrets(r pkiReader, rootCA []byte) ([]secret, error) {
 	serverName, err := apiServerName(r, in.Cluster)
 	if err != nil {
 		return nil, err
 	}
+	var out []secret
 	for _, k := range []struct{ secret, component, cert, user string }{
 		{SecretControllerManagerKubeconfig, api.ComponentControllerManager, api.CertControllerManager, "system:kube-controller-manager"},
 		{SecretSchedulerKubeconfig, api.ComponentScheduler, api.CertScheduler, "system:kube-scheduler"},
@@ -169,7 +197,6 @@ func (in *Inputs) secrets() ([]secret, error) {
 		out = append(out, secret{name: k.secret, component: k.component, typ: corev1.SecretTypeOpaque,
 			data: map[string][]byte{KeyKubeconfig: kc}})
 	}
-
 	if in.Karpenter.Enabled {
 		s, err := in.karpenterSecret(r, serverName, rootCA)
 		if err != nil {
@@ -177,7 +204,6 @@ func (in *Inputs) secrets() ([]secret, error) {
 		}
 		out = append(out, s)
 	}
-
 	sealed := in.PKI.Kubeconfigs[api.KubeconfigAdmin]
 	if len(sealed) == 0 {
 		return nil, fmt.Errorf("%w: no admin kubeconfig", ErrIncompletePKI)
@@ -186,23 +212,23 @@ func (in *Inputs) secrets() ([]secret, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the admin kubeconfig: %w", err)
 	}
-	out = append(out, secret{name: SecretAdminKubeconfig, component: ComponentShared, typ: corev1.SecretTypeOpaque,
-		data: map[string][]byte{KeyKubeconfig: admin}})
+	return append(out, secret{name: SecretAdminKubeconfig, component: ComponentShared, typ: corev1.SecretTypeOpaque,
+		data: map[string][]byte{KeyKubeconfig: admin}}), nil
+}
+
+// apiServerConfigSecrets are kube-apiserver's audit policy and, when the cluster encrypts
+// Secrets, its encryption configuration.
+func (in *Inputs) apiServerConfigSecrets() ([]secret, error) {
 	policy, err := in.auditPolicySecret()
 	if err != nil {
 		return nil, err
 	}
-	out = append(out, policy)
-
 	enc, err := encryption.Config(in.PKI.SecretEncryption, in.Seal)
-	if err != nil {
-		return nil, err
+	if err != nil || enc == nil {
+		return []secret{policy}, err
 	}
-	if enc != nil {
-		out = append(out, secret{name: SecretEncryptionConfig, component: api.ComponentKubeAPIServer, typ: corev1.SecretTypeOpaque,
-			data: map[string][]byte{KeyEncryptionConfig: enc}})
-	}
-	return out, nil
+	return []secret{policy, {name: SecretEncryptionConfig, component: api.ComponentKubeAPIServer, typ: corev1.SecretTypeOpaque,
+		data: map[string][]byte{KeyEncryptionConfig: enc}}}, nil
 }
 
 // clientCABundle is root-ca's certificate followed by kubelet-signer's (KeyClientCA).
