@@ -132,18 +132,7 @@ func (p *Provider) reconcileMachine(ctx context.Context, req crreconcile.Request
 // InPlace userdata change and copies the cloud's status into the LocalMachine.
 func (p *Provider) ensureMachine(ctx context.Context, s *machineScope) (crreconcile.Result, error) {
 	lm := s.lm
-	switch {
-	case s.m == nil:
-		s.setReady(ReasonWaitingForMachine, "waiting for Cluster API to set the owner Machine")
-		p.phases.set(lm, s.id.cluster, phasePending)
-		return crreconcile.Result{}, nil
-	case p.cloud == nil:
-		s.setReady(ReasonNoLocalCloud, "infrad has no local cloud (--localcloud-url, HOSTPLANE_LOCALCLOUD_URL): the machine is not provisioned")
-		p.phases.set(lm, s.id.cluster, phasePending)
-		return crreconcile.Result{}, nil
-	case s.m.Spec.Bootstrap.DataSecretName == nil || *s.m.Spec.Bootstrap.DataSecretName == "":
-		s.setReady(ReasonWaitingForBootstrapData, "waiting for the Machine's bootstrap data Secret (spec.bootstrap.dataSecretName)")
-		p.phases.set(lm, s.id.cluster, phasePending)
+	if p.notReadyToProvision(s) {
 		return crreconcile.Result{}, nil
 	}
 	if !controllerutil.ContainsFinalizer(lm, FinalizerLocalMachine) {
@@ -152,71 +141,17 @@ func (p *Provider) ensureMachine(ctx context.Context, s *machineScope) (crreconc
 			return crreconcile.Result{}, err
 		}
 	}
-
-	var st localcloud.MachineStatus
+	step := p.provision
 	if provisioned(lm) {
-		var err error
-		st, err = p.cloud.Get(ctx, s.id.cluster, s.id.name)
-		if errors.Is(err, localcloud.ErrNotFound) {
-			s.setReady(ReasonNotFound, fmt.Sprintf("the local cloud has no machine %s/%s", s.id.cluster, s.id.name))
-			lm.Status.State = ""
-			p.phases.set(lm, s.id.cluster, phaseMissing)
-			return crreconcile.Result{RequeueAfter: p.resync}, nil
-		}
-		if err != nil {
-			return p.cloudFailed(s, "get", err)
-		}
-	} else {
-		secret := *s.m.Spec.Bootstrap.DataSecretName
-		userData, msg, err := p.userData(ctx, lm.Namespace, secret)
-		if err != nil || msg != "" {
-			s.setReady(ReasonWaitingForBootstrapData, msg)
-			p.phases.set(lm, s.id.cluster, phasePending)
-			return crreconcile.Result{RequeueAfter: bootPoll}, err
-		}
-		providerID := api.ProviderID(s.id.cluster, s.id.name)
-		st, err = p.cloud.Create(ctx, localcloud.MachineSpec{
-			Cluster: s.id.cluster, Name: s.id.name, NodePool: s.id.nodepool, UserData: userData, ProviderID: providerID,
-			InstanceType: lm.Spec.InstanceType, Zone: lm.Spec.Zone, CapacityType: lm.Spec.CapacityType,
-		})
-		if err != nil {
-			return p.cloudFailed(s, "create", err)
-		}
-		err = p.patchObject(ctx, s, func(lm *LocalMachine) {
-			lm.Spec.ProviderID = providerID
-			setAnnotation(lm, AnnotationAppliedUserData, secret)
-		})
-		if err != nil {
-			return crreconcile.Result{}, err
-		}
-		yes := true
-		lm.Status.Initialization.Provisioned = &yes
-		lm.Status.Addresses = []clusterv1.MachineAddress{{Type: clusterv1.MachineHostName, Address: s.id.name}}
-		p.metrics.provisioning.Observe(time.Since(lm.CreationTimestamp.Time).Seconds())
-		s.created = true
-		s.log.Info("provisioned the machine in the local cloud", "providerID", providerID, "userdata", secret,
-			"instanceType", st.InstanceType, "zone", st.Zone)
+		step = p.lookUp
 	}
-
-	waiting := false // for an in-place userdata Secret
-	if desired := s.m.Annotations[api.AnnotationDesiredUserData]; desired != "" && desired != lm.Annotations[AnnotationAppliedUserData] {
-		userData, msg, err := p.userData(ctx, lm.Namespace, desired)
-		switch {
-		case err != nil:
-			return crreconcile.Result{}, err
-		case msg != "":
-			s.log.Warn("cannot reconfigure the machine in place yet", "userdata", desired, "why", msg)
-			waiting = true
-		default:
-			st, err = p.cloud.Reconfigure(ctx, s.id.cluster, s.id.name, userData)
-			if err != nil {
-				return p.cloudFailed(s, "reconfigure", err)
-			}
-			if err := p.patchObject(ctx, s, func(lm *LocalMachine) { setAnnotation(lm, AnnotationAppliedUserData, desired) }); err != nil {
-				return crreconcile.Result{}, err
-			}
-			s.log.Info("reconfigured the machine in place", "userdata", desired, "desiredConfig", s.m.Annotations[api.AnnotationDesiredConfig])
-		}
+	st, done, res, err := step(ctx, s)
+	if done {
+		return res, err
+	}
+	waiting, done, res, err := p.reconfigureInPlace(ctx, s, &st)
+	if done {
+		return res, err
 	}
 
 	s.observe(st)
@@ -231,6 +166,108 @@ func (p *Provider) ensureMachine(ctx context.Context, s *machineScope) (crreconc
 		return crreconcile.Result{RequeueAfter: p.resync}, nil
 	}
 	return crreconcile.Result{RequeueAfter: min(bootPoll, p.resync)}, nil
+}
+
+// notReadyToProvision reports (and says in Ready) what the machine still waits for before
+// it can be provisioned: its owner Machine, a local cloud, the Machine's bootstrap data.
+func (p *Provider) notReadyToProvision(s *machineScope) bool {
+	var reason, msg string
+	switch {
+	case s.m == nil:
+		reason, msg = ReasonWaitingForMachine, "waiting for Cluster API to set the owner Machine"
+	case p.cloud == nil:
+		reason, msg = ReasonNoLocalCloud, "infrad has no local cloud (--localcloud-url, HOSTPLANE_LOCALCLOUD_URL): the machine is not provisioned"
+	case s.m.Spec.Bootstrap.DataSecretName == nil || *s.m.Spec.Bootstrap.DataSecretName == "":
+		reason, msg = ReasonWaitingForBootstrapData, "waiting for the Machine's bootstrap data Secret (spec.bootstrap.dataSecretName)"
+	default:
+		return false
+	}
+	s.setReady(reason, msg)
+	p.phases.set(s.lm, s.id.cluster, phasePending)
+	return true
+}
+
+// lookUp reads a provisioned machine from the local cloud; done with the result to return
+// when it is missing there or the cloud failed.
+func (p *Provider) lookUp(ctx context.Context, s *machineScope) (st localcloud.MachineStatus, done bool, res crreconcile.Result, err error) {
+	st, err = p.cloud.Get(ctx, s.id.cluster, s.id.name)
+	if errors.Is(err, localcloud.ErrNotFound) {
+		s.setReady(ReasonNotFound, fmt.Sprintf("the local cloud has no machine %s/%s", s.id.cluster, s.id.name))
+		s.lm.Status.State = ""
+		p.phases.set(s.lm, s.id.cluster, phaseMissing)
+		return st, true, crreconcile.Result{RequeueAfter: p.resync}, nil
+	}
+	if err != nil {
+		res, err = p.cloudFailed(s, "get", err)
+		return st, true, res, err
+	}
+	return st, false, crreconcile.Result{}, nil
+}
+
+// provision creates the machine in the local cloud from its Machine's bootstrap data and
+// records its provider ID and the userdata Secret it booted; done with the result to return
+// while the data is not there yet or a step failed.
+func (p *Provider) provision(ctx context.Context, s *machineScope) (st localcloud.MachineStatus, done bool, res crreconcile.Result, err error) {
+	lm := s.lm
+	secret := *s.m.Spec.Bootstrap.DataSecretName
+	userData, msg, err := p.userData(ctx, lm.Namespace, secret)
+	if err != nil || msg != "" {
+		s.setReady(ReasonWaitingForBootstrapData, msg)
+		p.phases.set(lm, s.id.cluster, phasePending)
+		return st, true, crreconcile.Result{RequeueAfter: bootPoll}, err
+	}
+	providerID := api.ProviderID(s.id.cluster, s.id.name)
+	st, err = p.cloud.Create(ctx, localcloud.MachineSpec{
+		Cluster: s.id.cluster, Name: s.id.name, NodePool: s.id.nodepool, UserData: userData, ProviderID: providerID,
+		InstanceType: lm.Spec.InstanceType, Zone: lm.Spec.Zone, CapacityType: lm.Spec.CapacityType,
+	})
+	if err != nil {
+		res, err = p.cloudFailed(s, "create", err)
+		return st, true, res, err
+	}
+	err = p.patchObject(ctx, s, func(lm *LocalMachine) {
+		lm.Spec.ProviderID = providerID
+		setAnnotation(lm, AnnotationAppliedUserData, secret)
+	})
+	if err != nil {
+		return st, true, crreconcile.Result{}, err
+	}
+	yes := true
+	lm.Status.Initialization.Provisioned = &yes
+	lm.Status.Addresses = []clusterv1.MachineAddress{{Type: clusterv1.MachineHostName, Address: s.id.name}}
+	p.metrics.provisioning.Observe(time.Since(lm.CreationTimestamp.Time).Seconds())
+	s.created = true
+	s.log.Info("provisioned the machine in the local cloud", "providerID", providerID, "userdata", secret,
+		"instanceType", st.InstanceType, "zone", st.Zone)
+	return st, false, crreconcile.Result{}, nil
+}
+
+// reconfigureInPlace applies the userdata Secret an in-place upgrade asks for
+// (api.AnnotationDesiredUserData) to the running machine, updating *st; waiting while that
+// Secret is not ready yet, done with the result to return when a step failed.
+func (p *Provider) reconfigureInPlace(ctx context.Context, s *machineScope, st *localcloud.MachineStatus) (waiting, done bool, res crreconcile.Result, err error) {
+	lm := s.lm
+	desired := s.m.Annotations[api.AnnotationDesiredUserData]
+	if desired == "" || desired == lm.Annotations[AnnotationAppliedUserData] {
+		return false, false, crreconcile.Result{}, nil
+	}
+	userData, msg, err := p.userData(ctx, lm.Namespace, desired)
+	switch {
+	case err != nil:
+		return false, true, crreconcile.Result{}, err
+	case msg != "":
+		s.log.Warn("cannot reconfigure the machine in place yet", "userdata", desired, "why", msg)
+		return true, false, crreconcile.Result{}, nil
+	}
+	if *st, err = p.cloud.Reconfigure(ctx, s.id.cluster, s.id.name, userData); err != nil {
+		res, err = p.cloudFailed(s, "reconfigure", err)
+		return false, true, res, err
+	}
+	if err := p.patchObject(ctx, s, func(lm *LocalMachine) { setAnnotation(lm, AnnotationAppliedUserData, desired) }); err != nil {
+		return false, true, crreconcile.Result{}, err
+	}
+	s.log.Info("reconfigured the machine in place", "userdata", desired, "desiredConfig", s.m.Annotations[api.AnnotationDesiredConfig])
+	return false, false, crreconcile.Result{}, nil
 }
 
 // finalizeMachine deletes the cloud machine of a deleting LocalMachine, then releases it.

@@ -363,8 +363,15 @@ func TestComponentd_PKIRotation_RollsEveryComponentOntoTheRenewedCertificates(t 
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("rotate: %s", resp.Status)
 	}
+	// A rotation renews every leaf and the Secret encryption key; the key moves in steps
+	// (added, active, Secrets rewritten, old key dropped), each a new encryption
+	// configuration kube-apiserver rolls onto: wait until pkid finished them all.
 	var after map[string]*store.Entry[api.ControlPlaneComponent]
 	testenv.Eventually(t, upTimeout, func() bool {
+		p, _, err := h.pki.Get(h.Ctx, "rot")
+		if err != nil || (p.SecretEncryption != nil && (p.SecretEncryption.Rotation != nil || len(p.SecretEncryption.Keys) != 1)) {
+			return false
+		}
 		after = h.componentsOf("rot")
 		if !settled(after, "1.34.4") {
 			return false
@@ -385,8 +392,16 @@ func TestComponentd_PKIRotation_RollsEveryComponentOntoTheRenewedCertificates(t 
 	if bytes.Equal(serving(), oldCert) {
 		t.Error("the serving certificate file was not rewritten")
 	}
+	// The admin kubeconfig works on the renewed certificates (a SingleReplica apiserver's
+	// last roll, onto the final encryption configuration, may still be ending).
 	cs := h.AdminClientset("rot")
-	if _, err := cs.CoreV1().Namespaces().List(h.Ctx, metav1.ListOptions{}); err != nil {
-		t.Errorf("list namespaces after the rotation: %v", err)
+	for deadline := time.Now().Add(upTimeout); ; time.Sleep(200 * time.Millisecond) {
+		_, err := cs.CoreV1().Namespaces().List(h.Ctx, metav1.ListOptions{})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("list namespaces after the rotation: %v", err)
+		}
 	}
 }
