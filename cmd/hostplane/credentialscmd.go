@@ -29,7 +29,7 @@ import (
 var defaultCredsDir = filepath.Join(".hostplane", dev.NATSCredsDir)
 
 func newCredentialsCommand() *cobra.Command {
-	var dir string
+	f := &credsFlags{}
 	cmd := &cobra.Command{
 		Use:     "credentials",
 		Aliases: []string{"creds"},
@@ -46,57 +46,80 @@ Seeds are files <dir>/<name>.nk (mode 0600, the nats CLI's --nkey format); <dir>
 nats-server configuration to include. hostplane dev applies a change within a second; a
 standalone nats-server (docker compose, Kubernetes) on a configuration reload (SIGHUP).`,
 	}
-	cmd.PersistentFlags().StringVar(&dir, "dir", daemon.Env("HOSTPLANE_NATS_CREDS_DIR", defaultCredsDir),
+	cmd.PersistentFlags().StringVar(&f.dir, "dir", daemon.Env("HOSTPLANE_NATS_CREDS_DIR", defaultCredsDir),
 		"credentials directory: hostplane dev's is <data dir>/"+dev.NATSCredsDir+" (HOSTPLANE_NATS_CREDS_DIR)")
-	var tls natsauth.TLS
-	cmd.PersistentFlags().StringVar(&tls.CAFile, "nats-ca-file", daemon.Env("HOSTPLANE_NATS_CA_FILE", ""),
+	cmd.PersistentFlags().StringVar(&f.tls.CAFile, "nats-ca-file", daemon.Env("HOSTPLANE_NATS_CA_FILE", ""),
 		"CA of the NATS server's certificate (HOSTPLANE_NATS_CA_FILE; default: hostplane dev's <data dir>/"+dev.NATSTLSDir+"/"+natsauth.TLSCAFile+" beside --dir when it exists)")
-	cmd.PersistentFlags().StringVar(&tls.CertFile, "nats-cert-file", daemon.Env("HOSTPLANE_NATS_CERT_FILE", ""), "client certificate for NATS mutual TLS (HOSTPLANE_NATS_CERT_FILE)")
-	cmd.PersistentFlags().StringVar(&tls.KeyFile, "nats-key-file", daemon.Env("HOSTPLANE_NATS_KEY_FILE", ""), "its private key (HOSTPLANE_NATS_KEY_FILE)")
-	clientTLS := func() natsauth.TLS {
-		if tls.CAFile == "" {
-			if ca := filepath.Join(filepath.Dir(dir), dev.NATSTLSDir, natsauth.TLSCAFile); fileExists(ca) {
-				tls.CAFile = ca
-			}
-		}
-		return tls
-	}
+	cmd.PersistentFlags().StringVar(&f.tls.CertFile, "nats-cert-file", daemon.Env("HOSTPLANE_NATS_CERT_FILE", ""), "client certificate for NATS mutual TLS (HOSTPLANE_NATS_CERT_FILE)")
+	cmd.PersistentFlags().StringVar(&f.tls.KeyFile, "nats-key-file", daemon.Env("HOSTPLANE_NATS_KEY_FILE", ""), "its private key (HOSTPLANE_NATS_KEY_FILE)")
+	cmd.AddCommand(newCredsCreateCommand(f), newCredsRevokeCommand(f), newCredsListCommand(f),
+		newCredsInitCommand(f), newCredsBootstrapCommand(f), newCredsK8sSecretsCommand(f))
+	return cmd
+}
 
+// credsFlags are the credentials command's persistent flags, shared by its subcommands.
+type credsFlags struct {
+	dir string
+	tls natsauth.TLS
+}
+
+// clientTLS is the TLS NATS clients use: the flags, with the CA of hostplane dev's data dir
+// beside --dir when no CA is given and it exists.
+func (f *credsFlags) clientTLS() natsauth.TLS {
+	t := f.tls
+	if t.CAFile == "" {
+		if ca := filepath.Join(filepath.Dir(f.dir), dev.NATSTLSDir, natsauth.TLSCAFile); fileExists(ca) {
+			t.CAFile = ca
+		}
+	}
+	return t
+}
+
+// newCredsCreateCommand mints an identity for another system.
+func newCredsCreateCommand(f *credsFlags) *cobra.Command {
 	var clusters []string
 	create := &cobra.Command{
 		Use:   "create (inbox-publisher|event-consumer) NAME",
 		Short: "Mint an identity for another system and print how to use it",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := natsauth.Mint(dir, natsauth.Minted{Kind: args[0], Name: args[1], Clusters: clusters})
+			c, err := natsauth.Mint(f.dir, natsauth.Minted{Kind: args[0], Name: args[1], Clusters: clusters})
 			if err != nil {
 				return usageError{err}
 			}
-			printMinted(cmd.OutOrStdout(), c, clientTLS(), args[0], args[1], clusters)
+			printMinted(cmd.OutOrStdout(), c, f.clientTLS(), args[0], args[1], clusters)
 			return nil
 		},
 	}
 	create.Flags().StringSliceVar(&clusters, "cluster", nil, "inbox-publisher: a cluster it may send events for (repeatable; none: every cluster)")
+	return create
+}
 
+// newCredsRevokeCommand revokes a minted identity.
+func newCredsRevokeCommand(f *credsFlags) *cobra.Command {
 	revoke := &cobra.Command{
 		Use:   "revoke NAME",
 		Short: "Revoke an identity minted for another system: its seed is deleted and the server refuses it",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, err := natsauth.Revoke(dir, args[0]); err != nil {
+			if _, err := natsauth.Revoke(f.dir, args[0]); err != nil {
 				return usageError{err}
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "revoked %s: hostplane dev refuses it within a second (and closes its connections); a standalone nats-server once it reloads its configuration (SIGHUP)\n", args[0])
 			return nil
 		},
 	}
+	return revoke
+}
 
+// newCredsListCommand lists the minted identities.
+func newCredsListCommand(f *credsFlags) *cobra.Command {
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List the identities minted for other systems",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			minted, err := natsauth.ListMinted(dir)
+			minted, err := natsauth.ListMinted(f.dir)
 			if err != nil {
 				return err
 			}
@@ -112,7 +135,11 @@ standalone nats-server (docker compose, Kubernetes) on a configuration reload (S
 			return w.Flush()
 		},
 	}
+	return list
+}
 
+// newCredsInitCommand creates the built-in identities, the seal key and, on request, the TLS material.
+func newCredsInitCommand(f *credsFlags) *cobra.Command {
 	var tlsHosts, tlsRouteHosts, mgmtHosts []string
 	var sealKeyFile string
 	initCmd := &cobra.Command{
@@ -120,43 +147,24 @@ standalone nats-server (docker compose, Kubernetes) on a configuration reload (S
 		Short: "Create the built-in identities' seeds (kept if they exist) and write auth.conf for nats-server; with --tls-host, a NATS CA and server certificate too",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := natsauth.Generate(dir)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "seeds and %s in %s\n", natsauth.ServerConfigFile, c.Dir)
-			seal := sealKeyPath(dir, sealKeyFile)
-			if _, err := certs.LoadOrCreateSealKey(seal); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "seal key %s (kept once made)\n", seal)
-			if len(mgmtHosts) > 0 {
-				f, err := mtls.Generate(filepath.Join(dir, credsMgmtTLSDir), daemonNames(), mgmtHosts)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "management TLS: CA %s, a server certificate per daemon for its name and %s, the gateway's client certificate\n",
-					f.CAFile(), strings.Join(mgmtHosts, ", "))
-			}
 			if len(tlsRouteHosts) > 0 && len(tlsHosts) == 0 {
 				return usageError{fmt.Errorf("--tls-route-host needs --tls-host: routes are TLS only where clients are")}
 			}
-			if len(tlsHosts) == 0 {
-				return nil
-			}
-			f, err := natsauth.GenerateTLS(filepath.Join(dir, credsTLSDir), tlsHosts...)
+			out := cmd.OutOrStdout()
+			c, err := natsauth.Generate(f.dir)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "TLS: CA %s, server certificate %s for %s\n", f.CAFile(), f.Server().CertFile, strings.Join(tlsHosts, ", "))
-			if len(tlsRouteHosts) == 0 {
-				return nil
-			}
-			if _, err := natsauth.GenerateRouteTLS(f.Dir, tlsRouteHosts...); err != nil {
+			fmt.Fprintf(out, "seeds and %s in %s\n", natsauth.ServerConfigFile, c.Dir)
+			seal := sealKeyPath(f.dir, sealKeyFile)
+			if _, err := certs.LoadOrCreateSealKey(seal); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "TLS: route certificate %s for %s\n", filepath.Join(f.Dir, natsauth.TLSRouteCertFile), strings.Join(tlsRouteHosts, ", "))
-			return nil
+			fmt.Fprintf(out, "seal key %s (kept once made)\n", seal)
+			if err := initMgmtTLS(out, f.dir, mgmtHosts); err != nil {
+				return err
+			}
+			return initNATSTLS(out, f.dir, tlsHosts, tlsRouteHosts)
 		},
 	}
 	initCmd.Flags().StringSliceVar(&tlsHosts, "tls-host", nil, "also make (once; renewed before expiry) a NATS CA and a server certificate for this host name or IP under <dir>/"+credsTLSDir+" (repeatable)")
@@ -164,7 +172,47 @@ standalone nats-server (docker compose, Kubernetes) on a configuration reload (S
 		", a server certificate per daemon for its name and this host name or IP ("+mtls.DaemonPlaceholder+" stands for the daemon's name) and the gateway's client certificate (repeatable)")
 	initCmd.PersistentFlags().StringVar(&sealKeyFile, "seal-key-file", "", "the seal key pkid encrypts private keys with, made once (default <dir>/"+sealKeyFileName+")")
 	initCmd.Flags().StringSliceVar(&tlsRouteHosts, "tls-route-host", nil, "also make a certificate for the NATS cluster routes (server and client, same CA) for this host name (a wildcard such as *.nats-headless covers a StatefulSet's members) (repeatable)")
+	return initCmd
+}
 
+// initMgmtTLS makes (once) the management CA, a server certificate per daemon for hosts and
+// the gateway's client certificate; nothing without hosts.
+func initMgmtTLS(out io.Writer, dir string, hosts []string) error {
+	if len(hosts) == 0 {
+		return nil
+	}
+	files, err := mtls.Generate(filepath.Join(dir, credsMgmtTLSDir), daemonNames(), hosts)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "management TLS: CA %s, a server certificate per daemon for its name and %s, the gateway's client certificate\n",
+		files.CAFile(), strings.Join(hosts, ", "))
+	return nil
+}
+
+// initNATSTLS makes (once) the NATS CA and a server certificate for hosts, and a route
+// certificate for routeHosts; nothing without hosts.
+func initNATSTLS(out io.Writer, dir string, hosts, routeHosts []string) error {
+	if len(hosts) == 0 {
+		return nil
+	}
+	files, err := natsauth.GenerateTLS(filepath.Join(dir, credsTLSDir), hosts...)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "TLS: CA %s, server certificate %s for %s\n", files.CAFile(), files.Server().CertFile, strings.Join(hosts, ", "))
+	if len(routeHosts) == 0 {
+		return nil
+	}
+	if _, err := natsauth.GenerateRouteTLS(files.Dir, routeHosts...); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "TLS: route certificate %s for %s\n", filepath.Join(files.Dir, natsauth.TLSRouteCertFile), strings.Join(routeHosts, ", "))
+	return nil
+}
+
+// newCredsBootstrapCommand lays out the shared streams and buckets as the bootstrap identity.
+func newCredsBootstrapCommand(f *credsFlags) *cobra.Command {
 	var natsURL string
 	var replicas int
 	var wait time.Duration
@@ -179,7 +227,7 @@ up to --wait for the server. It is idempotent; docker compose runs it before the
 			ctx, cancel := context.WithTimeout(cmd.Context(), wait)
 			defer cancel()
 			log := observe.NewLogger(cmd.ErrOrStderr(), slog.LevelInfo)
-			if err := natsauth.LayOut(ctx, natsURL, filepath.Join(dir, natsauth.Bootstrap+natsauth.SeedExt), clientTLS(), replicas, log); err != nil {
+			if err := natsauth.LayOut(ctx, natsURL, filepath.Join(f.dir, natsauth.Bootstrap+natsauth.SeedExt), f.clientTLS(), replicas, log); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "streams and buckets ready on %s (%d replica(s))\n", natsURL, replicas)
@@ -189,8 +237,12 @@ up to --wait for the server. It is idempotent; docker compose runs it before the
 	bootstrap.Flags().StringVar(&natsURL, "nats-url", daemon.Env("HOSTPLANE_NATS_URL", "nats://127.0.0.1:4222"), "NATS server (HOSTPLANE_NATS_URL)")
 	bootstrap.Flags().IntVar(&replicas, "replicas", 1, "copies of each stream and bucket: 1 on one server, 3 on a 3-server cluster")
 	bootstrap.Flags().DurationVar(&wait, "wait", 2*time.Minute, "how long to wait for the server")
+	return bootstrap
+}
 
-	var namespace string
+// newCredsK8sSecretsCommand prints the Secrets deploy/k8s mounts.
+func newCredsK8sSecretsCommand(f *credsFlags) *cobra.Command {
+	var namespace, sealKeyFile string
 	k8sSecrets := &cobra.Command{
 		Use:   "k8s-secrets",
 		Short: "Print the Kubernetes Secrets deploy/k8s needs: nats-auth, nats-tls, nats-creds-<identity>, hostplane-seal-key and mgmt-tls-<daemon|gateway>",
@@ -211,11 +263,11 @@ seeds and the CA keys stay in --dir. Run init (or create/revoke) first:
   hostplane credentials k8s-secrets --dir nats-creds | kubectl apply -f -`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := natsauth.Generate(dir)
+			c, err := natsauth.Generate(f.dir)
 			if err != nil {
 				return err
 			}
-			docs, err := k8sCredentialSecrets(c, namespace, sealKeyPath(dir, sealKeyFile))
+			docs, err := k8sCredentialSecrets(c, namespace, sealKeyPath(f.dir, sealKeyFile))
 			if err != nil {
 				return err
 			}
@@ -225,9 +277,7 @@ seeds and the CA keys stay in --dir. Run init (or create/revoke) first:
 	}
 	k8sSecrets.Flags().StringVar(&sealKeyFile, "seal-key-file", "", "the seal key init made (default <dir>/"+sealKeyFileName+")")
 	k8sSecrets.Flags().StringVar(&namespace, "namespace", "hostplane-system", "namespace of the Secrets")
-
-	cmd.AddCommand(create, revoke, list, initCmd, bootstrap, k8sSecrets)
-	return cmd
+	return k8sSecrets
 }
 
 // credsMgmtTLSDir is where `credentials init --mgmt-tls-host` writes the management CA and

@@ -113,13 +113,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, d := range []string{cfg.Dir, filepath.Join(cfg.Dir, "logs")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, err
-		}
-	}
-	// etcd wants its data dir private.
-	if err := os.MkdirAll(filepath.Join(cfg.Dir, "etcd"), 0o700); err != nil {
+	if err := makeDirs(cfg.Dir); err != nil {
 		return nil, err
 	}
 	p, err := resolvePorts(cfg)
@@ -130,31 +124,8 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("localkube pki: %w", err)
 	}
-	adminKeyPEM, err := keys.admin.KeyPEM()
+	c, err := newCluster(cfg, p, keys)
 	if err != nil {
-		return nil, err
-	}
-
-	c := &Cluster{
-		URL:            "https://" + hostPort(cfg.Host, p.APIServer),
-		EtcdURL:        "http://" + hostPort(etcdHost, p.EtcdClient),
-		CAPEM:          keys.ca.CertPEM(),
-		KubeconfigPath: filepath.Join(cfg.Dir, "admin.kubeconfig"),
-		Release:        cfg.Release,
-		Dir:            cfg.Dir,
-		cfg:            cfg,
-	}
-	if c.Kubeconfig, err = kube.Kubeconfig(kube.KubeconfigSpec{
-		Server: c.URL, CAPEM: c.CAPEM,
-		ClientCertPEM: keys.admin.CertPEM(), ClientKeyPEM: adminKeyPEM,
-		ClusterName: cfg.Name, UserName: adminUser,
-	}); err != nil {
-		return nil, err
-	}
-	if c.RESTConfig, err = kube.RESTConfig(c.Kubeconfig); err != nil {
-		return nil, err
-	}
-	if err := atomicfile.Write(c.KubeconfigPath, c.Kubeconfig, 0o600); err != nil {
 		return nil, err
 	}
 	probeClient, err := adminHTTPClient(keys)
@@ -178,35 +149,89 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		LogFile: filepath.Join(cfg.Dir, "logs", "kube-apiserver.log"),
 		Probe:   process.HTTPProbe(probeClient, c.URL+"/readyz", nil),
 	}
-
-	if c.etcd, err = startReady(ctx, cfg, log, etcdSpec); err != nil {
+	if err := c.start(ctx, log, etcdSpec, apiserverSpec); err != nil {
 		return nil, err
-	}
-	if c.apiserver, err = startReady(ctx, cfg, log, apiserverSpec); err != nil {
-		stopAfterFailure(ctx, log, c.etcd)
-		return nil, err
-	}
-	if len(cfg.Controllers) > 0 {
-		kcmBin, err := cfg.Release.Binary(release.KubeControllerManager)
-		if err == nil {
-			// No probe: it serves nothing (--secure-port=0), and nothing waits for it.
-			c.controllerManager, err = startReady(ctx, cfg, log, process.Spec{
-				Name:    cfg.Name + "-kube-controller-manager",
-				Path:    kcmBin,
-				Args:    controllerManagerArgs(cfg, c.KubeconfigPath),
-				Dir:     cfg.Dir,
-				LogFile: filepath.Join(cfg.Dir, "logs", "kube-controller-manager.log"),
-			})
-		}
-		if err != nil {
-			stopAfterFailure(ctx, log, c.apiserver)
-			stopAfterFailure(ctx, log, c.etcd)
-			return nil, err
-		}
 	}
 	log.Info("local kube-apiserver ready", "url", c.URL, "kubeconfig", c.KubeconfigPath,
 		"release", cfg.Release.Version, "controllers", cfg.Controllers)
 	return c, nil
+}
+
+// makeDirs creates the cluster's directory, its logs directory and etcd's private data
+// directory.
+func makeDirs(dir string) error {
+	for _, d := range []string{dir, filepath.Join(dir, "logs")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	return os.MkdirAll(filepath.Join(dir, "etcd"), 0o700)
+}
+
+// newCluster is the Cluster of cfg at ports p before anything runs: its URLs, CA, the admin
+// kubeconfig (also written to KubeconfigPath) and a REST config from it.
+func newCluster(cfg Config, p ports, keys pki) (*Cluster, error) {
+	adminKeyPEM, err := keys.admin.KeyPEM()
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{
+		URL:            "https://" + hostPort(cfg.Host, p.APIServer),
+		EtcdURL:        "http://" + hostPort(etcdHost, p.EtcdClient),
+		CAPEM:          keys.ca.CertPEM(),
+		KubeconfigPath: filepath.Join(cfg.Dir, "admin.kubeconfig"),
+		Release:        cfg.Release,
+		Dir:            cfg.Dir,
+		cfg:            cfg,
+	}
+	if c.Kubeconfig, err = kube.Kubeconfig(kube.KubeconfigSpec{
+		Server: c.URL, CAPEM: c.CAPEM,
+		ClientCertPEM: keys.admin.CertPEM(), ClientKeyPEM: adminKeyPEM,
+		ClusterName: cfg.Name, UserName: adminUser,
+	}); err != nil {
+		return nil, err
+	}
+	if c.RESTConfig, err = kube.RESTConfig(c.Kubeconfig); err != nil {
+		return nil, err
+	}
+	if err := atomicfile.Write(c.KubeconfigPath, c.Kubeconfig, 0o600); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// start starts etcd, then kube-apiserver, then kube-controller-manager when the config
+// names controllers, each ready before the next; on a failure it stops what it started.
+func (c *Cluster) start(ctx context.Context, log *slog.Logger, etcdSpec, apiserverSpec process.Spec) error {
+	cfg := c.cfg
+	var err error
+	if c.etcd, err = startReady(ctx, cfg, log, etcdSpec); err != nil {
+		return err
+	}
+	if c.apiserver, err = startReady(ctx, cfg, log, apiserverSpec); err != nil {
+		stopAfterFailure(ctx, log, c.etcd)
+		return err
+	}
+	if len(cfg.Controllers) == 0 {
+		return nil
+	}
+	kcmBin, err := cfg.Release.Binary(release.KubeControllerManager)
+	if err == nil {
+		// No probe: it serves nothing (--secure-port=0), and nothing waits for it.
+		c.controllerManager, err = startReady(ctx, cfg, log, process.Spec{
+			Name:    cfg.Name + "-kube-controller-manager",
+			Path:    kcmBin,
+			Args:    controllerManagerArgs(cfg, c.KubeconfigPath),
+			Dir:     cfg.Dir,
+			LogFile: filepath.Join(cfg.Dir, "logs", "kube-controller-manager.log"),
+		})
+	}
+	if err != nil {
+		stopAfterFailure(ctx, log, c.apiserver)
+		stopAfterFailure(ctx, log, c.etcd)
+		return err
+	}
+	return nil
 }
 
 // controllerManagerArgs runs just cfg.Controllers, as the admin, with one replica (no

@@ -157,8 +157,19 @@ func Start(ctx context.Context, cfg Config, images ...string) (_ *Cluster, err e
 	if err != nil {
 		return c, fmt.Errorf("pause image: %w", err)
 	}
-	if c.sup, err = process.NewSupervisor(filepath.Join(cfg.Dir, "run"), c.log); err != nil {
+	if err := c.startControlPlane(ctx); err != nil {
 		return c, err
+	}
+	return c, c.startNodes(ctx, append([]string{pause}, images...))
+}
+
+// startControlPlane starts the management apiserver (localkube: etcd, kube-apiserver,
+// kube-controller-manager with Controllers), a kube-scheduler and the cluster's DNS server.
+func (c *Cluster) startControlPlane(ctx context.Context) error {
+	cfg := c.cfg
+	var err error
+	if c.sup, err = process.NewSupervisor(filepath.Join(cfg.Dir, "run"), c.log); err != nil {
+		return err
 	}
 	seconds := func(d time.Duration) string { return strconv.Itoa(int(d.Round(time.Second) / time.Second)) }
 	c.kube, err = localkube.Start(ctx, localkube.Config{
@@ -182,7 +193,7 @@ func Start(ctx context.Context, cfg Config, images ...string) (_ *Cluster, err e
 		Log:          cfg.Log,
 	})
 	if err != nil {
-		return c, err
+		return err
 	}
 	c.Kubeconfig, c.KubeconfigPath = c.kube.Kubeconfig, c.kube.KubeconfigPath
 	if c.scheduler, err = c.startProcess(ctx, process.Spec{
@@ -191,33 +202,37 @@ func Start(ctx context.Context, cfg Config, images ...string) (_ *Cluster, err e
 		Args:    []string{"--kubeconfig=" + c.KubeconfigPath, "--leader-elect=false", "--secure-port=0"},
 		LogFile: filepath.Join(cfg.Dir, "kube-scheduler.log"),
 	}); err != nil {
-		return c, err
+		return err
 	}
 	cs, err := c.kube.Clientset()
 	if err != nil {
-		return c, err
+		return err
 	}
 	dnsCtx, stopDNS := context.WithCancel(context.WithoutCancel(ctx))
 	c.stopDNS = stopDNS
 	if c.dns, err = startDNS(dnsCtx, cs, net.JoinHostPort(hostIP, "53")); err != nil {
-		return c, fmt.Errorf("cluster DNS: %w", err)
+		return fmt.Errorf("cluster DNS: %w", err)
 	}
-	// The nodes start side by side: importing the images into each node's containerd is
-	// most of a start.
-	for i := 1; i <= cfg.Nodes; i++ {
+	return nil
+}
+
+// startNodes starts cfg.Nodes nodes side by side (importing the images into each node's
+// containerd is most of a start), each with images imported before its kubelet starts.
+func (c *Cluster) startNodes(ctx context.Context, images []string) error {
+	for i := 1; i <= c.cfg.Nodes; i++ {
 		c.nodes = append(c.nodes, c.newNode(i))
 	}
 	errs := make([]error, len(c.nodes))
 	var wg sync.WaitGroup
 	for i, n := range c.nodes {
 		wg.Go(func() {
-			if err := c.startNode(ctx, n, append([]string{pause}, images...)); err != nil {
+			if err := c.startNode(ctx, n, images); err != nil {
 				errs[i] = fmt.Errorf("node %s: %w", n.Name, err)
 			}
 		})
 	}
 	wg.Wait()
-	return c, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // startProcess starts spec under the cluster's supervisor and waits for its probe; a failure

@@ -253,6 +253,54 @@ type Stack struct {
 // Start brings the stack up and returns once the front door listens (daemons become ready
 // in the background; /healthz says when).
 func Start(ctx context.Context, cfg Config) (*Stack, error) {
+	if err := cfg.prepare(); err != nil {
+		return nil, err
+	}
+	s := &Stack{cfg: cfg, log: cfg.Logger, errs: make(chan error, 16)}
+	ok := false
+	defer func() {
+		if !ok {
+			s.Stop(context.WithoutCancel(ctx))
+		}
+	}()
+
+	authn, err := s.authenticator()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.startNATS(ctx, cfg.DataDir); err != nil {
+		return nil, err
+	}
+	if err := s.startManagement(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.startCloud(ctx, filepath.Join(cfg.DataDir, "localcloud")); err != nil {
+		return nil, err
+	}
+	registries, err := s.buildDaemons()
+	if err != nil {
+		return nil, err
+	}
+
+	front := observe.NewRegistry()
+	router := Router(httpapi.Config{
+		Name: "frontdoor", Logger: s.log, Registry: front,
+		Gatherer: append(prometheus.Gatherers{front}, registries...),
+		Ready:    s.Ready,
+		Health:   s.health,
+	}, authn, s.Daemons...)
+	console.Mount(router, console.Config{GrafanaURL: cfg.GrafanaURL})
+	if err := s.run(ctx, router); err != nil {
+		return nil, err
+	}
+	ok = true
+	s.log.Info("hostplane dev is up", "api", "http://"+s.server.Addr(), "data_dir", cfg.DataDir)
+	return s, nil
+}
+
+// prepare fills in cfg's defaults (DataDir made absolute and created), and refuses a
+// configuration that cannot run.
+func (cfg *Config) prepare() error {
 	if cfg.DataDir == "" {
 		cfg.DataDir = ".hostplane"
 	}
@@ -269,59 +317,51 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		cfg.OTLPEndpoint = os.Getenv("HOSTPLANE_OTLP_ENDPOINT")
 	}
 	if err := (console.Config{GrafanaURL: cfg.GrafanaURL}).Validate(); err != nil {
-		return nil, fmt.Errorf("grafana URL: %w", err)
+		return fmt.Errorf("grafana URL: %w", err)
 	}
 	if cfg.Replicas < 0 || cfg.Replicas > maxReplicas {
-		return nil, fmt.Errorf("replicas: want 1 to %d replicas of each daemon, not %d", maxReplicas, cfg.Replicas)
+		return fmt.Errorf("replicas: want 1 to %d replicas of each daemon, not %d", maxReplicas, cfg.Replicas)
 	}
 	if cfg.Runtime == componentd.RuntimeKubernetes && cfg.NoManagementAPIServer {
-		return nil, fmt.Errorf("the %s runtime runs the control planes in the management kube-apiserver: it cannot go without one", cfg.Runtime)
+		return fmt.Errorf("the %s runtime runs the control planes in the management kube-apiserver: it cannot go without one", cfg.Runtime)
 	}
 	dataDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	cfg.DataDir = dataDir
 	if err := os.MkdirAll(dataDir, 0o750); err != nil {
-		return nil, fmt.Errorf("data dir: %w", err)
+		return fmt.Errorf("data dir: %w", err)
 	}
-	s := &Stack{cfg: cfg, log: cfg.Logger, errs: make(chan error, 16)}
-	ok := false
-	defer func() {
-		if !ok {
-			s.Stop(context.WithoutCancel(ctx))
-		}
-	}()
+	return nil
+}
 
-	authn, err := s.authenticator()
+// startManagement starts the management kube-apiserver (localkube, with the controllers
+// Cluster API needs) unless the config goes without one.
+func (s *Stack) startManagement(ctx context.Context) error {
+	if s.cfg.NoManagementAPIServer {
+		return nil
+	}
+	mdir := filepath.Join(s.cfg.DataDir, "management")
+	var err error
+	s.mgmtSup, err = process.NewSupervisor(filepath.Join(mdir, "run"), s.log.With("component", "management"))
 	if err != nil {
-		return nil, err
+		return err
 	}
-
-	if err := s.startNATS(ctx, dataDir); err != nil {
-		return nil, err
+	s.log.Info("starting the management kube-apiserver", "dir", mdir)
+	s.Management, err = localkube.Start(ctx, localkube.Config{Dir: mdir, Supervisor: s.mgmtSup, Name: "management", Log: s.log,
+		Controllers: localkube.ManagementControllers})
+	if err != nil {
+		return fmt.Errorf("management kube-apiserver: %w", err)
 	}
+	s.log.Info("management kube-apiserver ready", "url", s.Management.URL, "kubeconfig", s.Management.KubeconfigPath)
+	return nil
+}
 
-	if !cfg.NoManagementAPIServer {
-		mdir := filepath.Join(dataDir, "management")
-		s.mgmtSup, err = process.NewSupervisor(filepath.Join(mdir, "run"), s.log.With("component", "management"))
-		if err != nil {
-			return nil, err
-		}
-		s.log.Info("starting the management kube-apiserver", "dir", mdir)
-		s.Management, err = localkube.Start(ctx, localkube.Config{Dir: mdir, Supervisor: s.mgmtSup, Name: "management", Log: s.log,
-			Controllers: localkube.ManagementControllers})
-		if err != nil {
-			return nil, fmt.Errorf("management kube-apiserver: %w", err)
-		}
-		s.log.Info("management kube-apiserver ready", "url", s.Management.URL, "kubeconfig", s.Management.KubeconfigPath)
-	}
-
-	if err := s.startCloud(ctx, filepath.Join(dataDir, "localcloud")); err != nil {
-		return nil, err
-	}
-
-	registries := prometheus.Gatherers{}
+// buildDaemons builds the six daemons (a replica set of each with Config.Replicas > 1) into
+// s.Daemons and returns their metric registries.
+func (s *Stack) buildDaemons() (prometheus.Gatherers, error) {
+	cfg := s.cfg
 	cd := componentd.Config{Runtime: cfg.Runtime, KarpenterBinary: cmp.Or(cfg.KarpenterBinary, os.Getenv("HOSTPLANE_KARPENTER_BINARY")),
 		Tuning:            cmp.Or(cfg.ComponentTuning, os.Getenv("HOSTPLANE_COMPONENT_TUNING")),
 		BackupStoreURL:    cmp.Or(cfg.BackupStoreURL, os.Getenv("HOSTPLANE_BACKUP_STORE_URL")),
@@ -336,9 +376,10 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		if cfg.TracerProvider != nil {
 			tp = cfg.TracerProvider(name)
 		}
-		return daemon.Base{NATSURL: s.NATS.URL(), NATSNKeyFile: s.NATSCreds.SeedFile(name), NATSTLS: s.NATSTLS.Client(), DataDir: dataDir, Logger: s.log, Registry: reg, ManagementKubeconfig: mgmtKubeconfig,
+		return daemon.Base{NATSURL: s.NATS.URL(), NATSNKeyFile: s.NATSCreds.SeedFile(name), NATSTLS: s.NATSTLS.Client(), DataDir: cfg.DataDir, Logger: s.log, Registry: reg, ManagementKubeconfig: mgmtKubeconfig,
 			OTLPEndpoint: cfg.OTLPEndpoint, TracerProvider: tp, Clock: cfg.Clock}
 	}
+	var registries prometheus.Gatherers
 	for _, name := range daemonNames {
 		if cfg.Replicas <= 1 {
 			reg := observe.NewRegistry()
@@ -353,7 +394,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		rs, err := newReplicaSet(cfg.Replicas, s.log, func(i int) (LeadingDaemon, *prometheus.Registry, error) {
 			reg := observe.NewRegistry()
 			b := base(name, reg)
-			b.ReplicaID = fmt.Sprintf("%s:%s#%d", name, dataDir, i)
+			b.ReplicaID = fmt.Sprintf("%s:%s#%d", name, cfg.DataDir, i)
 			d, err := buildDaemon(name, b, cd, inf)
 			if err != nil {
 				return nil, nil, err
@@ -370,47 +411,33 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		registries = append(registries, rs)
 		s.Daemons = append(s.Daemons, rs)
 	}
+	return registries, nil
+}
 
-	front := observe.NewRegistry()
-	router := Router(httpapi.Config{
-		Name: "frontdoor", Logger: s.log, Registry: front,
-		Gatherer: append(prometheus.Gatherers{front}, registries...),
-		Ready:    s.Ready,
-		Health:   s.health,
-	}, authn, s.Daemons...)
-	console.Mount(router, console.Config{GrafanaURL: cfg.GrafanaURL})
-
+// run starts every daemon, the credentials reloader and the front door serving router, and
+// returns once the front door listens.
+func (s *Stack) run(ctx context.Context, router chi.Router) error {
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
 	for _, d := range s.Daemons {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
+		s.wg.Go(func() {
 			if err := d.Run(runCtx); err != nil {
 				s.log.Error("daemon stopped with an error", "daemon", d.Name(), "err", err)
 				s.errs <- fmt.Errorf("%s: %w", d.Name(), err)
 			}
-		}()
+		})
 	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		s.reloadCredentials(runCtx)
-	}()
-	s.server = httpapi.NewServer(cfg.Addr, router, s.log)
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
+	s.wg.Go(func() { s.reloadCredentials(runCtx) })
+	s.server = httpapi.NewServer(s.cfg.Addr, router, s.log)
+	s.wg.Go(func() {
 		if err := s.server.Start(runCtx); err != nil {
 			s.errs <- fmt.Errorf("front door: %w", err)
 		}
-	}()
+	})
 	if s.server.Addr() == "" {
-		return nil, fmt.Errorf("front door could not listen on %s: %w", cfg.Addr, <-s.errs)
+		return fmt.Errorf("front door could not listen on %s: %w", s.cfg.Addr, <-s.errs)
 	}
-	ok = true
-	s.log.Info("hostplane dev is up", "api", "http://"+s.server.Addr(), "data_dir", dataDir)
-	return s, nil
+	return nil
 }
 
 // Daemons builds the six daemons, each with the Base base returns (called once per daemon).
