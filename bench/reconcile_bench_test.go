@@ -153,7 +153,7 @@ func BenchmarkPublishToReconcile(b *testing.B) {
 				cjs, pjs := sec.start(b)
 				l := newLatencies(r.events)
 				c, err := reconcile.New(cjs, reconcile.Config{
-					Name: "clusterd", FilterSubjects: []string{events.ClusterFilter(events.ResourceCluster)}, Resync: -1,
+					Name: "clusterd", FilterSubjects: []string{events.ResourceFilter(events.ResourceCluster)}, Resync: -1,
 				}, reconcile.Func(func(_ context.Context, key string) (reconcile.Result, error) {
 					l.receive(key)
 					return reconcile.Result{}, nil

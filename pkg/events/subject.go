@@ -91,13 +91,19 @@ func ParseSubject(subject string) (EventSubject, error) {
 	return s, nil
 }
 
-// ClusterFilter returns the subject filter for every event of one resource across clusters
+// ResourceFilter returns the subject filter for every event of one resource across clusters
 // (resource "" means every resource): hostplane.evt.*.<resource>.>
-func ClusterFilter(resource Resource) string {
+func ResourceFilter(resource Resource) string {
 	if resource == "" {
 		return EventPrefix + ".>"
 	}
 	return EventPrefix + ".*." + string(resource) + ".>"
+}
+
+// ClusterEventsFilter returns the subject filter for every event of one cluster:
+// hostplane.evt.<cluster>.>
+func ClusterEventsFilter(cluster string) string {
+	return EventPrefix + "." + cluster + ".>"
 }
 
 // InboxSubject builds hostplane.in.<cluster>.<type>, where type may have dots

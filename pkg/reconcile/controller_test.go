@@ -28,7 +28,7 @@ func run(t *testing.T, js jetstream.JetStream, cfg reconcile.Config, r reconcile
 		cfg.Name = "test"
 	}
 	if cfg.FilterSubjects == nil {
-		cfg.FilterSubjects = []string{events.ClusterFilter(events.ResourceCluster)}
+		cfg.FilterSubjects = []string{events.ResourceFilter(events.ResourceCluster)}
 	}
 	c, err := reconcile.New(js, cfg, r)
 	if err != nil {

@@ -195,12 +195,12 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	c, err := rt.Controller(reconcile.Config{
 		Name: Name,
 		FilterSubjects: []string{
-			events.ClusterFilter(events.ResourceCluster),
-			events.ClusterFilter(events.ResourceInfra),
-			events.ClusterFilter(events.ResourcePKI),
-			events.ClusterFilter(events.ResourceComponent),
-			events.ClusterFilter(events.ResourceNodePool),
-			events.ClusterFilter(events.ResourceIgnition),
+			events.ResourceFilter(events.ResourceCluster),
+			events.ResourceFilter(events.ResourceInfra),
+			events.ResourceFilter(events.ResourcePKI),
+			events.ResourceFilter(events.ResourceComponent),
+			events.ResourceFilter(events.ResourceNodePool),
+			events.ResourceFilter(events.ResourceIgnition),
 		},
 		ListKeys: func(ctx context.Context) ([]string, error) { return d.clusters.Keys(ctx) },
 	}, reconcile.Func(d.Reconcile))

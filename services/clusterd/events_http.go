@@ -50,7 +50,7 @@ func (d *Daemon) streamEvents(w http.ResponseWriter, r *http.Request) error {
 		return notFound(name)
 	}
 	cfg := jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{events.EventPrefix + "." + name + ".>"},
+		FilterSubjects: []string{events.ClusterEventsFilter(name)},
 		DeliverPolicy:  jetstream.DeliverNewPolicy,
 	}
 	if s := r.URL.Query().Get("since"); s != "" {

@@ -172,7 +172,7 @@ func (d *Daemon) observe(ctx context.Context, name string) (observed, error) {
 	case !errors.Is(err, store.ErrNotFound):
 		return o, fmt.Errorf("read pki: %w", err)
 	}
-	pools, err := d.nodepools.List(ctx, name+".>")
+	pools, err := d.nodepools.List(ctx, api.ClusterPartsFilter(name))
 	if err != nil {
 		return o, fmt.Errorf("read node pools: %w", err)
 	}
@@ -185,7 +185,7 @@ func (d *Daemon) observe(ctx context.Context, name string) (observed, error) {
 			o.nodePoolWaits[e.Key] = cond.Message
 		}
 	}
-	if o.ignitionKeys, err = d.ignition.Keys(ctx, name, name+".>"); err != nil {
+	if o.ignitionKeys, err = d.ignition.Keys(ctx, name, api.ClusterPartsFilter(name)); err != nil {
 		return o, fmt.Errorf("read ignition keys: %w", err)
 	}
 	ign, _, err := d.ignition.Get(ctx, name)
@@ -195,7 +195,7 @@ func (d *Daemon) observe(ctx context.Context, name string) (observed, error) {
 	case !errors.Is(err, store.ErrNotFound):
 		return o, fmt.Errorf("read the ignition server: %w", err)
 	}
-	entries, err := d.components.List(ctx, name+".>")
+	entries, err := d.components.List(ctx, api.ClusterPartsFilter(name))
 	if err != nil {
 		return o, fmt.Errorf("read components: %w", err)
 	}

@@ -282,13 +282,13 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	c, err := rt.Controller(reconcile.Config{
 		Name: Name,
 		FilterSubjects: []string{
-			events.ClusterFilter(events.ResourceCluster),
-			events.ClusterFilter(events.ResourcePKI),
-			events.ClusterFilter(events.ResourceInfra),
+			events.ResourceFilter(events.ResourceCluster),
+			events.ResourceFilter(events.ResourcePKI),
+			events.ResourceFilter(events.ResourceInfra),
 			// A pool that starts or stops autoscaling starts or stops the autoscaler.
-			events.ClusterFilter(events.ResourceNodePool),
+			events.ResourceFilter(events.ResourceNodePool),
 			// Backups asked for through another replica's API.
-			events.ClusterFilter(events.ResourceBackup),
+			events.ResourceFilter(events.ResourceBackup),
 		},
 		ListKeys: d.listClusters,
 	}, reconcile.Func(d.reconcile))

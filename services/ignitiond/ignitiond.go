@@ -242,8 +242,8 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	d.controller, err = rt.Controller(reconcile.Config{
 		Name: Name,
 		FilterSubjects: []string{
-			events.ClusterFilter(events.ResourceCluster), events.ClusterFilter(events.ResourceInfra),
-			events.ClusterFilter(events.ResourcePKI), events.ClusterFilter(events.ResourceNodePool),
+			events.ResourceFilter(events.ResourceCluster), events.ResourceFilter(events.ResourceInfra),
+			events.ResourceFilter(events.ResourcePKI), events.ResourceFilter(events.ResourceNodePool),
 		},
 		Keys:     eventKeys,
 		ListKeys: d.listKeys,

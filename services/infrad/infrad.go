@@ -208,7 +208,7 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 
 	c, err := rt.Controller(reconcile.Config{
 		Name:           Name,
-		FilterSubjects: []string{events.ClusterFilter(events.ResourceCluster), events.ClusterFilter(events.ResourceComponent)},
+		FilterSubjects: []string{events.ResourceFilter(events.ResourceCluster), events.ResourceFilter(events.ResourceComponent)},
 		ListKeys:       d.listKeys,
 	}, reconcile.Func(d.reconcile))
 	if err != nil {

@@ -209,7 +209,7 @@ func (d *Daemon) release(ctx context.Context, cluster string, log *slog.Logger) 
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	keys, err := d.components.Keys(ctx, cluster+".>")
+	keys, err := d.components.Keys(ctx, api.ClusterPartsFilter(cluster))
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("list controlplane keys of %s: %w", cluster, err)
 	}

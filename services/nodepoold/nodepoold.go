@@ -196,11 +196,11 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	c, err := rt.Controller(reconcile.Config{
 		Name: Name,
 		FilterSubjects: []string{
-			events.ClusterFilter(events.ResourceCluster),
-			events.ClusterFilter(events.ResourceNodePool),
-			events.ClusterFilter(events.ResourceIgnition),
-			events.ClusterFilter(events.ResourceMachine),
-			events.ClusterFilter(events.ResourceComponent),
+			events.ResourceFilter(events.ResourceCluster),
+			events.ResourceFilter(events.ResourceNodePool),
+			events.ResourceFilter(events.ResourceIgnition),
+			events.ResourceFilter(events.ResourceMachine),
+			events.ResourceFilter(events.ResourceComponent),
 		},
 		Keys:     eventKeys,
 		ListKeys: d.listKeys,

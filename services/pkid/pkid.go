@@ -154,9 +154,9 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	c, err := rt.Controller(reconcile.Config{
 		Name: Name,
 		FilterSubjects: []string{
-			events.ClusterFilter(events.ResourceCluster),
-			events.ClusterFilter(events.ResourceInfra),
-			events.ClusterFilter(events.ResourceComponent),
+			events.ResourceFilter(events.ResourceCluster),
+			events.ResourceFilter(events.ResourceInfra),
+			events.ResourceFilter(events.ResourceComponent),
 		},
 		ListKeys: d.listKeys,
 	}, reconcile.Func(d.reconcile))

@@ -102,7 +102,7 @@ func (d *Daemon) reconcileDelete(ctx context.Context, log *slog.Logger, name str
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	left, err := d.controlplane.Keys(ctx, name+".>")
+	left, err := d.controlplane.Keys(ctx, api.ClusterPartsFilter(name))
 	if err != nil {
 		return reconcile.Result{}, err
 	}

@@ -26,7 +26,7 @@ import (
 func (p *Provider) LocalClusterController(rt *daemon.Runtime) (*reconcile.Controller, error) {
 	return rt.Controller(reconcile.Config{
 		Name:           p.owner + "-localcluster",
-		FilterSubjects: []string{events.ClusterFilter(events.ResourceCluster), events.ClusterFilter(events.ResourceInfra)},
+		FilterSubjects: []string{events.ResourceFilter(events.ResourceCluster), events.ResourceFilter(events.ResourceInfra)},
 		ListKeys:       p.localClusterKeys,
 	}, reconcile.Func(p.reconcileLocalCluster))
 }

@@ -58,7 +58,7 @@ func newHarness(t *testing.T) *harness {
 		tokens:    stack.Bucket[api.IgnitionTokens](st, bus.BucketIgnition),
 		nodepoold: bus.NewPublisher(ign.JS, "nodepoold"),
 	}
-	sub, err := ign.Conn.Subscribe(events.ClusterFilter(events.ResourceIgnition), h.events.record)
+	sub, err := ign.Conn.Subscribe(events.ResourceFilter(events.ResourceIgnition), h.events.record)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,7 +75,7 @@ func newHarness(t *testing.T) *harness {
 		infrad:       bus.NewPublisher(st.NATS.JS, "infrad"),
 		componentd:   bus.NewPublisher(st.NATS.JS, "componentd"),
 	}
-	sub, err := st.NATS.Conn.Subscribe(events.ClusterFilter(events.ResourcePKI), h.events.record)
+	sub, err := st.NATS.Conn.Subscribe(events.ResourceFilter(events.ResourcePKI), h.events.record)
 	if err != nil {
 		t.Fatal(err)
 	}
