@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/hostplane/hostplane/pkg/atomicfile"
 )
@@ -435,13 +436,14 @@ func removeCgroups(st hostState) error {
 // still exiting.
 func rmdirRetry(d string) error {
 	var err error
-	for range 50 {
-		if err = unix.Rmdir(d); err == nil || errors.Is(err, unix.ENOENT) {
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
+	if werr := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 5*time.Second, true,
+		func(context.Context) (bool, error) {
+			err = unix.Rmdir(d)
+			return err == nil || errors.Is(err, unix.ENOENT), nil
+		}); werr != nil {
+		return fmt.Errorf("rmdir %s: %w", d, err)
 	}
-	return fmt.Errorf("rmdir %s: %w", d, err)
+	return nil
 }
 
 // makeCgroupRoot creates /<root> in every hierarchy; a new cpuset needs cpus and mems.
