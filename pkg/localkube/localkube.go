@@ -338,6 +338,9 @@ func apiserverArgs(cfg Config, p ports, keys pki, etcdURL string) []string {
 		"--authorization-mode=Node,RBAC",
 		"--enable-bootstrap-token-auth=true",
 		"--allow-privileged=true",
+		// A Stop or Restart takes a second, not a kill after the stop timeout, while
+		// clients hold watches open.
+		kube.WatchTerminationGraceArg,
 		// Without this kube-apiserver defaults to /var/run/kubernetes, which it may not own.
 		"--cert-dir=" + keys.dir,
 	}

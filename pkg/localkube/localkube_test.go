@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -263,4 +264,53 @@ func TestStart_WithManagementControllers_CollectsOrphansAndRemovesNamespaces(t *
 		_, err := cs.CoreV1().Namespaces().Get(ctx, "tenant", metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	}, "the deleted namespace is still there: no namespace controller")
+}
+
+// lockedBuffer is an io.Writer safe for the supervisor's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestStop_KubeAPIServerWithWatchesOpenExitsAtSIGTERM: clients' watches do not keep a
+// stopping kube-apiserver alive until the supervisor kills it (kube.WatchTerminationGraceArg),
+// which is what a restart of the management apiserver, and every roll of a hosted one, waited.
+func TestStop_KubeAPIServerWithWatchesOpenExitsAtSIGTERM(t *testing.T) {
+	testenv.RequireBinaries(t, release.Latest(), release.Etcd, release.KubeAPIServer)
+	dir := t.TempDir()
+	var logs lockedBuffer
+	sup, err := process.NewSupervisor(filepath.Join(dir, "run"), slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := start(t, localkube.Config{Dir: dir, Supervisor: sup})
+	t.Cleanup(func() { _ = c.Stop(context.WithoutCancel(t.Context())) })
+	cs := clientset(t, c)
+	for range 3 {
+		w, err := cs.CoreV1().ConfigMaps("default").Watch(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+	}
+	begin := time.Now()
+	if err := c.APIServer().Stop(t.Context()); err != nil {
+		t.Fatalf("stop kube-apiserver: %v", err)
+	}
+	t.Logf("kube-apiserver with 3 watches open stopped in %s", time.Since(begin).Round(time.Millisecond))
+	if strings.Contains(logs.String(), "SIGKILL") {
+		t.Errorf("kube-apiserver had to be killed: its open watches kept it running after SIGTERM:\n%s", logs.String())
+	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/certs"
+	"github.com/hostplane/hostplane/pkg/kube"
 	"github.com/hostplane/hostplane/pkg/release"
 )
 
@@ -277,6 +278,9 @@ func TestRender_KubeAPIServerKeepsServingAfterSIGTERMThenStopsWithinSeconds(t *t
 		ps := podTemplates(t, mustRender(t, in))[api.ComponentKubeAPIServer].Spec
 		if !slices.Contains(ps.Containers[0].Args, "--shutdown-delay-duration=3s") {
 			t.Errorf("%s: kube-apiserver has no --shutdown-delay-duration=3s", policy)
+		}
+		if !slices.Contains(ps.Containers[0].Args, kube.WatchTerminationGraceArg) {
+			t.Errorf("%s: kube-apiserver has no %s: open watches keep it running until it is killed", policy, kube.WatchTerminationGraceArg)
 		}
 		if g := ps.TerminationGracePeriodSeconds; g == nil || *g <= 3 || *g > 15 {
 			t.Errorf("%s: kube-apiserver terminationGracePeriodSeconds %s, want more than the 3 s delay and at most 15 s", policy, grace(g))

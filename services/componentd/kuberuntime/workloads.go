@@ -11,6 +11,7 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/kube"
 	"github.com/hostplane/hostplane/pkg/release"
 )
 
@@ -139,12 +140,12 @@ func (in *Inputs) etcd() workload {
 // the Service): after SIGTERM it fails /readyz but keeps serving for apiServerShutdownDelay
 // (--shutdown-delay-duration), while its endpoint leaves the Service's ready endpoints and the
 // cluster DNS stops naming it, so clients reconnect elsewhere; then it stops listening,
-// drains its requests and is killed at apiServerGracePeriod. It does not exit
-// by itself while long-running requests (watches) are open, so the grace period is what every
-// replaced pod costs a rolling update: under HighlyAvailable the replacement cannot be
-// scheduled anywhere until the old pod is gone (required anti-affinity, 3 nodes, 2 replicas
-// and a surge pod), and with 60 s each replica of an upgrade or a certificate renewal waited
-// a minute.
+// drains its requests, closes its watches after a second (kube.WatchTerminationGraceArg) and exits (without
+// that flag it waited for the watches, which never end by themselves, until it was killed at
+// apiServerGracePeriod). How long the old pod takes to go is what every replaced pod costs a
+// rolling update: under HighlyAvailable the replacement cannot be scheduled anywhere until
+// the old pod is gone (required anti-affinity, 3 nodes, 2 replicas and a surge pod), and with
+// the default 60 s grace each replica of an upgrade or a certificate renewal waited a minute.
 const (
 	apiServerShutdownDelay = 3 * time.Second
 	apiServerGracePeriod   = 10 // seconds: the delay, then the drain
@@ -195,6 +196,7 @@ func (in *Inputs) kubeAPIServer() workload {
 			"--profiling=false",
 			"--cert-dir=/var/run/kubernetes",
 			"--shutdown-delay-duration=" + apiServerShutdownDelay.String(),
+			kube.WatchTerminationGraceArg,
 		},
 		env:   []*corev1ac.EnvVarApplyConfiguration{envFromField("POD_IP", "status.podIP")},
 		ports: []*corev1ac.ContainerPortApplyConfiguration{containerPort("https", APIServerPort)},

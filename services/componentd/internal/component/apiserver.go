@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/kube"
 	"github.com/hostplane/hostplane/pkg/process"
 	"github.com/hostplane/hostplane/services/componentd/internal/audit"
 )
@@ -32,8 +33,9 @@ func kubeAPIServer() *Component {
 		MayUse: []string{FileEncryptionConfig},
 		single: 1, ha: 2,
 		// After SIGTERM kube-apiserver fails /readyz and (HighlyAvailable) keeps serving for
-		// ShutdownDelay while infrad's load balancer drains it, then stops listening and may
-		// wait a long time for long-running requests to end; nothing of value happens then.
+		// ShutdownDelay while infrad's load balancer drains it, then stops listening and
+		// exits once its requests are done and its watches closed (kube.WatchTerminationGraceArg);
+		// this bounds the rest.
 		StopTimeout: ShutdownDelay + 5*time.Second,
 		args:        apiServerArgs,
 		probe:       apiServerProbe,
@@ -99,6 +101,9 @@ func apiServerArgs(in *Inputs, n int) ([]string, error) {
 		"--enable-bootstrap-token-auth=true",
 		"--allow-privileged=true",
 		"--profiling=false",
+		// Exit soon after SIGTERM although clients hold watches open: a stop no longer
+		// waits out StopTimeout and a kill (kube.WatchTerminationGraceArg).
+		kube.WatchTerminationGraceArg,
 		// Without it kube-apiserver defaults to /var/run/kubernetes, which it may not own.
 		"--cert-dir=" + filepath.Join(in.Dir, APIServerCertDir(n)),
 	}
