@@ -1,14 +1,12 @@
 package httpapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/go-chi/chi/v5"
@@ -16,27 +14,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hostplane/hostplane/pkg/observe"
+	"github.com/hostplane/hostplane/pkg/testenv"
 )
 
-// syncBuffer is a bytes.Buffer the server's goroutines and the test can share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
+// syncBuffer is the server's log, shared by its goroutines and the test.
+type syncBuffer struct{ testenv.SyncBuffer }
 
 // records returns the JSON log records written so far.
 func (b *syncBuffer) records(t *testing.T) []map[string]any {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var out []map[string]any
-	for line := range strings.SplitSeq(strings.TrimSpace(b.buf.String()), "\n") {
+	for line := range strings.SplitSeq(strings.TrimSpace(b.String()), "\n") {
 		if line == "" {
 			continue
 		}

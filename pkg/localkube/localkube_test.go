@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -266,31 +265,13 @@ func TestStart_WithManagementControllers_CollectsOrphansAndRemovesNamespaces(t *
 	}, "the deleted namespace is still there: no namespace controller")
 }
 
-// lockedBuffer is an io.Writer safe for the supervisor's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestStop_KubeAPIServerWithWatchesOpenExitsAtSIGTERM: clients' watches do not keep a
 // stopping kube-apiserver alive until the supervisor kills it (kube.WatchTerminationGraceArg),
 // which is what a restart of the management apiserver, and every roll of a hosted one, waited.
 func TestStop_KubeAPIServerWithWatchesOpenExitsAtSIGTERM(t *testing.T) {
 	testenv.RequireBinaries(t, release.Latest(), release.Etcd, release.KubeAPIServer)
 	dir := t.TempDir()
-	var logs lockedBuffer
+	var logs testenv.SyncBuffer
 	sup, err := process.NewSupervisor(filepath.Join(dir, "run"), slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		t.Fatal(err)
