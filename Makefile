@@ -130,12 +130,16 @@ lint: ## gofmt, go vet, and every module tidy and building alone with the import
 	@out=$$(gofmt -l $(MODULES) tools); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	@tools/modules.sh check
-	@$(MAKE) -s generate && git diff --exit-code --stat -- services/infrad/provider/zz_generated.deepcopy.go || \
+	@$(MAKE) -s generate && git diff --exit-code --stat -- $(GENERATED) || \
 	  { echo "generated code is stale: run make generate and commit the result"; exit 1; }
 
+# Generated code: controller-gen's DeepCopy of the Go types of Hostplane's own kinds.
+GENERATED := services/infrad/provider/zz_generated.deepcopy.go services/clusterd/controlplane/zz_generated.deepcopy.go
+
 .PHONY: generate
-generate: ## regenerate generated code (controller-gen DeepCopy of infrad's provider types, services/infrad/provider)
+generate: ## regenerate generated code (controller-gen DeepCopy of infrad's provider types and clusterd's HostedControlPlane)
 	cd services/infrad && GOWORK=off GOFLAGS=-mod=mod $(GO) generate ./...
+	cd services/clusterd && GOWORK=off GOFLAGS=-mod=mod $(GO) generate ./controlplane/...
 
 .PHONY: modules
 modules: ## after changing imports: rewrite each module's sibling replaces and tidy every module

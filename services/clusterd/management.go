@@ -11,27 +11,25 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/kube"
+	"github.com/hostplane/hostplane/services/clusterd/controlplane"
 )
 
-// Cluster API names clusterd writes in the management cluster (docs/nodepool-flow.md).
+// Names clusterd puts on the objects it writes in the management cluster
+// (docs/nodepool-flow.md).
 const (
-	// LabelClusterName is Cluster API's cluster label.
-	LabelClusterName = "cluster.x-k8s.io/cluster-name"
-	// KindHostedControlPlane is the Cluster's controlPlaneRef kind (group
-	// api.ControlPlaneGroup); on the local platform its infrastructureRef is an
-	// api.KindLocalCluster (written by infrad).
-	KindHostedControlPlane = "HostedControlPlane"
 	// KubeconfigSecretType is the type of the Secret Cluster API reads the kubeconfig from.
 	KubeconfigSecretType = "cluster.x-k8s.io/secret"
 	// KubeconfigSecretKey is the key of the kubeconfig in that Secret.
@@ -40,21 +38,15 @@ const (
 	AnnotationPKISerial = "hostplane.dev/pki-serial"
 )
 
-// Resources of the management cluster clusterd writes.
-var (
-	ClusterResource            = schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: "v1beta2", Resource: "clusters"}
-	HostedControlPlaneResource = schema.GroupVersionResource{Group: api.ControlPlaneGroup, Version: api.ControlPlaneVersion, Resource: "hostedcontrolplanes"}
-)
-
 // reapplyAfter is how long an unchanged set of objects is trusted before it is applied
 // again (repairing changes made behind clusterd's back).
 const reapplyAfter = 5 * time.Minute
 
 // management writes the Cluster API side of every cluster into the management cluster:
-// the namespace, the kubeconfig Secret, the HostedControlPlane and the Cluster.
+// the namespace, the kubeconfig Secret, the HostedControlPlane and the Cluster, all with
+// server-side apply as field manager clusterd, through one controller-runtime client.
 type management struct {
-	cs  kubernetes.Interface
-	dyn dynamic.Interface
+	client client.Client
 
 	mu      sync.Mutex
 	applied map[string]appliedState // by cluster
@@ -75,15 +67,17 @@ func newManagement(path string) (*management, *rest.Config, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("management kubeconfig %s: %w", path, err)
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, nil, err
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, controlplane.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, nil, err
+		}
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("management client: %w", err)
 	}
-	return &management{cs: cs, dyn: dyn, applied: map[string]appliedState{}}, cfg, nil
+	return &management{client: c, applied: map[string]appliedState{}}, cfg, nil
 }
 
 // capiInputs is everything the management objects of one cluster are rendered from.
@@ -97,62 +91,54 @@ type capiInputs struct {
 	serial     string
 }
 
-// endpoint is the control-plane endpoint once infrad has allocated it.
-func (in capiInputs) endpoint() map[string]any {
+// endpoint is the control-plane endpoint once infrad has allocated it (zero until then).
+func (in capiInputs) endpoint() clusterv1.APIEndpoint {
 	if in.infra == nil || !in.infra.Ready || in.infra.Endpoint.Host == "" {
-		return nil
+		return clusterv1.APIEndpoint{}
 	}
-	return map[string]any{"host": in.infra.Endpoint.Host, "port": int64(in.infra.Endpoint.Port)}
+	return clusterv1.APIEndpoint{Host: in.infra.Endpoint.Host, Port: int32(in.infra.Endpoint.Port)}
 }
 
 // labels are the labels of every management object of cluster.
 func labels(cluster string) map[string]string {
-	return map[string]string{api.LabelOwner: Name, api.LabelCluster: cluster, LabelClusterName: cluster}
+	return map[string]string{api.LabelOwner: Name, api.LabelCluster: cluster, clusterv1.ClusterNameLabel: cluster}
 }
 
-func newObject(gvr schema.GroupVersionResource, kind, cluster string) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetAPIVersion(gvr.GroupVersion().String())
-	u.SetKind(kind)
-	u.SetNamespace(api.ControlPlaneNamespace(cluster))
-	u.SetName(cluster)
-	u.SetLabels(labels(cluster))
-	return u
+// objectMeta names cluster's object in its control-plane namespace, with labels (nil: none).
+func objectMeta(cluster string, labels map[string]string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: api.ControlPlaneNamespace(cluster), Name: cluster, Labels: labels}
 }
 
 // renderHostedControlPlane returns the HostedControlPlane's spec object and status object.
-func renderHostedControlPlane(in capiInputs) (spec, status *unstructured.Unstructured) {
+func renderHostedControlPlane(in capiInputs) (spec, status *controlplane.HostedControlPlane) {
 	c := in.cluster
-	spec = newObject(HostedControlPlaneResource, KindHostedControlPlane, c.Name)
-	s := map[string]any{"version": "v" + c.Spec.Release.Version}
-	if ep := in.endpoint(); ep != nil {
-		s["controlPlaneEndpoint"] = ep
-	}
+	kind := metav1.TypeMeta{APIVersion: controlplane.GroupVersion.String(), Kind: controlplane.KindHostedControlPlane}
+	spec = &controlplane.HostedControlPlane{TypeMeta: kind, ObjectMeta: objectMeta(c.Name, labels(c.Name)),
+		Spec: controlplane.HostedControlPlaneSpec{Version: "v" + c.Spec.Release.Version, ControlPlaneEndpoint: in.endpoint()}}
 	if in.apiServer != nil {
-		s["replicas"] = int64(in.apiServer.Spec.Replicas)
+		spec.Spec.Replicas = ptr.To(int32(in.apiServer.Spec.Replicas))
 	}
-	spec.Object["spec"] = s
 
-	status = newObject(HostedControlPlaneResource, KindHostedControlPlane, c.Name)
-	status.SetLabels(nil)
-	st := map[string]any{"externalManagedControlPlane": true}
+	status = &controlplane.HostedControlPlane{TypeMeta: kind, ObjectMeta: objectMeta(c.Name, nil)}
+	st := &status.Status
+	st.ExternalManagedControlPlane = ptr.To(true)
 	if controlPlaneInitialized(c) {
-		st["initialization"] = map[string]any{"controlPlaneInitialized": true}
+		st.Initialization.ControlPlaneInitialized = ptr.To(true)
 	}
 	if v := completedVersion(c); v != "" {
-		st["version"] = "v" + v
+		st.Version = "v" + v
 	}
 	if a := in.apiServer; a != nil {
-		upToDate := 0
+		var upToDate int32
 		for _, r := range a.Status.Replicas {
 			if r.ConfigHash == a.Spec.ConfigHash {
 				upToDate++
 			}
 		}
-		st["replicas"] = int64(len(a.Status.Replicas))
-		st["readyReplicas"] = int64(a.Status.ReadyReplicas)
-		st["availableReplicas"] = int64(a.Status.ReadyReplicas)
-		st["upToDateReplicas"] = int64(upToDate)
+		st.Replicas = ptr.To(int32(len(a.Status.Replicas)))
+		st.ReadyReplicas = ptr.To(int32(a.Status.ReadyReplicas))
+		st.AvailableReplicas = ptr.To(int32(a.Status.ReadyReplicas))
+		st.UpToDateReplicas = ptr.To(upToDate)
 	}
 	if cond, ok := c.Status.Conditions.Get(api.ConditionAvailable); ok {
 		msg := cond.Message
@@ -161,15 +147,14 @@ func renderHostedControlPlane(in capiInputs) (spec, status *unstructured.Unstruc
 			// the message reaches the Cluster's Available summary (clusterctl describe cluster).
 			msg = ""
 		}
-		st["conditions"] = []any{map[string]any{
-			"type":               api.ConditionAvailable,
-			"status":             string(cond.Status),
-			"reason":             cond.Reason,
-			"message":            msg,
-			"lastTransitionTime": cond.LastTransitionTime.UTC().Format(time.RFC3339),
+		st.Conditions = []metav1.Condition{{
+			Type:               api.ConditionAvailable,
+			Status:             metav1.ConditionStatus(cond.Status),
+			Reason:             cond.Reason,
+			Message:            msg,
+			LastTransitionTime: metav1.NewTime(cond.LastTransitionTime),
 		}}
 	}
-	status.Object["status"] = st
 	return spec, status
 }
 
@@ -193,26 +178,28 @@ func completedVersion(c *api.Cluster) string {
 }
 
 // renderCluster returns the Cluster API Cluster.
-func renderCluster(in capiInputs) *unstructured.Unstructured {
+func renderCluster(in capiInputs) *clusterv1.Cluster {
 	c := in.cluster
-	u := newObject(ClusterResource, "Cluster", c.Name)
-	pods := cmpOr(c.Spec.Networking.PodCIDR, api.DefaultPodCIDR)
-	services := cmpOr(c.Spec.Networking.ServiceCIDR, api.DefaultServiceCIDR)
-	spec := map[string]any{
-		"controlPlaneRef": map[string]any{"apiGroup": api.ControlPlaneGroup, "kind": KindHostedControlPlane, "name": c.Name},
-		"clusterNetwork": map[string]any{
-			"pods":     map[string]any{"cidrBlocks": []any{pods}},
-			"services": map[string]any{"cidrBlocks": []any{services}},
+	cl := &clusterv1.Cluster{
+		TypeMeta:   metav1.TypeMeta{APIVersion: clusterv1.GroupVersion.String(), Kind: clusterv1.ClusterKind},
+		ObjectMeta: objectMeta(c.Name, labels(c.Name)),
+		Spec: clusterv1.ClusterSpec{
+			ControlPlaneRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: api.ControlPlaneGroup, Kind: controlplane.KindHostedControlPlane, Name: c.Name,
+			},
+			ClusterNetwork: clusterv1.ClusterNetwork{
+				Pods:     clusterv1.NetworkRanges{CIDRBlocks: []string{cmpOr(c.Spec.Networking.PodCIDR, api.DefaultPodCIDR)}},
+				Services: clusterv1.NetworkRanges{CIDRBlocks: []string{cmpOr(c.Spec.Networking.ServiceCIDR, api.DefaultServiceCIDR)}},
+			},
+			ControlPlaneEndpoint: in.endpoint(),
 		},
 	}
 	if c.Spec.Platform.Type == api.PlatformLocal {
-		spec["infrastructureRef"] = map[string]any{"apiGroup": api.InfrastructureGroup, "kind": api.KindLocalCluster, "name": c.Name}
+		cl.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{
+			APIGroup: api.InfrastructureGroup, Kind: api.KindLocalCluster, Name: c.Name,
+		}
 	}
-	if ep := in.endpoint(); ep != nil {
-		spec["controlPlaneEndpoint"] = ep
-	}
-	u.Object["spec"] = spec
-	return u
+	return cl
 }
 
 func cmpOr(v, def string) string {
@@ -238,7 +225,7 @@ func (m *management) apply(ctx context.Context, in capiInputs) error {
 	name := in.cluster.Name
 	hcpSpec, hcpStatus := renderHostedControlPlane(in)
 	cl := renderCluster(in)
-	hash, err := hashOf(hcpSpec.Object, hcpStatus.Object, cl.Object, in.serial, in.kubeconfig)
+	hash, err := hashOf(hcpSpec, hcpStatus, cl, in.serial, in.kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -252,20 +239,20 @@ func (m *management) apply(ctx context.Context, in capiInputs) error {
 	if err := m.applyNamespace(ctx, name); err != nil {
 		return err
 	}
-	opts := metav1.ApplyOptions{FieldManager: Name, Force: true}
 	if in.kubeconfig != nil {
-		if _, err := m.cs.CoreV1().Secrets(api.ControlPlaneNamespace(name)).Apply(ctx, kubeconfigSecret(in), opts); err != nil {
+		if err := m.client.Apply(ctx, kubeconfigSecret(in), client.FieldOwner(Name), client.ForceOwnership); err != nil {
 			return fmt.Errorf("apply Secret %s: %w", api.KubeconfigSecretName(name), err)
 		}
 	}
-	hcp := m.dyn.Resource(HostedControlPlaneResource).Namespace(api.ControlPlaneNamespace(name))
-	if _, err := hcp.Apply(ctx, name, hcpSpec, opts); err != nil {
+	// Cluster API's types and ours have no apply configurations: they go as an apply patch,
+	// whose body is their JSON: only the fields renderHostedControlPlane and renderCluster set.
+	if err := m.client.Patch(ctx, hcpSpec, client.Apply, client.FieldOwner(Name), client.ForceOwnership); err != nil {
 		return fmt.Errorf("apply HostedControlPlane %s: %w", name, err)
 	}
-	if _, err := hcp.ApplyStatus(ctx, name, hcpStatus, opts); err != nil {
+	if err := m.client.Status().Patch(ctx, hcpStatus, client.Apply, client.FieldOwner(Name), client.ForceOwnership); err != nil {
 		return fmt.Errorf("apply the status of HostedControlPlane %s: %w", name, err)
 	}
-	if _, err := m.dyn.Resource(ClusterResource).Namespace(api.ControlPlaneNamespace(name)).Apply(ctx, name, cl, opts); err != nil {
+	if err := m.client.Patch(ctx, cl, client.Apply, client.FieldOwner(Name), client.ForceOwnership); err != nil {
 		return fmt.Errorf("apply Cluster %s (are Cluster API's CRDs installed? nodepoold installs them): %w", name, err)
 	}
 	m.mu.Lock()
@@ -277,17 +264,20 @@ func (m *management) apply(ctx context.Context, in capiInputs) error {
 // applyNamespace applies the cluster's namespace. componentd's kubernetes runtime and infrad
 // write it too: a label another writer owns is left to it (no forced apply).
 func (m *management) applyNamespace(ctx context.Context, cluster string) error {
-	ns := api.ControlPlaneNamespace(cluster)
-	obj, err := m.cs.CoreV1().Namespaces().Apply(ctx, corev1ac.Namespace(ns).WithLabels(labels(cluster)),
-		metav1.ApplyOptions{FieldManager: Name})
+	name := api.ControlPlaneNamespace(cluster)
+	ns := corev1ac.Namespace(name).WithLabels(labels(cluster))
+	err := m.client.Apply(ctx, ns, client.FieldOwner(Name))
+	deleting := ns.DeletionTimestamp != nil
 	if apierrors.IsConflict(err) {
-		obj, err = m.cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		var cur corev1.Namespace
+		err = m.client.Get(ctx, client.ObjectKey{Name: name}, &cur)
+		deleting = cur.DeletionTimestamp != nil
 	}
 	if err != nil {
-		return fmt.Errorf("apply namespace %s: %w", ns, err)
+		return fmt.Errorf("apply namespace %s: %w", name, err)
 	}
-	if obj.DeletionTimestamp != nil {
-		return fmt.Errorf("%w: %s", ErrNamespaceTerminating, ns)
+	if deleting {
+		return fmt.Errorf("%w: %s", ErrNamespaceTerminating, name)
 	}
 	return nil
 }
@@ -298,34 +288,34 @@ func (m *management) applyNamespace(ctx context.Context, cluster string) error {
 func (m *management) teardown(ctx context.Context, cluster string) (string, error) {
 	ns := api.ControlPlaneNamespace(cluster)
 	m.forget(cluster)
-	clusters := m.dyn.Resource(ClusterResource).Namespace(ns)
-	cl, err := clusters.Get(ctx, cluster, metav1.GetOptions{})
+	var cl clusterv1.Cluster
+	err := m.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster}, &cl)
 	switch {
 	case err == nil:
-		if cl.GetDeletionTimestamp() == nil {
-			if err := clusters.Delete(ctx, cluster, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		if cl.DeletionTimestamp == nil {
+			if err := m.client.Delete(ctx, &cl); err != nil && !kube.IsNotFound(err) {
 				return "", fmt.Errorf("delete Cluster %s/%s: %w", ns, cluster, err)
 			}
 		}
 		msg := fmt.Sprintf("waiting for Cluster API to delete the Cluster %s/%s", ns, cluster)
-		if f := cl.GetFinalizers(); len(f) > 0 {
+		if f := cl.Finalizers; len(f) > 0 {
 			msg += " (finalizers " + strings.Join(f, ", ") + ")"
 		}
 		return msg, nil
-	case !apierrors.IsNotFound(err): // the CRD missing is NotFound too: nothing to delete
+	case !kube.IsNotFound(err): // no Cluster CRD: nothing to delete
 		return "", fmt.Errorf("read Cluster %s/%s: %w", ns, cluster, err)
 	}
-	hcps := m.dyn.Resource(HostedControlPlaneResource).Namespace(ns)
-	if err := hcps.Delete(ctx, cluster, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	hcp := &controlplane.HostedControlPlane{ObjectMeta: objectMeta(cluster, nil)}
+	if err := m.client.Delete(ctx, hcp); err != nil && !kube.IsNotFound(err) {
 		return "", fmt.Errorf("delete HostedControlPlane %s/%s: %w", ns, cluster, err)
 	}
-	secret := api.KubeconfigSecretName(cluster)
-	if err := m.cs.CoreV1().Secrets(ns).Delete(ctx, secret, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		return "", fmt.Errorf("delete Secret %s/%s: %w", ns, secret, err)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: api.KubeconfigSecretName(cluster)}}
+	if err := m.client.Delete(ctx, secret); err != nil && !kube.IsNotFound(err) {
+		return "", fmt.Errorf("delete Secret %s/%s: %w", ns, secret.Name, err)
 	}
-	if _, err := hcps.Get(ctx, cluster, metav1.GetOptions{}); err == nil {
+	if err := m.client.Get(ctx, client.ObjectKeyFromObject(hcp), hcp); err == nil {
 		return fmt.Sprintf("waiting for the HostedControlPlane %s/%s to be deleted", ns, cluster), nil
-	} else if !apierrors.IsNotFound(err) {
+	} else if !kube.IsNotFound(err) {
 		return "", fmt.Errorf("read HostedControlPlane %s/%s: %w", ns, cluster, err)
 	}
 	return "", nil
@@ -334,10 +324,9 @@ func (m *management) teardown(ctx context.Context, cluster string) (string, erro
 // deleteNamespace deletes the cluster's namespace once nothing of the cluster is left; it
 // does not wait for the management cluster's namespace controller to empty it.
 func (m *management) deleteNamespace(ctx context.Context, cluster string) error {
-	ns := api.ControlPlaneNamespace(cluster)
-	err := m.cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete namespace %s: %w", ns, err)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: api.ControlPlaneNamespace(cluster)}}
+	if err := m.client.Delete(ctx, ns); err != nil && !kube.IsNotFound(err) {
+		return fmt.Errorf("delete namespace %s: %w", ns.Name, err)
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/bus"
@@ -24,6 +25,14 @@ import (
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/store"
 	"github.com/hostplane/hostplane/pkg/testenv"
+	"github.com/hostplane/hostplane/services/clusterd/controlplane"
+)
+
+// The management objects, read back unstructured: the test sees the JSON the apiserver
+// stored, not clusterd's Go types.
+var (
+	clusterResource            = clusterv1.GroupVersion.WithResource("clusters")
+	hostedControlPlaneResource = controlplane.GroupVersion.WithResource("hostedcontrolplanes")
 )
 
 // mgmtEnv is clusterd with a real management kube-apiserver holding Cluster API's CRDs,
@@ -90,7 +99,7 @@ func field(u *unstructured.Unstructured, path ...string) any {
 
 func checkLabels(t *testing.T, what string, got map[string]string, cluster string) {
 	t.Helper()
-	for k, v := range map[string]string{api.LabelOwner: Name, api.LabelCluster: cluster, LabelClusterName: cluster} {
+	for k, v := range map[string]string{api.LabelOwner: Name, api.LabelCluster: cluster, clusterv1.ClusterNameLabel: cluster} {
 		if got[k] != v {
 			t.Errorf("%s: label %s=%q, want %q (labels %v)", what, k, got[k], v, got)
 		}
@@ -114,7 +123,7 @@ func TestManagement_WritesClusterAPIObjectsAndDeletesThemOnceTheNodePoolsAreGone
 
 	var hcp, cl *unstructured.Unstructured
 	testenv.Eventually(t, 30*time.Second, func() bool {
-		hcp, cl = m.object(HostedControlPlaneResource, name), m.object(ClusterResource, name)
+		hcp, cl = m.object(hostedControlPlaneResource, name), m.object(clusterResource, name)
 		return hcp != nil && cl != nil && field(hcp, "status", "version") == "v1.34.4" && m.secret(name) != nil &&
 			field(hcp, "spec", "controlPlaneEndpoint", "port") != nil && field(cl, "spec", "controlPlaneEndpoint") != nil
 	}, "HostedControlPlane, Cluster and kubeconfig Secret written")
@@ -160,7 +169,7 @@ func TestManagement_WritesClusterAPIObjectsAndDeletesThemOnceTheNodePoolsAreGone
 
 	checkLabels(t, "Cluster", cl.GetLabels(), name)
 	for path, want := range map[string]any{
-		"spec.controlPlaneRef":                    map[string]any{"apiGroup": api.ControlPlaneGroup, "kind": KindHostedControlPlane, "name": name},
+		"spec.controlPlaneRef":                    map[string]any{"apiGroup": api.ControlPlaneGroup, "kind": controlplane.KindHostedControlPlane, "name": name},
 		"spec.infrastructureRef":                  map[string]any{"apiGroup": api.InfrastructureGroup, "kind": api.KindLocalCluster, "name": name},
 		"spec.clusterNetwork.pods.cidrBlocks":     []any{api.DefaultPodCIDR},
 		"spec.clusterNetwork.services.cidrBlocks": []any{api.DefaultServiceCIDR},
@@ -202,20 +211,20 @@ func TestManagement_WritesClusterAPIObjectsAndDeletesThemOnceTheNodePoolsAreGone
 		t.Fatalf("delete: %d %s", status, body)
 	}
 	m.waitCondition(name, api.ConditionDeleting, api.ConditionTrue, "waiting for 1 node pool to be deleted (workers); waiting for ignitiond to remove 2 ignition records")
-	if cl := m.object(ClusterResource, name); cl == nil || cl.GetDeletionTimestamp() != nil {
+	if cl := m.object(clusterResource, name); cl == nil || cl.GetDeletionTimestamp() != nil {
 		t.Fatalf("the Cluster was deleted while a node pool was left: %v", cl)
 	}
 
 	m.remove(events.ResourceNodePool, name, poolKey, m.nodepools)
 	m.waitCondition(name, api.ConditionDeleting, api.ConditionTrue, "waiting for ignitiond to remove 2 ignition records")
-	if m.object(ClusterResource, name) == nil {
+	if m.object(clusterResource, name) == nil {
 		t.Fatal("the Cluster was deleted while ignition records were left")
 	}
 	m.remove(events.ResourceIgnition, name, poolKey, m.ignition)
 	m.remove(events.ResourceIgnition, name, name, m.ignition)
 
 	testenv.Eventually(t, 30*time.Second, func() bool {
-		return m.object(ClusterResource, name) == nil && m.object(HostedControlPlaneResource, name) == nil && m.secret(name) == nil
+		return m.object(clusterResource, name) == nil && m.object(hostedControlPlaneResource, name) == nil && m.secret(name) == nil
 	}, "Cluster, HostedControlPlane and kubeconfig Secret deleted")
 	if m.get(name) == nil {
 		t.Fatal("the cluster went before infrad, pkid and componentd released it")

@@ -11,20 +11,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	certlisters "k8s.io/client-go/listers/certificates/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/guest"
+	"github.com/hostplane/hostplane/pkg/kube"
 )
-
-// MachineResource is Cluster API's Machine, read from the management cluster.
-var MachineResource = schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: "v1beta2", Resource: "machines"}
 
 const (
 	// csrResync re-examines every CSR of a guest cluster that often, so a pending CSR whose
@@ -45,7 +43,7 @@ const (
 type approver struct {
 	log      *slog.Logger
 	clients  *guest.Clients
-	machines dynamic.NamespaceableResourceInterface
+	machines client.Reader // Cluster API's Machines in the management cluster
 	metrics  *metrics
 
 	ctx    context.Context // parent of every watcher; cancelled when Start returns
@@ -55,10 +53,10 @@ type approver struct {
 	watchers map[string]*csrWatcher // by cluster
 }
 
-func newApprover(log *slog.Logger, clients *guest.Clients, mgmt dynamic.Interface, m *metrics) *approver {
+func newApprover(log *slog.Logger, clients *guest.Clients, machines client.Reader, m *metrics) *approver {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &approver{
-		log: log, clients: clients, machines: mgmt.Resource(MachineResource), metrics: m,
+		log: log, clients: clients, machines: machines, metrics: m,
 		ctx: ctx, cancel: cancel, watchers: map[string]*csrWatcher{},
 	}
 }
@@ -320,12 +318,13 @@ func (a *approver) machine(ctx context.Context, cluster, name string) (*machineF
 	ctx, cancel := context.WithTimeout(ctx, machineLookupTimeout)
 	defer cancel()
 	ns := api.ControlPlaneNamespace(cluster)
-	u, err := a.machines.Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	var m clusterv1.Machine
+	err := a.machines.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &m)
 	switch {
-	case apierrors.IsNotFound(err):
+	case kube.IsNotFound(err): // no such Machine, or no Machine CRD yet
 		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("read Machine %s/%s: %w", ns, name, err)
 	}
-	return &machineFacts{Namespace: ns, Name: name, Labels: u.GetLabels(), Annotations: u.GetAnnotations(), Deleting: u.GetDeletionTimestamp() != nil}, nil
+	return &machineFacts{Namespace: ns, Name: name, Labels: m.Labels, Annotations: m.Annotations, Deleting: m.DeletionTimestamp != nil}, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/hostplane/hostplane/pkg/api"
 )
@@ -35,7 +36,7 @@ const ApprovalReason = "HostplaneMachineMatched"
 // Names a kubelet client CSR is judged by.
 const (
 	// LabelClusterName is Cluster API's cluster label, which every Machine carries.
-	LabelClusterName = "cluster.x-k8s.io/cluster-name"
+	LabelClusterName = clusterv1.ClusterNameLabel
 	nodeUserPrefix   = "system:node:"
 	nodesGroup       = "system:nodes"
 	bootstrapPrefix  = "system:bootstrap:"

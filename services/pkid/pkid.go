@@ -9,7 +9,9 @@ import (
 	"strconv"
 	"time"
 
-	"k8s.io/client-go/dynamic"
+	"k8s.io/apimachinery/pkg/runtime"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/bus"
@@ -177,8 +179,9 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	return append(runnables, d.approver), nil
 }
 
-// managementClient is a dynamic client of the management cluster of kubeconfig file path.
-func managementClient(path string) (dynamic.Interface, error) {
+// managementClient reads Cluster API's Machines from the management cluster of kubeconfig
+// file path.
+func managementClient(path string) (client.Reader, error) {
 	kc, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read the management kubeconfig: %w", err)
@@ -187,7 +190,11 @@ func managementClient(path string) (dynamic.Interface, error) {
 	if err != nil {
 		return nil, fmt.Errorf("management kubeconfig %s: %w", path, err)
 	}
-	return dynamic.NewForConfig(cfg)
+	scheme := runtime.NewScheme()
+	if err := clusterv1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	return client.New(cfg, client.Options{Scheme: scheme})
 }
 
 // listKeys is every cluster pkid may have work for: the clusters (issuance) and its own

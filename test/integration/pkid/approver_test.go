@@ -18,10 +18,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/dynamic"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/crd"
@@ -49,7 +51,7 @@ type guestEnv struct {
 	h        *harness
 	pkid     *pkidProc
 	cluster  string
-	machines dynamic.ResourceInterface // Machines of the cluster's control-plane namespace
+	mgmt     client.Client // the management cluster, where the test writes Machines
 	admin    *kubernetes.Clientset
 	guestCfg *rest.Config // the admin config: the guest's URL and CA
 	signerCA *x509.CertPool
@@ -71,7 +73,11 @@ func startGuest(t *testing.T, cluster string) *guestEnv {
 	if _, err := mgmtCS.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	dyn, err := dynamic.NewForConfig(mgmt.RESTConfig)
+	scheme := runtime.NewScheme()
+	if err := clusterv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	mgmtClient, err := client.New(mgmt.RESTConfig, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +108,7 @@ func startGuest(t *testing.T, cluster string) *guestEnv {
 	}
 	signerCA := x509.NewCertPool()
 	signerCA.AppendCertsFromPEM(bundle.Certs[api.CertKubeletSigner].CertPEM)
-	g := &guestEnv{t: t, h: h, pkid: p, cluster: cluster, machines: dyn.Resource(pkid.MachineResource).Namespace(ns),
+	g := &guestEnv{t: t, h: h, pkid: p, cluster: cluster, mgmt: mgmtClient,
 		admin: gc.Clientset, guestCfg: gc.RESTConfig, signerCA: signerCA}
 	g.bootstrapToken("a")
 	return g
@@ -189,25 +195,21 @@ func mustClientset(t *testing.T, cfg *rest.Config) *kubernetes.Clientset {
 // addMachine writes a Cluster API Machine of node pool np, as Cluster API would.
 func (g *guestEnv) addMachine(name, np string) {
 	g.t.Helper()
-	m := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "cluster.x-k8s.io/v1beta2",
-		"kind":       "Machine",
-		"metadata": map[string]any{
-			"name": name,
-			"labels": map[string]any{
-				pkid.LabelClusterName: g.cluster,
-				api.LabelNodePool:     np,
+	m := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: api.ControlPlaneNamespace(g.cluster),
+			Name:      name,
+			Labels:    map[string]string{pkid.LabelClusterName: g.cluster, api.LabelNodePool: np},
+		},
+		Spec: clusterv1.MachineSpec{
+			ClusterName: g.cluster,
+			Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To(np + "-userdata")},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: api.InfrastructureGroup, Kind: "LocalMachine", Name: name,
 			},
 		},
-		"spec": map[string]any{
-			"clusterName": g.cluster,
-			"bootstrap":   map[string]any{"dataSecretName": np + "-userdata"},
-			"infrastructureRef": map[string]any{
-				"apiGroup": api.InfrastructureGroup, "kind": "LocalMachine", "name": name,
-			},
-		},
-	}}
-	if _, err := g.machines.Create(g.t.Context(), m, metav1.CreateOptions{}); err != nil {
+	}
+	if err := g.mgmt.Create(g.t.Context(), m); err != nil {
 		g.t.Fatal(err)
 	}
 }
