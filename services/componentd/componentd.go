@@ -2,15 +2,11 @@ package componentd
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,12 +17,12 @@ import (
 	"github.com/hostplane/hostplane/pkg/daemon"
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/kube"
-	"github.com/hostplane/hostplane/pkg/process"
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/release"
 	"github.com/hostplane/hostplane/pkg/store"
 	"github.com/hostplane/hostplane/services/componentd/internal/snapstore"
 	"github.com/hostplane/hostplane/services/componentd/kuberuntime"
+	"github.com/hostplane/hostplane/services/componentd/procruntime"
 )
 
 // Name is the daemon's name.
@@ -172,23 +168,14 @@ type Daemon struct {
 	seal       *certs.SealKey
 	metrics    *metrics
 	workloads  workloads // the runtime: processRuntime or *kubeRuntime
-
-	supMu     sync.Mutex
-	sup       *process.Supervisor
-	supClosed bool
+	// proc is the process runtime (package procruntime). It exists whatever the runtime, so
+	// StopAll, RunDir and ClusterDir work before Run and after it.
+	proc *procruntime.Runtime
 
 	// Reconciles hold halt for reading; StopAll takes it for writing, so no reconcile
 	// starts a process once StopAll began.
 	halt   sync.RWMutex
 	halted atomic.Bool
-
-	restartsMu sync.Mutex
-	restarts   map[string]int // process name → restarts already counted in the metric
-
-	ready *readyNotifier // re-enqueues a cluster as soon as a started replica is ready
-
-	drainMu  sync.Mutex
-	draining map[string]time.Time // "<replica>/<target hash>" → when its drain began
 }
 
 // New validates cfg and returns the daemon; Run starts it.
@@ -196,7 +183,7 @@ func New(cfg Config) (*Daemon, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	d := &Daemon{cfg: cfg, restarts: map[string]int{}}
+	d := &Daemon{cfg: cfg}
 	core, err := daemon.New(cfg.Base, daemon.Spec{
 		Name:    Name,
 		Buckets: []string{bus.BucketControlPlane, bus.BucketBackups},
@@ -209,6 +196,10 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	d.Daemon = core
 	d.log = core.Logger()
+	d.proc = procruntime.New(procruntime.Config{Dir: d.dir(), Log: d.log, Enqueue: d.enqueue,
+		Restarted: func(cluster, comp string, n int) {
+			d.metrics.restarts.WithLabelValues(cluster, comp).Add(float64(n))
+		}})
 	return d, nil
 }
 
@@ -216,12 +207,11 @@ func New(cfg Config) (*Daemon, error) {
 func (d *Daemon) dir() string { return filepath.Join(d.cfg.DataDir, Name) }
 
 // RunDir is the process supervisor's state directory (pidfiles).
-func (d *Daemon) RunDir() string { return filepath.Join(d.dir(), "run") }
+func (d *Daemon) RunDir() string { return d.proc.RunDir() }
 
-// ClusterDir is where a cluster's certificates, kubeconfigs, etcd data and logs live.
-func (d *Daemon) ClusterDir(cluster string) string {
-	return filepath.Join(d.dir(), "clusters", cluster)
-}
+// ClusterDir is where the process runtime keeps a cluster's certificates, kubeconfigs, etcd
+// data and logs.
+func (d *Daemon) ClusterDir(cluster string) string { return d.proc.ClusterDir(cluster) }
 
 func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnable, error) {
 	d.rt = rt
@@ -269,13 +259,9 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 		}
 		d.workloads = newKubeRuntime(d, kr)
 	default:
-		sup, err := process.NewSupervisor(d.RunDir(), rt.Log.With("runtime", RuntimeProcess))
-		if err != nil {
+		if err := d.proc.Open(); err != nil {
 			return nil, err
 		}
-		d.supMu.Lock()
-		d.sup, d.supClosed = sup, false
-		d.supMu.Unlock()
 		d.workloads = processRuntime{d}
 	}
 
@@ -296,8 +282,11 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 		return nil, err
 	}
 	d.controller = c
-	d.ready = &readyNotifier{enqueue: c.Enqueue}
-	return []daemon.Runnable{c, d.ready}, nil
+	if d.cfg.Runtime == RuntimeProcess {
+		// The process runtime re-enqueues a cluster as soon as a replica it started is ready.
+		return []daemon.Runnable{c, d.proc}, nil
+	}
+	return []daemon.Runnable{c}, nil
 }
 
 // listClusters returns every cluster componentd may have to act on: those in the clusters
@@ -306,28 +295,9 @@ func (d *Daemon) listClusters(ctx context.Context) ([]string, error) {
 	return reconcile.ClusterKeys(d.clusters, d.components)(ctx)
 }
 
-// supervisor returns the process supervisor, or ErrStopped once the daemon stopped.
-func (d *Daemon) supervisor() (*process.Supervisor, error) {
-	d.supMu.Lock()
-	defer d.supMu.Unlock()
-	if d.sup == nil || d.supClosed {
-		return nil, ErrStopped
-	}
-	return d.sup, nil
-}
-
 // stop is the daemon's Spec.Stop: it stops watching the processes and leaves them running,
 // so the next componentd re-adopts them.
-func (d *Daemon) stop(context.Context) error {
-	d.supMu.Lock()
-	sup, closed := d.sup, d.supClosed
-	d.supClosed = true
-	d.supMu.Unlock()
-	if sup == nil || closed {
-		return nil
-	}
-	return sup.Close()
-}
+func (d *Daemon) stop(context.Context) error { return d.proc.Close() }
 
 // StopAll stops every control-plane process this componentd (or an earlier one on the same
 // data dir) started, for a full shutdown such as the end of hostplane dev. The cluster
@@ -337,80 +307,5 @@ func (d *Daemon) StopAll(ctx context.Context) error {
 	d.halted.Store(true)
 	d.halt.Lock() // waits for reconciles in flight
 	defer d.halt.Unlock()
-
-	sup, err := d.supervisor()
-	if errors.Is(err, ErrStopped) {
-		// Run has returned (or never ran): a supervisor of our own finds the pidfiles.
-		if sup, err = process.NewSupervisor(d.RunDir(), d.log); err != nil {
-			return err
-		}
-		defer func() { _ = sup.Close() }()
-	}
-	names := map[string]bool{}
-	for _, st := range sup.List() {
-		names[st.Name] = true
-	}
-	entries, err := os.ReadDir(d.RunDir())
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	for _, e := range entries {
-		if n, ok := strings.CutSuffix(e.Name(), ".pid"); ok && !strings.HasPrefix(n, ".") {
-			names[n] = true
-		}
-	}
-	// Dependents first, as a deletion does: a kube-apiserver whose etcd went first does not
-	// stop on SIGTERM and is killed after its grace period.
-	var all []error
-	stopped := 0
-	for _, batch := range shutdownBatches(names) {
-		errs := make(chan error, len(batch))
-		var wg sync.WaitGroup
-		for _, n := range batch {
-			wg.Go(func() { errs <- sup.Terminate(ctx, n) })
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			all = append(all, err)
-		}
-		stopped += len(batch)
-	}
-	d.log.Info("stopped every control-plane process", "processes", stopped)
-	return errors.Join(all...)
-}
-
-// shutdownBatches splits process names ("<cluster>-<component>-<n>") into the batches
-// StopAll stops one after the other, in stopTiers' order; names of no known component go in
-// the first batch.
-func shutdownBatches(names map[string]bool) [][]string {
-	tiers := stopTiers()
-	batches := make([][]string, len(tiers)+1)
-	for n := range names {
-		at := 0
-		for i, tier := range tiers {
-			for _, c := range tier {
-				if isReplicaOf(n, c.Name) {
-					at = i + 1
-				}
-			}
-		}
-		batches[at] = append(batches[at], n)
-	}
-	for _, b := range batches {
-		slices.Sort(b)
-	}
-	return slices.DeleteFunc(batches, func(b []string) bool { return len(b) == 0 })
-}
-
-// isReplicaOf reports whether process name is a replica "<cluster>-<comp>-<n>" of comp.
-func isReplicaOf(name, comp string) bool {
-	i := strings.LastIndexByte(name, '-')
-	if i < 0 {
-		return false
-	}
-	if _, err := strconv.Atoi(name[i+1:]); err != nil {
-		return false
-	}
-	return strings.HasSuffix(name[:i], "-"+comp)
+	return d.proc.StopAll(ctx)
 }

@@ -14,11 +14,19 @@
 // writes every record and event through one code path (record), so a component looks the
 // same in the API whatever runs it.
 //
-// "process" (the default) starts each component as a child process from the release's
-// binaries, rolls the control plane out in dependency order (each component Available before
-// its dependents start) and rolls replicas one at a time when a release or certificate
-// changes. Stopping the daemon leaves the control planes running: the next componentd
-// re-adopts them without a restart. StopAll stops them for good.
+// Each runtime is a package of its own with a thin adapter here that implements the
+// reconciler's workloads interface (reconcile.go): processRuntime (process.go) over package
+// procruntime, kubeRuntime (kubernetes.go) over package kuberuntime. This package keeps the
+// reconciler, the records and events (status.go), the HTTP API, and etcd backups and
+// restores (backups.go, snapshot.go, restore.go).
+//
+// "process" (the default, package procruntime) starts each component as a child process
+// from the release's binaries, rolls the control plane out in dependency order (each
+// component Available before its dependents start) and rolls replicas one at a time when a
+// release or certificate changes. Stopping the daemon leaves the control planes running:
+// the next componentd re-adopts them without a restart. StopAll stops them for good. The
+// adapter writes the cluster's files, runs the etcd restores before procruntime's Converge
+// and the backups after it, and records through procruntime.Recorder.
 //
 // "kubernetes" applies the control plane into the namespace "hostplane-<cluster>" of the
 // management cluster (Config.ManagementKubeconfig) with package kuberuntime: Secrets,

@@ -1,6 +1,10 @@
 package componentd
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/hostplane/hostplane/services/componentd/procruntime"
+)
 
 var (
 	// ErrUnsupportedRuntime reports a Config.Runtime other than "process" or "kubernetes".
@@ -9,5 +13,5 @@ var (
 	// Config.ManagementKubeconfig.
 	ErrNoManagementKubeconfig = errors.New("the kubernetes runtime needs the management cluster's kubeconfig")
 	// ErrStopped reports work asked of a componentd that has stopped.
-	ErrStopped = errors.New("componentd stopped")
+	ErrStopped = procruntime.ErrStopped
 )

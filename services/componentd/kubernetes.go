@@ -94,27 +94,27 @@ func (k *kubeRuntime) converge(ctx context.Context, log *slog.Logger, cl *cluste
 		if comp.Name == api.ComponentKarpenter && !as.Enabled {
 			replicas = 0 // Apply deleted its Deployment
 		}
-		o := observation{comp: comp, version: rel.Version, replicas: replicas, hash: hash, gate: open, pkiSerial: cl.pki.Serial}
+		o := component.Observation{Component: comp, Version: rel.Version, Replicas: replicas, Hash: hash, Gate: open, PKISerial: cl.pki.Serial}
 		if s, ok := status[comp.Name]; ok {
-			o.sum = rollout.Summary{
+			o.Summary = rollout.Summary{
 				Ready:     int(s.ReadyReplicas),
 				Updated:   int(min(s.UpdatedReplicas, s.ReadyReplicas)),
 				Available: s.Available,
 				Complete:  s.RolloutComplete && s.ConfigHash == hash,
 			}
-			o.notReady = fmt.Sprintf(" (%s %s/%s)", s.Kind, kuberuntime.Namespace(name), comp.Name)
+			o.NotReady = fmt.Sprintf(" (%s %s/%s)", s.Kind, kuberuntime.Namespace(name), comp.Name)
 		} else {
-			o.notReady = fmt.Sprintf(" (no workload in %s yet)", kuberuntime.Namespace(name))
+			o.NotReady = fmt.Sprintf(" (no workload in %s yet)", kuberuntime.Namespace(name))
 		}
-		if replicas == 0 && o.sum.Ready == 0 {
+		if replicas == 0 && o.Summary.Ready == 0 {
 			// Idle (the autoscaler without an autoscaled pool), as in the process runtime:
 			// settled, nothing to wait for.
-			o.sum.Available, o.sum.Complete = true, true
+			o.Summary.Available, o.Summary.Complete = true, true
 		}
 		if err := d.record(ctx, log.With("component", comp.Name), name, byName[comp.Name], o); err != nil {
 			return reconcile.Result{}, fmt.Errorf("%s: %w", comp.Name, err)
 		}
-		settled = settled && o.sum.Available && o.sum.Complete
+		settled = settled && o.Summary.Available && o.Summary.Complete
 	}
 	return d.requeue(settled), nil
 }

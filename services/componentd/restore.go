@@ -14,7 +14,6 @@ import (
 
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/events"
-	"github.com/hostplane/hostplane/pkg/process"
 	"github.com/hostplane/hostplane/pkg/store"
 	"github.com/hostplane/hostplane/services/componentd/internal/component"
 )
@@ -64,7 +63,7 @@ func (d *Daemon) restoreNew(ctx context.Context, log *slog.Logger, cl *clusterSt
 // the cluster's control plane (dependents first), sets the etcd data aside
 // (etcd-<n>.before-restore), restores every member and removes the request; the converge
 // that follows starts the control plane again in dependency order.
-func (d *Daemon) restoreInPlace(ctx context.Context, log *slog.Logger, sup *process.Supervisor, cl *clusterState, in *component.Inputs, etcd etcdAccess) error {
+func (d *Daemon) restoreInPlace(ctx context.Context, log *slog.Logger, cl *clusterState, in *component.Inputs, etcd etcdAccess) error {
 	name := cl.cluster.Name
 	req, rev, err := getOptional(ctx, d.restores, restoreKey(name))
 	if err != nil || req == nil {
@@ -75,7 +74,7 @@ func (d *Daemon) restoreInPlace(ctx context.Context, log *slog.Logger, sup *proc
 		fmt.Sprintf("restoring etcd in place from backup %s/%s; the control plane is stopped meanwhile", name, req.Backup)); err != nil {
 		return err
 	}
-	if _, err := d.stopProcesses(ctx, sup, name); err != nil {
+	if _, err := d.proc.Stop(ctx, name); err != nil {
 		return err
 	}
 	all := make([]int, len(etcd.members))

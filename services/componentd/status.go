@@ -11,11 +11,11 @@ import (
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/outbox"
-	"github.com/hostplane/hostplane/pkg/process"
 	"github.com/hostplane/hostplane/pkg/release"
 	"github.com/hostplane/hostplane/pkg/store"
 	"github.com/hostplane/hostplane/services/componentd/internal/component"
 	"github.com/hostplane/hostplane/services/componentd/internal/rollout"
+	"github.com/hostplane/hostplane/services/componentd/procruntime"
 )
 
 // Event verbs componentd publishes (resource "component", key "<cluster>/<component>").
@@ -32,87 +32,20 @@ const (
 	ReasonWaitingForDependencies = "WaitingForDependencies"
 	ReasonReplicasNotReady       = "ReplicasNotReady"
 	ReasonRollingOut             = "RollingOut"
-	ReasonCrashLooping           = "CrashLooping"
+	// ReasonCrashLooping: a replica that is not ready restarted again and again (the process
+	// runtime).
+	ReasonCrashLooping = procruntime.ReasonCrashLooping
 	// ReasonIdle: the component wants no replica now (the autoscaler of a cluster without an
 	// autoscaled node pool); nothing runs and nothing is missing.
 	ReasonIdle = "Idle"
 )
 
-// crashLoopRestarts is how many restarts of a replica that is not ready make it Degraded.
-const crashLoopRestarts = 2
-
-// observation is one component's state as its runtime sees it; record turns it into the
-// component's api.ControlPlaneComponent.
-type observation struct {
-	comp *component.Component
-	// What should run: the release version, the replica count and their config hash.
-	version  string
-	replicas int
-	hash     string
-	// What runs, and what the component's dependencies allow.
-	sum  rollout.Summary
-	gate rollout.Gate
-	// replicaStatus has one entry per replica (the process runtime; the kubernetes runtime's
-	// replicas are pods in the management cluster and are not listed).
-	replicaStatus []api.ReplicaStatus
-	// notReady says why replicas are not ready, appended to the Available condition's message.
-	notReady string
-	// degraded, when not empty, makes the component Degraded with degradedReason.
-	degraded, degradedReason string
-	// pkiSerial is the serial of the PKI record hash was computed from.
-	pkiSerial string
-}
-
-// recordProcesses records a process-runtime component from its replicas.
-func (d *Daemon) recordProcesses(ctx context.Context, log *slog.Logger, cluster string, want component.Desired,
-	old *store.Entry[api.ControlPlaneComponent], reps []replica, gate rollout.Gate, pkiSerial string) (rollout.Summary, error) {
-	comp := want.Component
-	o := observation{
-		comp: comp, version: want.Version, replicas: want.Replicas, hash: want.Hash, pkiSerial: pkiSerial,
-		sum:           rollout.Summarise(want.Hash, replicasOf(reps), comp.Quorum(want.Replicas)),
-		gate:          gate,
-		replicaStatus: make([]api.ReplicaStatus, len(reps)),
-		notReady:      lastErrors(reps),
-	}
-	if want.Replicas == 0 && o.sum.Ready == 0 {
-		// Idle (the autoscaler without an autoscaled pool): settled, nothing to wait for.
-		o.sum.Available, o.sum.Complete = true, true
-	}
-	var crashing []string
-	for i, r := range reps {
-		rs := api.ReplicaStatus{Name: r.name, Pid: r.status.Pid, Ready: r.Running && r.Ready, Draining: r.draining}
-		if r.Running {
-			rs.ConfigHash = r.Hash
-		}
-		prev := previousReplica(old, r.name)
-		switch {
-		case r.Running && r.Hash == want.Hash:
-			rs.Version = want.Version
-		case prev != nil && prev.ConfigHash == rs.ConfigHash:
-			rs.Version = prev.Version
-		}
-		delta := d.countRestarts(cluster, comp.Name, r)
-		if prev != nil && prev.ConfigHash == rs.ConfigHash {
-			rs.Restarts = prev.Restarts
-		}
-		rs.Restarts += delta
-		o.replicaStatus[i] = rs
-		if r.supervised && r.status.State != process.StateReady && r.status.Restarts >= crashLoopRestarts {
-			crashing = append(crashing, fmt.Sprintf("%s restarted %d times (last: %s)", r.name, r.status.Restarts, r.status.LastError))
-		}
-	}
-	if len(crashing) > 0 {
-		o.degraded, o.degradedReason = strings.Join(crashing, "; "), ReasonCrashLooping
-	}
-	return o.sum, d.record(ctx, log, cluster, old, o)
-}
-
 // record computes the component's record from o, stores it when it changed and publishes an
 // event when its Available, RolloutComplete or Degraded condition changed. Every runtime
 // records through it.
 func (d *Daemon) record(ctx context.Context, log *slog.Logger, cluster string,
-	old *store.Entry[api.ControlPlaneComponent], o observation) error {
-	comp, sum := o.comp, o.sum
+	old *store.Entry[api.ControlPlaneComponent], o component.Observation) error {
+	comp, sum := o.Component, o.Summary
 	now := time.Now().UTC()
 
 	var next api.ControlPlaneComponent
@@ -124,7 +57,7 @@ func (d *Daemon) record(ctx context.Context, log *slog.Logger, cluster string,
 		next = api.ControlPlaneComponent{ObjectMeta: api.ObjectMeta{Name: comp.Name}, Cluster: cluster}
 	}
 	spec := api.ControlPlaneComponentSpec{
-		Version: o.version, Replicas: o.replicas, DependsOn: comp.DependsOn, ConfigHash: o.hash,
+		Version: o.Version, Replicas: o.Replicas, DependsOn: comp.DependsOn, ConfigHash: o.Hash,
 	}
 	if old != nil && !jsonEqual(old.Value.Spec, spec) {
 		next.Generation++
@@ -135,10 +68,10 @@ func (d *Daemon) record(ctx context.Context, log *slog.Logger, cluster string,
 	st.ObservedGeneration = next.Generation
 	st.ReadyReplicas = sum.Ready
 	if sum.Complete {
-		st.Version = o.version
-		st.PKISerial = o.pkiSerial
+		st.Version = o.Version
+		st.PKISerial = o.PKISerial
 	}
-	st.Replicas = o.replicaStatus
+	st.Replicas = o.ReplicaStatus
 
 	gen := next.Generation
 	set := func(t string, ok bool, reason, msg string) {
@@ -148,42 +81,42 @@ func (d *Daemon) record(ctx context.Context, log *slog.Logger, cluster string,
 		}
 		st.Conditions.Set(api.Condition{Type: t, Status: status, Reason: reason, Message: msg, ObservedGeneration: gen}, now)
 	}
-	idle := o.replicas == 0 && sum.Ready == 0
+	idle := o.Replicas == 0 && sum.Ready == 0
 	if idle {
-		st.Version = o.version
+		st.Version = o.Version
 	}
 	switch {
 	case idle:
 		set(api.ConditionAvailable, true, ReasonIdle, "no replica wanted now")
 	case sum.Available:
-		set(api.ConditionAvailable, true, ReasonAsExpected, fmt.Sprintf("%d of %d replicas ready", sum.Ready, o.replicas))
-	case !o.gate.Available && sum.Ready == 0:
+		set(api.ConditionAvailable, true, ReasonAsExpected, fmt.Sprintf("%d of %d replicas ready", sum.Ready, o.Replicas))
+	case !o.Gate.Available && sum.Ready == 0:
 		set(api.ConditionAvailable, false, ReasonWaitingForDependencies, "waiting for "+strings.Join(comp.StartsAfter(), ", ")+" to be Available")
 	default:
 		set(api.ConditionAvailable, false, ReasonReplicasNotReady, fmt.Sprintf("%d of %d replicas ready, %d needed%s",
-			sum.Ready, o.replicas, comp.Quorum(o.replicas), o.notReady))
+			sum.Ready, o.Replicas, comp.Quorum(o.Replicas), o.NotReady))
 	}
 	switch {
 	case idle:
 		set(api.ConditionRolloutComplete, true, ReasonIdle, "no replica wanted now")
 	case sum.Complete:
-		set(api.ConditionRolloutComplete, true, ReasonAsExpected, fmt.Sprintf("%d replicas ready at version %s, config %s", o.replicas, o.version, o.hash))
-	case !o.gate.Settled:
+		set(api.ConditionRolloutComplete, true, ReasonAsExpected, fmt.Sprintf("%d replicas ready at version %s, config %s", o.Replicas, o.Version, o.Hash))
+	case !o.Gate.Settled:
 		set(api.ConditionRolloutComplete, false, ReasonWaitingForDependencies, fmt.Sprintf("%d of %d replicas at config %s; waiting for %s to finish rolling out",
-			sum.Updated, o.replicas, o.hash, strings.Join(comp.DependsOn, ", ")))
+			sum.Updated, o.Replicas, o.Hash, strings.Join(comp.DependsOn, ", ")))
 	default:
-		set(api.ConditionRolloutComplete, false, ReasonRollingOut, fmt.Sprintf("%d of %d replicas ready at version %s, config %s", sum.Updated, o.replicas, o.version, o.hash))
+		set(api.ConditionRolloutComplete, false, ReasonRollingOut, fmt.Sprintf("%d of %d replicas ready at version %s, config %s", sum.Updated, o.Replicas, o.Version, o.Hash))
 	}
-	if o.degraded != "" {
-		set(api.ConditionDegraded, true, o.degradedReason, o.degraded)
+	if o.Degraded != "" {
+		set(api.ConditionDegraded, true, o.DegradedReason, o.Degraded)
 	} else {
 		set(api.ConditionDegraded, false, ReasonAsExpected, "")
 	}
 
-	d.metrics.observeReplicas(cluster, comp.Name, o.replicas, sum.Ready, sum.Updated)
+	d.metrics.observeReplicas(cluster, comp.Name, o.Replicas, sum.Ready, sum.Updated)
 	d.observeMetrics(cluster, comp.Name, old, &next, now)
 	return d.save(ctx, log, cluster, old, &next, "available", sum.Available, "rollout_complete", sum.Complete,
-		"ready", sum.Ready, "replicas", o.replicas, "version", o.version, "config_hash", o.hash)
+		"ready", sum.Ready, "replicas", o.Replicas, "version", o.Version, "config_hash", o.Hash)
 }
 
 // recordReleaseNotBuilt records a component whose release has no binaries on this host yet.
@@ -328,50 +261,77 @@ func eventVerb(old *store.Entry[api.ControlPlaneComponent], next *api.ControlPla
 	}
 }
 
-// lastErrors describes why replicas are not ready, for condition messages.
-func lastErrors(reps []replica) string {
-	var b strings.Builder
-	for _, r := range reps {
-		if r.Ready || !r.supervised || r.status.LastError == "" {
-			continue
-		}
-		msg := r.status.LastError
-		if len(msg) > 200 {
-			msg = msg[:200] + "…"
-		}
-		fmt.Fprintf(&b, "; %s: %s", r.name, msg)
+// recordHibernated records every component of c hibernated (no replica, Available False,
+// RolloutComplete True, reason Hibernated), whatever the runtime: call it once nothing of
+// the control plane runs any more.
+func (d *Daemon) recordHibernated(ctx context.Context, log *slog.Logger, c *api.Cluster) error {
+	byName, err := d.records(ctx, c.Name)
+	if err != nil {
+		return err
 	}
-	return b.String()
+	for _, comp := range component.All() {
+		old := byName[comp.Name]
+		if old == nil && comp.Name == api.ComponentKarpenter {
+			continue // never ran
+		}
+		var next api.ControlPlaneComponent
+		if old != nil {
+			if err := deepCopy(old.Value, &next); err != nil {
+				return err
+			}
+		} else {
+			// A cluster created hibernated: nothing ran yet, nothing is missing.
+			next = api.ControlPlaneComponent{ObjectMeta: api.ObjectMeta{Name: comp.Name}, Cluster: c.Name,
+				Spec:   api.ControlPlaneComponentSpec{Version: c.Spec.Release.Version, DependsOn: comp.DependsOn},
+				Status: api.ControlPlaneComponentStatus{Version: c.Spec.Release.Version}}
+		}
+		now := time.Now().UTC()
+		st := &next.Status
+		st.ReadyReplicas, st.Replicas = 0, nil
+		const msg = "the cluster hibernates: no replica runs"
+		for _, t := range []struct {
+			typ    string
+			status api.ConditionStatus
+			reason string
+		}{
+			{api.ConditionAvailable, api.ConditionFalse, api.ReasonHibernated},
+			{api.ConditionRolloutComplete, api.ConditionTrue, api.ReasonHibernated},
+			{api.ConditionDegraded, api.ConditionFalse, api.ReasonHibernated},
+		} {
+			st.Conditions.Set(api.Condition{Type: t.typ, Status: t.status, Reason: t.reason, Message: msg, ObservedGeneration: next.Generation}, now)
+		}
+		d.metrics.observeReplicas(c.Name, comp.Name, 0, 0, 0)
+		d.observeMetrics(c.Name, comp.Name, old, &next, now)
+		if err := d.save(ctx, log.With("component", comp.Name), c.Name, old, &next, "hibernated", true); err != nil {
+			return fmt.Errorf("%s: %w", comp.Name, err)
+		}
+	}
+	return nil
 }
 
-// countRestarts returns how many restarts of r the supervisor made since the last look, and
-// counts them in the restarts metric.
-func (d *Daemon) countRestarts(cluster, comp string, r replica) int {
-	if !r.supervised {
-		return 0
+// forget deletes the controlplane keys of a cluster whose workloads are gone, publishing
+// component.deleted for each, and drops its metrics. It is idempotent.
+func (d *Daemon) forget(ctx context.Context, log *slog.Logger, cluster string) error {
+	keys, err := d.components.Keys(ctx, api.ClusterPartsFilter(cluster))
+	if err != nil {
+		return err
 	}
-	d.restartsMu.Lock()
-	last := d.restarts[r.name]
-	d.restarts[r.name] = r.status.Restarts
-	d.restartsMu.Unlock()
-	delta := r.status.Restarts - last
-	if delta < 0 { // a new process object: replaced or re-adopted
-		delta = r.status.Restarts
-	}
-	if delta > 0 {
-		d.metrics.restarts.WithLabelValues(cluster, comp).Add(float64(delta))
-	}
-	return delta
-}
-
-func (d *Daemon) forgetRestarts(cluster string) {
-	d.restartsMu.Lock()
-	defer d.restartsMu.Unlock()
-	for name := range d.restarts {
-		if strings.HasPrefix(name, cluster+"-") {
-			delete(d.restarts, name)
+	for _, k := range keys {
+		comp := strings.TrimPrefix(k, cluster+".")
+		sent, err := d.rt.Outbox.Record(ctx, cluster, events.ResourceComponent, VerbDeleted, cluster+"/"+comp, nil)
+		if err != nil {
+			return err
 		}
+		if err := d.components.Delete(ctx, k, 0); err != nil {
+			return err
+		}
+		d.rt.Outbox.Send(ctx, sent)
 	}
+	d.metrics.forget(cluster)
+	if len(keys) > 0 {
+		log.Info("control plane removed", "keys", len(keys))
+	}
+	return nil
 }
 
 // observeMetrics updates the availability gauge and, when a rollout just completed, the

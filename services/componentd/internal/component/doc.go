@@ -6,4 +6,7 @@
 // Everything here is a pure function of Inputs: the same cluster, infra allocation, PKI and
 // directory give byte-identical process specs, which is what lets a restarted componentd
 // re-adopt the processes a previous one started.
+//
+// Observation is what a runtime (procruntime, or componentd's kubernetes adapter) reports of
+// one component for componentd to record.
 package component

@@ -1,4 +1,4 @@
-package componentd
+package procruntime
 
 import (
 	"bytes"
@@ -13,10 +13,10 @@ import (
 	"github.com/hostplane/hostplane/services/componentd/internal/component"
 )
 
-// writeFiles writes files (paths relative to dir) with mode 0600, each only when its content
+// WriteFiles writes files (paths relative to dir) with mode 0600, each only when its content
 // differs from what is on disk, so a file a running process reads is not touched needlessly.
 // It returns the paths it wrote.
-func writeFiles(dir string, files map[string][]byte) ([]string, error) {
+func WriteFiles(dir string, files map[string][]byte) ([]string, error) {
 	for _, sub := range []string{"", component.PKIDir, component.KubeconfigDir, component.LogDir, component.AuditDir} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
 			return nil, fmt.Errorf("cluster dir: %w", err)

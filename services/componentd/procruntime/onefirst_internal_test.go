@@ -1,4 +1,4 @@
-package componentd
+package procruntime
 
 import (
 	"log/slog"

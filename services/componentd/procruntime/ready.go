@@ -1,4 +1,4 @@
-package componentd
+package procruntime
 
 import (
 	"context"
@@ -7,10 +7,10 @@ import (
 	"github.com/hostplane/hostplane/pkg/process"
 )
 
-// readyNotifier re-enqueues a cluster the moment a replica componentd started passes its
+// readyNotifier re-enqueues a cluster the moment a replica the runtime started passes its
 // probe, so the next component of the rollout starts without waiting for the periodic
-// re-check (ProgressInterval). It is a Runnable: it owns the goroutines that wait and ends
-// them when the daemon stops.
+// re-check (componentd's ProgressInterval). Runtime.Start runs it: it owns the goroutines
+// that wait and ends them when the daemon stops.
 type readyNotifier struct {
 	enqueue func(cluster string)
 
@@ -18,6 +18,13 @@ type readyNotifier struct {
 	ctx    context.Context
 	closed bool
 	wg     sync.WaitGroup
+}
+
+// reset readies the notifier for another run: it watches nothing until Start.
+func (n *readyNotifier) reset() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.ctx, n.closed = nil, false
 }
 
 // Start records the run context and, once it ends, waits for every watcher to return.
