@@ -80,8 +80,13 @@ type Base struct {
 	Logger         *slog.Logger
 	Registry       *prometheus.Registry
 	TracerProvider trace.TracerProvider
-	// Clock is the time that drives behaviour (hibernation schedules and idleness); tests
-	// inject a fake one. Default: the real clock.
+	// Clock is the time that drives behaviour: hibernation schedules and idleness
+	// (clusterd, infrad), when a certificate is due for renewal (pkid), Ignition token
+	// rotation, grace and expiry (ignitiond), etcd backup schedules (componentd). Tests inject
+	// a fake one. Measurements, log and record timestamps, I/O timeouts and retries, and
+	// certificates' validity stay on the wall clock, as do the reconcile queue's timers (a
+	// RequeueAfter computed on a fake clock fires in real time: a test that steps the clock
+	// triggers the reconcile it waits for). Default: the real clock.
 	Clock clock.WithTicker
 }
 

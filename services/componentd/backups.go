@@ -139,7 +139,7 @@ func (d *Daemon) createBackup(w http.ResponseWriter, r *http.Request) error {
 
 // newBackup stores a backup to take (publishing backup.created).
 func (d *Daemon) newBackup(ctx context.Context, c *api.Cluster, name string, scheduled bool) (*api.Backup, error) {
-	now := time.Now().UTC()
+	now := d.cfg.Clock.Now().UTC() // the schedule's clock: the next scheduled backup is due after this one's creation
 	b := &api.Backup{
 		ObjectMeta: api.ObjectMeta{Name: name, Generation: 1, CreationTimestamp: now},
 		Cluster:    c.Name,
@@ -377,7 +377,7 @@ func (d *Daemon) backupStep(ctx context.Context, log *slog.Logger, cl *clusterSt
 	if err != nil {
 		return res, err
 	}
-	now := time.Now().UTC()
+	now := d.cfg.Clock.Now().UTC()
 	if s := c.Spec.Etcd; s != nil && s.Backup != nil {
 		sched, err := cron.ParseStandard(s.Backup.Schedule)
 		if err != nil { // clusterd validated it; a record written otherwise is reported, not fatal

@@ -13,8 +13,10 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/daemon"
 )
 
 // Tokens of pool demo.workers in the fuzzed daemon: fixed, so the seeds can present them.
@@ -58,8 +60,10 @@ func fuzzDaemon(t *testing.T) (*Daemon, map[string][]byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &Daemon{log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: m, index: newTokenIndex(nil), cache: newPayloadCache()}
-	now := time.Now()
+	clk := clocktesting.NewFakeClock(time.Now()) // the tokens stay valid however long the fuzzing runs
+	d := &Daemon{cfg: Config{Base: daemon.Base{Clock: clk}}, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		metrics: m, index: newTokenIndex(nil), cache: newPayloadCache()}
+	now := clk.Now()
 	cur := mint("hash-new", "1.34.4", nil, now, time.Hour)
 	cur.Token = fuzzCurrent
 	prev := mint("hash-old", "1.34.4", nil, now.Add(-time.Minute), time.Hour)

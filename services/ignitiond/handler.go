@@ -72,7 +72,7 @@ func (d *Daemon) serveIgnition(w http.ResponseWriter, r *http.Request, cluster s
 		case <-r.Context().Done():
 			return
 		}
-		ref, result = d.index.lookup(cluster, tok, time.Now())
+		ref, result = d.index.lookup(cluster, tok, d.cfg.Clock.Now())
 	}
 	d.metrics.tokens.WithLabelValues(result).Inc()
 	if result != TokenCurrent && result != TokenPrevious {

@@ -81,7 +81,8 @@ const (
 type Config struct {
 	daemon.Base
 	// TokenTTL is a bearer token's lifetime; it is rotated at half of it
-	// (HOSTPLANE_IGNITION_TOKEN_TTL, --token-ttl; default 24h).
+	// (HOSTPLANE_IGNITION_TOKEN_TTL, --token-ttl; default 24h). Tokens are minted, rotated,
+	// retired and checked on Base.Clock.
 	TokenTTL time.Duration
 	// Grace is how long a replaced token stays valid (HOSTPLANE_IGNITION_TOKEN_GRACE,
 	// --token-grace; default 10m). Zero means the default; a replaced token never outlives

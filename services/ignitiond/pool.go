@@ -31,7 +31,7 @@ func (d *Daemon) reconcilePool(ctx context.Context, cluster, np string) (reconci
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return reconcile.Result{}, err
 	}
-	now := time.Now().UTC()
+	now := d.cfg.Clock.Now().UTC()
 	next, verb := d.nextTokens(cluster, np, cur, in.pool, now)
 	if err := d.setUserData(next, in); err != nil {
 		return reconcile.Result{}, fmt.Errorf("userdata of %s: %w", key, err)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/certs"
 	"github.com/hostplane/hostplane/pkg/kube"
@@ -38,6 +40,9 @@ const lifetimeSlack = 5 * time.Second
 type bundler struct {
 	seal     *certs.SealKey
 	fraction float64 // RenewFraction
+	// clock says when a leaf is due (daemon.Base.Clock; renew reads it). Certificates are
+	// issued on the real clock, which TLS stacks check them against.
+	clock clock.PassiveClock
 }
 
 // target is what a cluster's PKI must look like now.
@@ -139,7 +144,8 @@ func (pl plan) String() string {
 	return strings.Join(parts, " ")
 }
 
-// plan decides which leaves of p to renew and whether to re-render the kubeconfigs.
+// plan decides which leaves of p to renew and whether to re-render the kubeconfigs; now is
+// the time on the daemon's clock, which says whether a leaf is due.
 func (b *bundler) plan(p *api.ClusterPKI, cas map[string]*certs.KeyPair, t target, now time.Time) plan {
 	pl := plan{leaves: map[string]string{}}
 	for _, l := range t.leaves {
@@ -195,7 +201,9 @@ func (b *bundler) leafReason(p *api.ClusterPKI, ca *certs.KeyPair, l leafSpec, l
 	if p.RotationRequestedAt != nil {
 		return reasonRequested
 	}
-	if cert.NotAfter.After(now.Add(life.Leaf+lifetimeSlack)) && cert.NotAfter.Before(ca.Cert.NotAfter) {
+	// A leaf issued now ends at the real clock's now plus the lifetime (certs.Issue), so this
+	// compares with real time, not with now (the schedule's clock, which a test may hold).
+	if cert.NotAfter.After(time.Now().Add(life.Leaf+lifetimeSlack)) && cert.NotAfter.Before(ca.Cert.NotAfter) {
 		return reasonLifetime
 	}
 	if at, ok := renewAt(cert.NotBefore, cert.NotAfter, ca.Cert.NotAfter, life.Leaf, b.fraction); ok && !at.After(now) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"k8s.io/utils/clock"
 
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/events"
@@ -151,7 +152,7 @@ func (d *Daemon) reconcileLive(ctx context.Context, log *slog.Logger, name strin
 	if p != nil && !infraReady {
 		// Keep the bundle as it is (renewals need the infra's hosts); look again later.
 		d.metrics.observe(name, p)
-		return reconcile.Result{RequeueAfter: max(untilNext(p), infraWaitPoll)}, nil
+		return reconcile.Result{RequeueAfter: max(untilNext(d.cfg.Clock, p), infraWaitPoll)}, nil
 	}
 
 	t, err := d.target(log, name, cluster, inf)
@@ -192,7 +193,7 @@ func (d *Daemon) reconcileLive(ctx context.Context, log *slog.Logger, name strin
 		// Component events wake the rotation too; this covers a lost one.
 		return reconcile.Result{RequeueAfter: keyRotationPoll}, nil
 	}
-	return requeue(p), nil
+	return requeue(d.cfg.Clock, p), nil
 }
 
 // issue issues the first bundle of cluster name for target t and creates its record with
@@ -215,7 +216,7 @@ func (d *Daemon) issue(ctx context.Context, log *slog.Logger, name string, clust
 	d.outbox.Send(ctx, sent)
 	log.Info("pki issued", "serial", p.Serial, "next_rotation", p.NextRotation)
 	d.metrics.observe(name, p)
-	return requeue(p), nil
+	return requeue(d.cfg.Clock, p), nil
 }
 
 // renew returns the bundle p becomes for target t and the plan that made it: the leaves
@@ -241,7 +242,7 @@ func renew(ctx context.Context, log *slog.Logger, name string, p *api.ClusterPKI
 	case err != nil:
 		return nil, plan{}, err
 	}
-	pl := b.plan(p, cas, t, time.Now())
+	pl := b.plan(p, cas, t, b.clock.Now())
 	if !pl.empty() {
 		_, span := observe.StartSpan(ctx, "pkid rotate", attribute.String("hostplane.cluster", name), attribute.String("hostplane.reasons", pl.String()))
 		err := b.apply(p, cas, t, pl)
@@ -312,20 +313,22 @@ func (d *Daemon) target(log *slog.Logger, name string, c *api.Cluster, inf *api.
 }
 
 func (d *Daemon) bundler() *bundler {
-	return &bundler{seal: d.seal, fraction: d.cfg.RenewFraction}
+	return &bundler{seal: d.seal, fraction: d.cfg.RenewFraction, clock: d.cfg.Clock}
 }
 
-// requeue asks to look at p again when its next leaf is due.
-func requeue(p *api.ClusterPKI) reconcile.Result {
+// requeue asks to look at p again when its next leaf is due on clk.
+func requeue(clk clock.PassiveClock, p *api.ClusterPKI) reconcile.Result {
 	if p.NextRotation.IsZero() {
 		return reconcile.Result{}
 	}
-	return reconcile.Result{RequeueAfter: untilNext(p)}
+	return reconcile.Result{RequeueAfter: untilNext(clk, p)}
 }
 
-func untilNext(p *api.ClusterPKI) time.Duration {
+// untilNext is how long until p's next leaf is due on clk. A fake clock (tests) does not
+// fire the queue's timer: a test that steps it past NextRotation triggers a reconcile.
+func untilNext(clk clock.PassiveClock, p *api.ClusterPKI) time.Duration {
 	if p.NextRotation.IsZero() {
 		return 0
 	}
-	return max(time.Until(p.NextRotation), minRequeue)
+	return max(p.NextRotation.Sub(clk.Now()), minRequeue)
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/certs"
 )
@@ -178,6 +180,20 @@ func TestPlan_ReissuesOnlyWhatChanged(t *testing.T) {
 	if pl := b.plan(p, cas, tgt(inf, lifetimes{CA: DefaultCALifetime, Leaf: time.Hour}), now); len(pl.leaves) != 11 || pl.leaves[api.CertAdmin] != reasonLifetime {
 		t.Errorf("after shortening the leaf lifetime: %s; want every leaf reissued", pl)
 	}
+	// A leaf's expiry is compared with what issuing it now (on the real clock) would give,
+	// not with the schedule's clock: a test's fake clock held behind real time does not make
+	// leaves look longer-lived than asked.
+	short, err := b.fresh(tgt(inf, lifetimes{CA: DefaultCALifetime, Leaf: time.Hour}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shortCAs, err := b.openCAs(short)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pl := b.plan(short, shortCAs, tgt(inf, lifetimes{CA: DefaultCALifetime, Leaf: time.Hour}), now.Add(-10*time.Minute)); !pl.empty() {
+		t.Errorf("planned at a clock 10 minutes behind: %s; want nothing", pl)
+	}
 	moved := *inf
 	moved.Endpoint.Host = "10.1.1.9"
 	if pl := b.plan(p, cas, tgt(&moved, defaultLife), now); pl.String() != "apiserver=sans ignition-server=sans kubeconfigs=server" {
@@ -269,5 +285,21 @@ func TestBundle_SecretEncryptionKey_IsGeneratedOnceSealedAndKeptAcrossLeafRotati
 	if st.SecretEncryption == nil || len(st.SecretEncryption.Keys) != 1 || !st.SecretEncryption.Keys[0].Active ||
 		st.SecretEncryption.Keys[0].Name != p.SecretEncryption.Keys[0].Name {
 		t.Fatalf("status shows %+v", st.SecretEncryption)
+	}
+}
+
+func TestUntilNext_IsTheTimeToTheNextRotationOnTheClock(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	p := &api.ClusterPKI{}
+	if got := requeue(clk, p); got.RequeueAfter != 0 {
+		t.Errorf("without a next rotation: requeue after %v, want none", got.RequeueAfter)
+	}
+	p.NextRotation = clk.Now().Add(time.Hour)
+	if got := untilNext(clk, p); got != time.Hour {
+		t.Errorf("an hour before the rotation: %v", got)
+	}
+	clk.Step(time.Hour)
+	if got := untilNext(clk, p); got != minRequeue {
+		t.Errorf("at the rotation: %v, want %v", got, minRequeue)
 	}
 }

@@ -100,8 +100,9 @@ type Config struct {
 	// providers that share an in-memory exporter.
 	TracerProvider func(daemon string) trace.TracerProvider
 
-	// Clock is the time that drives the daemons' behaviour (hibernation schedules); tests
-	// pass a fake one to step. Default: the real clock.
+	// Clock is the time that drives the daemons' behaviour (daemon.Base.Clock: hibernation
+	// schedules, certificate renewal, Ignition tokens, backup schedules); tests pass a fake
+	// one to step. Default: the real clock.
 	Clock clock.WithTicker
 }
 

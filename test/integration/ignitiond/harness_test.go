@@ -88,7 +88,9 @@ type ignitiondProc struct {
 func (h *harness) startIgnitiond(cfg ignitiond.Config) *ignitiondProc {
 	h.T.Helper()
 	reg := observe.NewRegistry()
+	clk := cfg.Clock // a test's fake clock, or nil: the real one
 	cfg.Base = h.Base(ignitiond.Name, reg)
+	cfg.Clock = clk
 	d, err := ignitiond.New(cfg)
 	if err != nil {
 		h.T.Fatal(err)
@@ -149,6 +151,14 @@ func (h *harness) putPool(cluster, name string, s poolSpec) {
 		h.T.Fatal(err)
 	}
 	h.publish(h.nodepoold, cluster, events.ResourceNodePool, verb, cluster+"/"+name)
+}
+
+// nudgePool publishes a nodepool event for the pool without changing it, as a reconcile's
+// timer would fire: the timers of the reconcile queue run on the real clock, so a test that
+// steps ignitiond's fake clock past a rotation or a grace has the pool looked at again.
+func (h *harness) nudgePool(cluster, name string) {
+	h.T.Helper()
+	h.publish(h.nodepoold, cluster, events.ResourceNodePool, "updated", cluster+"/"+name)
 }
 
 // deletePool removes the pool's key as nodepoold does once its machines are gone.

@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/daemon"
 	"github.com/hostplane/hostplane/pkg/ignition"
 	"github.com/hostplane/hostplane/pkg/testenv"
 	"github.com/hostplane/hostplane/services/ignitiond"
@@ -174,7 +176,8 @@ func TestIgnition_RefusesMissingMalformedUnknownAndForeignTokensWith401AndAnEmpt
 }
 
 func TestIgnition_AfterAConfigChangeTheOldTokenGetsTheOldPayloadUntilItsGraceEnds(t *testing.T) {
-	h, p, first := up(t, ignitiond.Config{Grace: 4 * time.Second})
+	clk := clocktesting.NewFakeClock(time.Now())
+	h, p, first := up(t, ignitiond.Config{Base: daemon.Base{Clock: clk}})
 	url := stub(t, first).URL
 	c := h.client("demo")
 
@@ -184,31 +187,35 @@ func TestIgnition_AfterAConfigChangeTheOldTokenGetsTheOldPayloadUntilItsGraceEnd
 	if second.Previous == nil || second.Previous.Token != first.Current.Token || second.Previous.ValidUntil == nil {
 		t.Fatalf("the old token is not Previous with a grace: %+v", second.Previous)
 	}
+	if want := clk.Now().UTC().Add(ignitiond.DefaultGrace); !second.Previous.ValidUntil.Equal(want) {
+		t.Errorf("the old token is valid until %v, want the default grace from now, %v", second.Previous.ValidUntil, want)
+	}
 	if stub(t, second).Token != second.Current.Token || second.Current.Token == first.Current.Token {
 		t.Fatal("the userdata does not carry the new token")
 	}
 
 	// Each token gets the payload of its own hash.
-	oldPayload := fetch(t, c, url, "Bearer "+first.Current.Token)
-	newPayload := parsePayload(t, fetch(t, c, url, "Bearer "+second.Current.Token))
-	if time.Now().Before(*second.Previous.ValidUntil) {
-		old := parsePayload(t, oldPayload)
-		if old.kubelet.ConfigHash != "h1" || old.kubelet.KubeletVersion != "v1.34.4" || old.files["/etc/hello"] != "hello" || old.files["/etc/bye"] != "" {
-			t.Errorf("the old token got %+v, %v; want the h1 payload", old.kubelet, old.files)
-		}
-	} else {
-		t.Log("the grace ended before the old token was tried (slow machine)")
+	old := parsePayload(t, fetch(t, c, url, "Bearer "+first.Current.Token))
+	if old.kubelet.ConfigHash != "h1" || old.kubelet.KubeletVersion != "v1.34.4" || old.files["/etc/hello"] != "hello" || old.files["/etc/bye"] != "" {
+		t.Errorf("the old token got %+v, %v; want the h1 payload", old.kubelet, old.files)
 	}
+	newPayload := parsePayload(t, fetch(t, c, url, "Bearer "+second.Current.Token))
 	if newPayload.kubelet.ConfigHash != "h2" || newPayload.kubelet.KubeletVersion != "v1.33.7" || newPayload.files["/etc/bye"] != "bye" || newPayload.files["/etc/hello"] != "" {
 		t.Errorf("the new token got %+v, %v; want the h2 payload", newPayload.kubelet, newPayload.files)
 	}
 	h.waitEvent(ignitiond.VerbReady, "demo/workers", 2)
 
-	// After the grace the old token is refused and dropped from the record.
-	testenv.Eventually(t, wait, func() bool {
-		r := fetch(t, c, url, "Bearer "+first.Current.Token)
-		return r.status == http.StatusUnauthorized && len(r.body) == 0
-	}, "the old token refused after its grace")
+	// Just before the grace ends the old token still works; at its end it is refused and, at
+	// the pool's next look, dropped from the record.
+	clk.SetTime(second.Previous.ValidUntil.Add(-time.Second))
+	if r := fetch(t, c, url, "Bearer "+first.Current.Token); r.status != http.StatusOK {
+		t.Errorf("the old token a second before its grace ends: %d", r.status)
+	}
+	clk.SetTime(*second.Previous.ValidUntil)
+	if r := fetch(t, c, url, "Bearer "+first.Current.Token); r.status != http.StatusUnauthorized || len(r.body) != 0 {
+		t.Errorf("the old token after its grace: %d %q, want 401 with an empty body", r.status, r.body)
+	}
+	h.nudgePool("demo", "workers")
 	h.waitTokens("demo", "workers", "Previous dropped", func(r *api.IgnitionTokens) bool { return r.Previous == nil })
 	if r := fetch(t, c, url, "Bearer "+second.Current.Token); r.status != http.StatusOK {
 		t.Fatalf("the new token after the grace: %d", r.status)
@@ -220,19 +227,32 @@ func TestIgnition_AfterAConfigChangeTheOldTokenGetsTheOldPayloadUntilItsGraceEnd
 }
 
 func TestIgnition_RotatesTheTokenAtHalfLifeKeepingTheHash(t *testing.T) {
-	h, p, first := up(t, ignitiond.Config{TokenTTL: 4 * time.Second, Grace: time.Minute})
+	clk := clocktesting.NewFakeClock(time.Now())
+	const ttl = 24 * time.Hour
+	h, p, first := up(t, ignitiond.Config{Base: daemon.Base{Clock: clk}, TokenTTL: ttl, Grace: time.Minute})
+
+	halfLife := first.Current.IssuedAt.Add(ttl / 2)
+	if next := first.Current.ExpiresAt.Sub(first.Current.IssuedAt); next != ttl {
+		t.Errorf("lifetime %v, want %v", next, ttl)
+	}
+	clk.SetTime(halfLife)
+	h.nudgePool("demo", "workers")
 	h.waitEvent(ignitiond.VerbRotated, "demo/workers", 1)
 	rotated := h.waitTokens("demo", "workers", "rotated", func(r *api.IgnitionTokens) bool {
 		return r.Current.Token != first.Current.Token
 	})
+	if h.events.count(ignitiond.VerbRotated, "demo/workers") != 1 {
+		t.Errorf("%d rotations, want 1", h.events.count(ignitiond.VerbRotated, "demo/workers"))
+	}
 	if rotated.Current.ConfigHash != "h1" || rotated.Current.Release != "1.34.4" || len(rotated.Current.Config) != 2 {
 		t.Errorf("the rotated token serves %q %q (%d documents), want the same hash", rotated.Current.ConfigHash, rotated.Current.Release, len(rotated.Current.Config))
 	}
 	if bytes.Equal(rotated.UserData, first.UserData) || stub(t, rotated).Token != rotated.Current.Token {
 		t.Error("the userdata did not change with the token")
 	}
-	if got := rotated.Current.ExpiresAt.Sub(rotated.Current.IssuedAt); got != 4*time.Second {
-		t.Errorf("lifetime %v", got)
+	if !rotated.Current.IssuedAt.Equal(halfLife) || rotated.Current.ExpiresAt.Sub(rotated.Current.IssuedAt) != ttl {
+		t.Errorf("the rotated token is issued %v and expires %v, want issued at the first's half-life %v for %v",
+			rotated.Current.IssuedAt, rotated.Current.ExpiresAt, halfLife, ttl)
 	}
 	if v := p.metric(t, ignitiond.MetricTokenRotations, nil); v < 1 {
 		t.Errorf("rotations %v", v)
@@ -242,10 +262,14 @@ func TestIgnition_RotatesTheTokenAtHalfLifeKeepingTheHash(t *testing.T) {
 	if r := parsePayload(t, fetch(t, c, url, "Bearer "+rotated.Current.Token)); r.kubelet.ConfigHash != "h1" {
 		t.Errorf("the rotated token's payload hash %q", r.kubelet.ConfigHash)
 	}
-	// It keeps rotating; every expired token is refused.
-	testenv.Eventually(t, wait, func() bool {
-		return fetch(t, c, url, "Bearer "+first.Current.Token).status == http.StatusUnauthorized
-	}, "the first token refused once expired")
+	// The replaced token is refused once its grace is over, the rotated one still served.
+	clk.Step(time.Minute)
+	if r := fetch(t, c, url, "Bearer "+first.Current.Token); r.status != http.StatusUnauthorized {
+		t.Errorf("the first token after its grace: %d, want 401", r.status)
+	}
+	if r := fetch(t, c, url, "Bearer "+rotated.Current.Token); r.status != http.StatusOK {
+		t.Errorf("the rotated token: %d", r.status)
+	}
 }
 
 func TestIgnition_RestartKeepsServingTheSameTokens(t *testing.T) {

@@ -20,10 +20,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/bus"
 	"github.com/hostplane/hostplane/pkg/certs"
+	"github.com/hostplane/hostplane/pkg/daemon"
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/kube"
 	"github.com/hostplane/hostplane/pkg/observe"
@@ -94,9 +96,9 @@ type pkidProc struct {
 func (h *harness) startPKID(cfg pkid.Config) *pkidProc {
 	h.T.Helper()
 	reg := observe.NewRegistry()
-	mgmt := cfg.ManagementKubeconfig
+	mgmt, clk := cfg.ManagementKubeconfig, cfg.Clock
 	cfg.Base = h.Base(pkid.Name, reg)
-	cfg.ManagementKubeconfig = mgmt
+	cfg.ManagementKubeconfig, cfg.Clock = mgmt, clk
 	d, err := pkid.New(cfg)
 	if err != nil {
 		h.T.Fatal(err)
@@ -350,19 +352,37 @@ func TestPKI_GetShowsEveryCertificateWithoutKeyMaterial(t *testing.T) {
 	}
 }
 
-func TestPKI_WithShortLeafLifetime_RenewsLeavesAndPublishesRotated(t *testing.T) {
+func TestPKI_WhenLeavesAreDue_RenewsThemAndPublishesRotated(t *testing.T) {
 	h := newHarness(t)
-	d := h.startPKID(pkid.Config{})
-	h.createCluster("demo", &api.PKISpec{LeafLifetime: "3s", CALifetime: "not-a-duration"})
+	clk := clocktesting.NewFakeClock(time.Now())
+	d := h.startPKID(pkid.Config{Base: daemon.Base{Clock: clk}})
+	h.createCluster("demo", &api.PKISpec{LeafLifetime: "1h", CALifetime: "not-a-duration"})
 	h.putInfra(sampleInfra("demo"))
 	first := h.issued("demo")
 
 	if ca := parseCert(t, first.Certs[api.CertRootCA].CertPEM); time.Until(ca.NotAfter) < 9*365*24*time.Hour {
 		t.Errorf("an invalid caLifetime did not fall back to the 10 year default: CA expires %v", ca.NotAfter)
 	}
-	if d := first.NextRotation.Sub(first.Certs[api.CertAdmin].NotAfter); d > 0 || d < -3*time.Second {
-		t.Errorf("next rotation %v is not shortly before the leaves' expiry %v", first.NextRotation, first.Certs[api.CertAdmin].NotAfter)
+	// A leaf is due after two thirds of its lifetime (the default RenewFraction): the next
+	// rotation is the earliest leaf's, 20 minutes before it expires.
+	var due time.Time // when every leaf is due
+	for leaf := range issuers {
+		at := first.Certs[leaf].NotAfter.Add(-20 * time.Minute)
+		if at.Before(first.NextRotation) {
+			t.Errorf("%s is due at %v, before the next rotation %v", leaf, at, first.NextRotation)
+		}
+		if at.After(due) {
+			due = at
+		}
 	}
+	if due.Sub(first.NextRotation) > 5*time.Second {
+		t.Errorf("next rotation %v is not when the leaves are due, about %v", first.NextRotation, due)
+	}
+	// pkid renews when its clock says so, not on the certificates' real age. The reconcile
+	// queue's timer runs on the real clock, so infra.ready (the infra unchanged) has pkid
+	// look at the cluster again.
+	clk.SetTime(due)
+	h.putInfra(sampleInfra("demo"))
 	renewed := h.waitPKI("demo", "renewed", func(p *api.ClusterPKI) bool {
 		return p.Serial != first.Serial && h.events.announced("demo", p.Serial)
 	})
