@@ -515,8 +515,13 @@ func (d *Daemon) serveAdmin(ctx context.Context, tp trace.TracerProvider) chan e
 	}
 	srv := httpapi.NewServer(d.base.AdminAddr, router, d.log)
 	srv.TLSConfig = d.adminTLS
+	// The server's error is received once; the channel is closed after it, so that every
+	// later receive (stopHTTP runs in work and again as Run returns) returns at once.
 	httpDone := make(chan error, 1)
-	go func() { httpDone <- srv.Start(ctx) }()
+	go func() {
+		httpDone <- srv.Start(ctx)
+		close(httpDone)
+	}()
 	go func() {
 		if a := srv.Addr(); a != "" {
 			d.adminAddr <- a
