@@ -39,7 +39,6 @@ import (
 	"github.com/hostplane/hostplane/pkg/daemon"
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/guest"
-	"github.com/hostplane/hostplane/pkg/inbox"
 	"github.com/hostplane/hostplane/pkg/outbox"
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/release"
@@ -118,7 +117,6 @@ type Daemon struct {
 	backups    *store.Store[api.Backup]         // componentd's; read for spec.restoreFrom
 	outbox     *outbox.Outbox
 	controller *reconcile.Controller
-	rejections *inbox.RejectionPublisher
 
 	// mgmt writes the Cluster API objects; nil without a management cluster.
 	mgmt *management

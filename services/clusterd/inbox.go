@@ -14,35 +14,14 @@ import (
 // InboxConsumer is the durable consumer of the inbound events clusterd owns. clusterd also
 // runs the inbox front desk: it answers inbound types nobody handles (unknown, or whose
 // owner is not built yet).
-const InboxConsumer = Name + "-inbox"
+var InboxConsumer = daemon.InboxConsumer(Name)
 
 // newInbox builds clusterd's inbox consumer: cluster.upgrade, plus the front desk.
 func (d *Daemon) newInbox(ctx context.Context, rt *daemon.Runtime) (*inbox.Consumer, error) {
-	dedup, err := inbox.EnsureDedupBucket(ctx, rt.JS, Name, 0)
-	if err != nil {
-		return nil, err
-	}
-	d.rejections = inbox.NewRejectionPublisher(rt.JS, Name)
-	return inbox.New(rt.JS, inbox.Config{
-		Name: InboxConsumer,
-		Handlers: map[string]inbox.Handler{
-			events.InboundClusterUpgrade:   d.inboundUpgrade,
-			events.InboundClusterHibernate: d.inboundHibernate,
-		},
-		FrontDesk:      true,
-		Dedup:          dedup,
-		Reject:         d.rejectInbound,
-		Registry:       rt.Registry,
-		Log:            rt.Log,
-		TracerProvider: rt.TracerProvider,
-	})
-}
-
-// rejectInbound answers an inbound event that was not applied on
-// hostplane.evt.<cluster>.inbox.rejected.
-func (d *Daemon) rejectInbound(ctx context.Context, cluster string, r inbox.Rejection) error {
-	_, err := d.rejections.Publish(ctx, cluster, events.ResourceInbox, events.VerbInboxRejected, cluster, r)
-	return err
+	return rt.Inbox(ctx, map[string]inbox.Handler{
+		events.InboundClusterUpgrade:   d.inboundUpgrade,
+		events.InboundClusterHibernate: d.inboundHibernate,
+	}, true)
 }
 
 // inboundUpgrade applies cluster.upgrade ({"version": "x.y.z"}) exactly as

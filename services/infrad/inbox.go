@@ -13,32 +13,12 @@ import (
 )
 
 // InboxConsumer is the durable consumer of the inbound events infrad owns.
-const InboxConsumer = Name + "-inbox"
+var InboxConsumer = daemon.InboxConsumer(Name)
 
 // newInbox builds infrad's inbox consumer: machine.terminating. It runs with or without a
 // management cluster, so a notice is always answered (without one it is rejected).
 func (d *Daemon) newInbox(ctx context.Context, rt *daemon.Runtime) (*inbox.Consumer, error) {
-	dedup, err := inbox.EnsureDedupBucket(ctx, rt.JS, Name, 0)
-	if err != nil {
-		return nil, err
-	}
-	d.rejections = inbox.NewRejectionPublisher(rt.JS, Name)
-	return inbox.New(rt.JS, inbox.Config{
-		Name:           InboxConsumer,
-		Handlers:       map[string]inbox.Handler{events.InboundMachineTerminating: d.inboundTerminating},
-		Dedup:          dedup,
-		Reject:         d.rejectInbound,
-		Registry:       rt.Registry,
-		Log:            rt.Log,
-		TracerProvider: rt.TracerProvider,
-	})
-}
-
-// rejectInbound answers an inbound event that was not applied on
-// hostplane.evt.<cluster>.inbox.rejected.
-func (d *Daemon) rejectInbound(ctx context.Context, cluster string, r inbox.Rejection) error {
-	_, err := d.rejections.Publish(ctx, cluster, events.ResourceInbox, events.VerbInboxRejected, cluster, r)
-	return err
+	return rt.Inbox(ctx, map[string]inbox.Handler{events.InboundMachineTerminating: d.inboundTerminating}, false)
 }
 
 // terminatingNotice is the data of machine.terminating.

@@ -39,7 +39,6 @@ import (
 	"github.com/hostplane/hostplane/pkg/bus"
 	"github.com/hostplane/hostplane/pkg/daemon"
 	"github.com/hostplane/hostplane/pkg/events"
-	"github.com/hostplane/hostplane/pkg/inbox"
 	"github.com/hostplane/hostplane/pkg/outbox"
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/store"
@@ -156,7 +155,6 @@ type Daemon struct {
 	clusters   *store.Store[api.Cluster]
 	components *store.Store[api.ControlPlaneComponent]
 	provider   *provider.Provider // nil without a management cluster
-	rejections *inbox.RejectionPublisher
 
 	// allocMu serialises allocations, so two clusters reconciled at once never pick the same
 	// port (the other records are listed under it).

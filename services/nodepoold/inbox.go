@@ -12,31 +12,11 @@ import (
 )
 
 // InboxConsumer is the durable consumer of the inbound events nodepoold owns.
-const InboxConsumer = Name + "-inbox"
+var InboxConsumer = daemon.InboxConsumer(Name)
 
 // newInbox builds nodepoold's inbox consumer: nodepool.scale.
 func (d *Daemon) newInbox(ctx context.Context, rt *daemon.Runtime) (*inbox.Consumer, error) {
-	dedup, err := inbox.EnsureDedupBucket(ctx, rt.JS, Name, 0)
-	if err != nil {
-		return nil, err
-	}
-	d.rejections = inbox.NewRejectionPublisher(rt.JS, Name)
-	return inbox.New(rt.JS, inbox.Config{
-		Name:           InboxConsumer,
-		Handlers:       map[string]inbox.Handler{events.InboundNodePoolScale: d.inboundScale},
-		Dedup:          dedup,
-		Reject:         d.rejectInbound,
-		Registry:       rt.Registry,
-		Log:            rt.Log,
-		TracerProvider: rt.TracerProvider,
-	})
-}
-
-// rejectInbound answers an inbound event that was not applied on
-// hostplane.evt.<cluster>.inbox.rejected.
-func (d *Daemon) rejectInbound(ctx context.Context, cluster string, r inbox.Rejection) error {
-	_, err := d.rejections.Publish(ctx, cluster, events.ResourceInbox, events.VerbInboxRejected, cluster, r)
-	return err
+	return rt.Inbox(ctx, map[string]inbox.Handler{events.InboundNodePoolScale: d.inboundScale}, false)
 }
 
 // inboundScale applies nodepool.scale ({"nodePool": "workers", "replicas": 3}) exactly as

@@ -28,7 +28,6 @@ import (
 	"github.com/hostplane/hostplane/pkg/daemon"
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/guest"
-	"github.com/hostplane/hostplane/pkg/inbox"
 	"github.com/hostplane/hostplane/pkg/outbox"
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/release"
@@ -137,7 +136,6 @@ type Daemon struct {
 	infra      *store.Store[api.Infra] // for the guest clients (pkg/guest WithInfra)
 	outbox     *outbox.Outbox
 	controller *reconcile.Controller
-	rejections *inbox.RejectionPublisher
 	mgmt       *management // nil without a management cluster
 
 	guestMu sync.Mutex

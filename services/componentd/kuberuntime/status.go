@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/hostplane/hostplane/pkg/api"
 )
@@ -64,19 +65,10 @@ func replicasOf(p *int32) int32 {
 }
 
 func statefulSetStatus(s *appsv1.StatefulSet, component string) ComponentStatus {
-	want := replicasOf(s.Spec.Replicas)
 	st := s.Status
-	cs := ComponentStatus{
-		Kind:               "StatefulSet",
-		Image:              containerImage(s.Spec.Template.Spec, component),
-		ConfigHash:         s.Spec.Template.Annotations[AnnotationConfigHash],
-		Replicas:           want,
-		ReadyReplicas:      st.ReadyReplicas,
-		UpdatedReplicas:    st.UpdatedReplicas,
-		AvailableReplicas:  st.AvailableReplicas,
-		Generation:         s.Generation,
-		ObservedGeneration: st.ObservedGeneration,
-	}
+	cs := workloadStatus("StatefulSet", component, s.Spec.Replicas, s.Spec.Template, s.Generation,
+		st.ObservedGeneration, st.ReadyReplicas, st.UpdatedReplicas, st.AvailableReplicas)
+	want := cs.Replicas
 	cs.RolloutComplete = st.ObservedGeneration >= s.Generation && st.UpdateRevision != "" &&
 		st.CurrentRevision == st.UpdateRevision && st.Replicas == want &&
 		st.UpdatedReplicas == want && st.ReadyReplicas == want
@@ -89,21 +81,29 @@ func statefulSetStatus(s *appsv1.StatefulSet, component string) ComponentStatus 
 }
 
 func deploymentStatus(d *appsv1.Deployment, component string) ComponentStatus {
-	want := replicasOf(d.Spec.Replicas)
 	st := d.Status
-	cs := ComponentStatus{
-		Kind:               "Deployment",
-		Image:              containerImage(d.Spec.Template.Spec, component),
-		ConfigHash:         d.Spec.Template.Annotations[AnnotationConfigHash],
-		Replicas:           want,
-		ReadyReplicas:      st.ReadyReplicas,
-		UpdatedReplicas:    st.UpdatedReplicas,
-		AvailableReplicas:  st.AvailableReplicas,
-		Generation:         d.Generation,
-		ObservedGeneration: st.ObservedGeneration,
-	}
+	cs := workloadStatus("Deployment", component, d.Spec.Replicas, d.Spec.Template, d.Generation,
+		st.ObservedGeneration, st.ReadyReplicas, st.UpdatedReplicas, st.AvailableReplicas)
+	want := cs.Replicas
 	cs.RolloutComplete = st.ObservedGeneration >= d.Generation && st.Replicas == want &&
 		st.UpdatedReplicas == want && st.ReadyReplicas == want && st.AvailableReplicas == want
 	cs.Available = want > 0 && st.AvailableReplicas >= 1
 	return cs
+}
+
+// workloadStatus is what a StatefulSet's and a Deployment's status have in common; the
+// caller decides RolloutComplete and Available, which differ.
+func workloadStatus(kind, component string, replicas *int32, tpl corev1.PodTemplateSpec, generation, observed int64,
+	ready, updated, available int32) ComponentStatus {
+	return ComponentStatus{
+		Kind:               kind,
+		Image:              containerImage(tpl.Spec, component),
+		ConfigHash:         tpl.Annotations[AnnotationConfigHash],
+		Replicas:           replicasOf(replicas),
+		ReadyReplicas:      ready,
+		UpdatedReplicas:    updated,
+		AvailableReplicas:  available,
+		Generation:         generation,
+		ObservedGeneration: observed,
+	}
 }
