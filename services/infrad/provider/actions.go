@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,6 +16,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/httpapi"
+	"github.com/hostplane/hostplane/pkg/kube"
 	"github.com/hostplane/hostplane/services/localcloud"
 )
 
@@ -30,7 +30,7 @@ import (
 func (p *Provider) Machines(ctx context.Context, cluster string) ([]api.Machine, error) {
 	var machines clusterv1.MachineList
 	err := p.reader.List(ctx, &machines, client.InNamespace(api.ControlPlaneNamespace(cluster)))
-	if err != nil && !noMatch(err) {
+	if err != nil && !kube.IsNotFound(err) {
 		return nil, fmt.Errorf("list the machines of %s: %w", cluster, err)
 	}
 	cloud := map[string]*localcloud.MachineStatus{}
@@ -101,7 +101,7 @@ func (p *Provider) Terminate(ctx context.Context, cluster, machine, notBefore, i
 	key := types.NamespacedName{Namespace: api.ControlPlaneNamespace(cluster), Name: machine}
 	m := &clusterv1.Machine{}
 	err := p.reader.Get(ctx, key, m)
-	if err != nil && noMatch(err) {
+	if err != nil && kube.IsNotFound(err) {
 		return fmt.Errorf("%w: cluster %s has no machine %q", ErrMachineNotFound, cluster, machine)
 	}
 	if err != nil {
@@ -128,10 +128,4 @@ func (p *Provider) Terminate(ctx context.Context, cluster, machine, notBefore, i
 	}
 	log.Info("machine.terminating: deleted the Machine; Cluster API drains it and its MachineSet replaces it", "notBefore", notBefore)
 	return nil
-}
-
-// noMatch reports an error that says the management cluster does not serve Machines (Cluster
-// API's CRDs are not installed yet): there are none.
-func noMatch(err error) bool {
-	return apierrors.IsNotFound(err) || meta.IsNoMatchError(err)
 }
