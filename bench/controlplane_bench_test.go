@@ -251,8 +251,8 @@ func sampleIdle(b *testing.B, c *client, names []string, idleWait time.Duration)
 	idle := time.Since(start).Seconds()
 	load := machine.machine()
 
-	perComponent, anon := map[string]int64{}, map[string]int64{}
-	var total int64
+	perComponent, anon, pss := map[string]int64{}, map[string]int64{}, map[string]int64{}
+	var total, totalPSS int64
 	for _, p := range procs {
 		kib, err := rssKiB(p.pid)
 		if err != nil {
@@ -262,9 +262,15 @@ func sampleIdle(b *testing.B, c *client, names []string, idleWait time.Duration)
 		if err != nil {
 			b.Fatalf("%s pid %s: %v", p.comp, p.pid, err)
 		}
+		ps, err := pssKiB(p.pid)
+		if err != nil {
+			b.Fatalf("%s pid %s: %v", p.comp, p.pid, err)
+		}
 		perComponent[p.comp] += kib
 		anon[p.comp] += a
+		pss[p.comp] += ps
 		total += kib
+		totalPSS += ps
 	}
 	self, err := rssKiB("self")
 	if err != nil {
@@ -281,6 +287,7 @@ func sampleIdle(b *testing.B, c *client, names []string, idleWait time.Duration)
 	if len(names) > 0 {
 		b.ReportMetric(mib(total), "cp-total-MiB")
 		b.ReportMetric(mib(total)/n, "cp-MiB/cluster")
+		b.ReportMetric(mib(totalPSS)/n, "cp-PSS-MiB/cluster")
 		for comp, unit := range map[string]string{
 			api.ComponentEtcd: "etcd-MiB", api.ComponentKubeAPIServer: "kas-MiB",
 			api.ComponentControllerManager: "kcm-MiB", api.ComponentScheduler: "sched-MiB",
@@ -292,12 +299,12 @@ func sampleIdle(b *testing.B, c *client, names []string, idleWait time.Duration)
 	var perCompCPU, perCompRSS []string
 	for _, comp := range []string{api.ComponentEtcd, api.ComponentKubeAPIServer, api.ComponentControllerManager, api.ComponentScheduler} {
 		perCompCPU = append(perCompCPU, fmt.Sprintf("%s %.2f%%", comp, 100*(comp1[comp]-comp0[comp])/idle/n))
-		perCompRSS = append(perCompRSS, fmt.Sprintf("%s %.0f (anon %.0f)", comp, mib(perComponent[comp])/n, mib(anon[comp])/n))
+		perCompRSS = append(perCompRSS, fmt.Sprintf("%s %.0f (anon %.0f, PSS %.0f)", comp, mib(perComponent[comp])/n, mib(anon[comp])/n, mib(pss[comp])/n))
 	}
 	b.ReportMetric(0, "ns/op")
-	detail(b, "%d clusters, %d processes: control planes %.0f MiB (%.0f MiB each), %.1f%% of a core each while idle (%s); "+
+	detail(b, "%d clusters, %d processes: control planes %.0f MiB RSS (%.0f MiB each; PSS %.0f MiB each), %.1f%% of a core each while idle (%s); "+
 		"MiB each: %s; hostplane dev %.0f MiB (Go heap in use %.0f MiB), %.1f%% of a core; %s",
-		len(names), len(procs), mib(total), mib(total)/n, 100*(cp1-cp0)/idle/n, strings.Join(perCompCPU, ", "), strings.Join(perCompRSS, ", "),
+		len(names), len(procs), mib(total), mib(total)/n, mib(totalPSS)/n, 100*(cp1-cp0)/idle/n, strings.Join(perCompCPU, ", "), strings.Join(perCompRSS, ", "),
 		mib(self), float64(ms.HeapInuse)/(1<<20), 100*(self1-self0)/idle, load)
 }
 

@@ -75,8 +75,10 @@ type LoadBalancer struct {
 	interval time.Duration
 	dialTO   time.Duration
 	probe    func(ctx context.Context, addr string) error
-	metrics  *Metrics
-	log      *slog.Logger
+	// closeProbe closes the probe's kept connections (at Close).
+	closeProbe func()
+	metrics    *Metrics
+	log        *slog.Logger
 
 	// Wake on connect (a single apiserver's balancer; nil wake: never). While asleep, a new
 	// connection asks for a wake (once per sleep) and is held until the apiserver is ready.
@@ -123,7 +125,10 @@ func Start(cfg Config) (*LoadBalancer, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	backends, interval := cfg.Backends, cfg.HealthInterval
+	probe, closeProbe := readyzProbe(max(interval, time.Second))
 	lb := &LoadBalancer{
+		probe:      probe,
+		closeProbe: closeProbe,
 		cluster:    cfg.Cluster,
 		addr:       cfg.Addr,
 		internal:   cfg.InternalAddr,
@@ -132,7 +137,6 @@ func Start(cfg Config) (*LoadBalancer, error) {
 		draining:   make([]atomic.Bool, len(backends)),
 		interval:   interval,
 		dialTO:     max(interval, time.Second),
-		probe:      readyzProbe(max(interval, time.Second)),
 		metrics:    cfg.Metrics,
 		log:        cfg.Log.With("cluster", cfg.Cluster, "lb", cfg.Addr),
 		wake:       cfg.Wake,
@@ -189,6 +193,7 @@ func (lb *LoadBalancer) Close() error {
 		err = errors.Join(err, internalLn.Close())
 	}
 	lb.wg.Wait()
+	lb.closeProbe()
 	lb.log.Info("load balancer closed")
 	return err
 }
@@ -536,17 +541,23 @@ func (lb *LoadBalancer) nextProbe() time.Duration {
 // balancer needs to know is whether this replica serves (and is not shutting down).
 const readyzPath = "/readyz?exclude=etcd&exclude=etcd-readiness"
 
-// readyzProbe returns a probe that wants 200 from GET https://<addr>/readyz (readyzPath). The probe does
-// not verify the serving certificate: it asks a backend it was configured with whether it is
-// ready, and carries no credentials or data (anonymous /readyz is allowed by default RBAC).
-func readyzProbe(timeout time.Duration) func(ctx context.Context, addr string) error {
-	client := &http.Client{
-		Timeout: timeout,
-		Transport: &http.Transport{
-			TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // readiness probe only, see above
-			DisableKeepAlives: true,
-		},
+// readyzProbe returns a probe that wants 200 from GET https://<addr>/readyz (readyzPath), and a
+// func that closes its idle connections. The probe does not verify the serving certificate: it
+// asks a backend it was configured with whether it is ready, and carries no credentials or data
+// (anonymous /readyz is allowed by default RBAC).
+//
+// It keeps its connection to each backend open between probes: a new TLS handshake twice a
+// second was the largest part of an idle kube-apiserver's CPU (BENCHMARKS.md, lean components).
+// A backend that stops or restarts breaks that connection, and the next probe dials anew; one
+// shutting down answers /readyz on it with an error, as on a new one.
+func readyzProbe(timeout time.Duration) (probe func(ctx context.Context, addr string) error, closeIdle func()) {
+	transport := &http.Transport{
+		TLSClientConfig:     &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // readiness probe only, see above
+		MaxIdleConnsPerHost: 1,
+		// A backend no longer probed (the balancer replaced) must not keep a connection.
+		IdleConnTimeout: 4 * timeout,
 	}
+	client := &http.Client{Timeout: timeout, Transport: transport}
 	return func(ctx context.Context, addr string) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+readyzPath, nil)
 		if err != nil {
@@ -562,5 +573,5 @@ func readyzProbe(timeout time.Duration) func(ctx context.Context, addr string) e
 			return fmt.Errorf("%w: /readyz answered %d", ErrBackendNotReady, resp.StatusCode)
 		}
 		return nil
-	}
+	}, transport.CloseIdleConnections
 }

@@ -158,6 +158,44 @@ func TestLoadBalancer_SendsNothingNewToADrainingOrUnreadyBackend(t *testing.T) {
 	}
 }
 
+// The probe keeps its connection to a backend between probes: a backend that stops must still
+// be seen down, and seen ready again once a new one serves on its address (a replica restarted
+// on its port).
+func TestLoadBalancer_BackendRestartedOnItsAddress_IsSeenDownThenReadyAgain(t *testing.T) {
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ready atomic.Bool
+	ready.Store(true)
+	first := readyzBackend(t, "first", &ready)
+	addr := first.Listener.Addr().String()
+	lb, err := Start(Config{Cluster: "c1", Addr: "127.0.0.1:0", Backends: []string{addr}, HealthInterval: 50 * time.Millisecond, Metrics: m, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lb.Close() })
+	ready.Store(false)
+	waitFor(t, func() bool { return !lb.healthy[0].Load() }, "probe never saw the backend unready")
+	ready.Store(true)
+	waitFor(t, func() bool { return lb.healthy[0].Load() }, "probe never saw the backend ready")
+
+	first.Close() // closes the probe's kept connection too
+	waitFor(t, func() bool { return !lb.healthy[0].Load() }, "probe never saw the stopped backend down")
+	serveTLS(t, addr, "second")
+	waitFor(t, func() bool { return lb.healthy[0].Load() }, "probe never saw the backend restarted on its address")
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 10 * time.Second} //nolint:gosec // test backend
+	resp, err := client.Get("https://" + lb.Addr().String() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if string(body) != "second" {
+		t.Fatalf("through the balancer: %q, want the restarted backend's %q", body, "second")
+	}
+}
+
 func waitFor(t *testing.T, cond func() bool, msg string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
