@@ -76,8 +76,8 @@ func (in *Inputs) karpenter() workload {
 		recreate:       true,
 		// It installs its CRDs into the guest before it serves: give it the time
 		// kube-apiserver takes to come up.
-		startup:     httpProbe(corev1.URISchemeHTTP, "/healthz", KarpenterHealthPort, 5, 60),
-		readiness:   httpProbe(corev1.URISchemeHTTP, "/readyz", KarpenterHealthPort, 5, 3),
+		startup:     startupProbe(corev1.URISchemeHTTP, "/healthz", KarpenterHealthPort),
+		readiness:   readinessProbe(corev1.URISchemeHTTP, "/readyz", KarpenterHealthPort),
 		liveness:    httpProbe(corev1.URISchemeHTTP, "/healthz", KarpenterHealthPort, 10, 6),
 		requests:    quantities("50m", "128Mi"),
 		gracePeriod: 30,

@@ -74,6 +74,20 @@ func containerPort(name string, port int32) *corev1ac.ContainerPortApplyConfigur
 	return corev1ac.ContainerPort().WithName(name).WithContainerPort(port).WithProtocol(corev1.ProtocolTCP)
 }
 
+// startupProbe checks path every second for up to five minutes: the kubelet runs no readiness
+// probe before it passes, so its period is how late a component that serves is seen started
+// (with 5–10 s periods, a new control plane's chain etcd → kube-apiserver → the controllers
+// waited out up to three of them).
+func startupProbe(scheme corev1.URIScheme, path string, port int32) *corev1ac.ProbeApplyConfiguration {
+	return httpProbe(scheme, path, port, 1, 300)
+}
+
+// readinessProbe checks path every 2 s; three failures in a row take the pod out of its
+// Service.
+func readinessProbe(scheme corev1.URIScheme, path string, port int32) *corev1ac.ProbeApplyConfiguration {
+	return httpProbe(scheme, path, port, 2, 3)
+}
+
 // httpProbe GETs path on port; scheme HTTPS skips certificate verification (kubelet's way).
 func httpProbe(scheme corev1.URIScheme, path string, port int32, period, failures int32) *corev1ac.ProbeApplyConfiguration {
 	return corev1ac.Probe().
@@ -127,8 +141,8 @@ func (in *Inputs) etcd() workload {
 		secrets: []string{SecretEtcdServer, SecretEtcdPeer},
 		scratch: []scratchDir{{"tmp", "/tmp"}},
 		// The metrics listener answers /livez and /readyz over plain HTTP (etcd ≥ 3.5.11).
-		startup:     httpProbe(corev1.URISchemeHTTP, "/readyz", EtcdMetricsPort, 10, 30),
-		readiness:   httpProbe(corev1.URISchemeHTTP, "/readyz", EtcdMetricsPort, 5, 3),
+		startup:     startupProbe(corev1.URISchemeHTTP, "/readyz", EtcdMetricsPort),
+		readiness:   readinessProbe(corev1.URISchemeHTTP, "/readyz", EtcdMetricsPort),
 		liveness:    httpProbe(corev1.URISchemeHTTP, "/livez", EtcdMetricsPort, 10, 8),
 		requests:    quantities("100m", "128Mi"),
 		gracePeriod: 30,
@@ -203,8 +217,8 @@ func (in *Inputs) kubeAPIServer() workload {
 		secrets: []string{SecretEtcdClient, SecretAPIServer, SecretAPIServerKubeletClient,
 			SecretFrontProxyClient, SecretServiceAccount},
 		scratch:     []scratchDir{{"cert-dir", "/var/run/kubernetes"}, {"tmp", "/tmp"}},
-		startup:     httpProbe(corev1.URISchemeHTTPS, "/livez", APIServerPort, 5, 60),
-		readiness:   httpProbe(corev1.URISchemeHTTPS, "/readyz", APIServerPort, 5, 3),
+		startup:     startupProbe(corev1.URISchemeHTTPS, "/livez", APIServerPort),
+		readiness:   readinessProbe(corev1.URISchemeHTTPS, "/readyz", APIServerPort),
 		liveness:    httpProbe(corev1.URISchemeHTTPS, "/livez", APIServerPort, 10, 6),
 		requests:    quantities("250m", "384Mi"),
 		gracePeriod: apiServerGracePeriod,
@@ -248,8 +262,8 @@ func (in *Inputs) kubeControllerManager() workload {
 		ports:       []*corev1ac.ContainerPortApplyConfiguration{containerPort("https", ControllerManagerPort)},
 		secrets:     []string{SecretControllerManagerKubeconfig, SecretKubeletSigner, SecretRootCA, SecretServiceAccount},
 		scratch:     []scratchDir{{"tmp", "/tmp"}},
-		startup:     httpProbe(corev1.URISchemeHTTPS, "/healthz", ControllerManagerPort, 5, 60),
-		readiness:   httpProbe(corev1.URISchemeHTTPS, "/healthz", ControllerManagerPort, 5, 3),
+		startup:     startupProbe(corev1.URISchemeHTTPS, "/healthz", ControllerManagerPort),
+		readiness:   readinessProbe(corev1.URISchemeHTTPS, "/healthz", ControllerManagerPort),
 		liveness:    httpProbe(corev1.URISchemeHTTPS, "/healthz", ControllerManagerPort, 10, 6),
 		requests:    quantities("100m", "160Mi"),
 		gracePeriod: 30,
@@ -274,8 +288,8 @@ func (in *Inputs) kubeScheduler() workload {
 		ports:       []*corev1ac.ContainerPortApplyConfiguration{containerPort("https", SchedulerPort)},
 		secrets:     []string{SecretSchedulerKubeconfig},
 		scratch:     []scratchDir{{"tmp", "/tmp"}},
-		startup:     httpProbe(corev1.URISchemeHTTPS, "/healthz", SchedulerPort, 5, 60),
-		readiness:   httpProbe(corev1.URISchemeHTTPS, "/healthz", SchedulerPort, 5, 3),
+		startup:     startupProbe(corev1.URISchemeHTTPS, "/healthz", SchedulerPort),
+		readiness:   readinessProbe(corev1.URISchemeHTTPS, "/healthz", SchedulerPort),
 		liveness:    httpProbe(corev1.URISchemeHTTPS, "/healthz", SchedulerPort, 10, 6),
 		requests:    quantities("50m", "96Mi"),
 		gracePeriod: 30,
