@@ -65,15 +65,8 @@ func BenchmarkDensity_RegisteredAndAwake(b *testing.B) {
 		for j := i; j < min(i+wave, registered-awake); j++ {
 			batch = append(batch, fmt.Sprintf("dense-%03d", j))
 		}
-		for _, name := range batch {
-			if err := c.create(name); err != nil {
-				b.Fatal(err)
-			}
-			names = append(names, name)
-		}
-		if _, err := c.waitAllAvailable(batch, time.Second, availableTimeout); err != nil {
-			b.Fatal(err)
-		}
+		names = append(names, batch...)
+		c.createAvailable(b, batch...)
 		for _, name := range batch {
 			if _, err := c.api.PatchCluster(context.Background(), name, map[string]any{
 				"spec": map[string]any{"hibernation": map[string]any{"enabled": true}},
@@ -121,15 +114,8 @@ func BenchmarkDensity_RegisteredAndAwake(b *testing.B) {
 		for j := i; j < min(i+wave, awake); j++ {
 			batch = append(batch, fmt.Sprintf("dense-awake-%02d", j))
 		}
-		for _, name := range batch {
-			if err := c.create(name); err != nil {
-				b.Fatal(err)
-			}
-			names = append(names, name)
-		}
-		if _, err := c.waitAllAvailable(batch, time.Second, availableTimeout); err != nil {
-			b.Fatal(err)
-		}
+		names = append(names, batch...)
+		c.createAvailable(b, batch...)
 		woke = append(woke, batch...)
 	}
 	if len(woke) > 0 {
