@@ -34,7 +34,8 @@ const (
 //  3. the awake ones, in waves, all Available, HOSTPLANE_BENCH_SETTLE seconds to settle
 //     (default 20), then HOSTPLANE_BENCH_IDLE seconds measured as BenchmarkIdleControlPlaneRSS
 //     does (every replica's RSS, PSS and CPU);
-//  4. one sleeper woken by a plain client-go GET (infrad's balancer holds it), with its time.
+//  4. one sleeper woken by a plain client-go GET (infrad's balancer holds it), with its time
+//     (a first request that gives up is retried as a user would, and counted in that time).
 //
 // Every cluster is deleted at the end.
 func BenchmarkDensity_RegisteredAndAwake(b *testing.B) {
@@ -129,13 +130,23 @@ func BenchmarkDensity_RegisteredAndAwake(b *testing.B) {
 	// 4. A sleeper answers a plain GET, woken on connect.
 	if len(sleepers) > 0 {
 		name := sleepers[0]
-		got := getConfigMap(guestClient(b, c, name).CoreV1().ConfigMaps("kube-system"), "kube-root-ca.crt")
+		cms := guestClient(b, c, name).CoreV1().ConfigMaps("kube-system")
+		m := readCPU()
+		got := getConfigMap(cms, "kube-root-ca.crt")
+		took, outcome := got.took, "answered"
 		if got.err != nil {
-			b.Fatalf("GET through %s's kubeconfig while it hibernates, %d clusters registered: %v after %s", name, registered, got.err, got.took)
+			// As a user would: the first request gave up (client-go's 10 s TLS handshake bound
+			// on a busy machine); a retry joins the wake under way.
+			answered, err := retryUntilAnswered(cms, "kube-root-ca.crt", got.start.Add(got.took))
+			if err != nil {
+				b.Fatalf("GET through %s's kubeconfig while it hibernates, %d clusters registered: %v after %s, and every retry failed: %v",
+					name, registered, got.err, got.took, err)
+			}
+			took, outcome = answered.Sub(got.start), fmt.Sprintf("first request FAILED (%v) after %s; a retry answered", got.err, got.took.Round(time.Millisecond))
 		}
-		b.ReportMetric(seconds(got.took), "wake-s")
-		detail(b, "a hibernated cluster (%s) answered a client-go GET %s after the request, woken on connect, with %d awake beside it",
-			name, got.took.Round(time.Millisecond), len(woke))
+		b.ReportMetric(seconds(took), "wake-s")
+		detail(b, "a hibernated cluster (%s), woken on connect by a client-go GET with %d awake beside it: %s, %s after the first request; %s",
+			name, len(woke), outcome, took.Round(time.Millisecond), m.machine())
 	}
 	b.StopTimer()
 	b.ReportMetric(seconds(tookSleepers), "register-hibernated-s")
