@@ -74,9 +74,6 @@ func New(opts Options) (*Client, error) {
 	return c, nil
 }
 
-// Server returns the base URL.
-func (c *Client) Server() string { return c.base.String() }
-
 // ClusterPath returns /v1/clusters/<name>[/<sub>...] with each part escaped.
 func ClusterPath(name string, sub ...string) string {
 	p := "/v1/clusters/" + url.PathEscape(name)

@@ -355,9 +355,6 @@ func (c *Cluster) Resolver() *net.Resolver {
 	}}
 }
 
-// Dir returns the cluster's state directory.
-func (c *Cluster) Dir() string { return c.cfg.Dir }
-
 // ImportImages imports image archives (Image.WriteArchive, docker save) into every node's
 // containerd, the nodes side by side as in Start.
 func (c *Cluster) ImportImages(ctx context.Context, archives ...string) error {

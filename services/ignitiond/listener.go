@@ -129,13 +129,6 @@ func (ls *listeners) close(cluster string) bool {
 	return true
 }
 
-// has reports whether cluster's listener runs.
-func (ls *listeners) has(cluster string) bool {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	return ls.open[cluster] != nil
-}
-
 // closeAll stops every listener (daemon shutdown), letting in-flight requests finish within
 // ctx; no listener opens afterwards.
 func (ls *listeners) closeAll(ctx context.Context) {
