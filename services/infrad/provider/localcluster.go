@@ -13,6 +13,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	infrav1 "github.com/hostplane/hostplane/apis/infrastructure/v1alpha1"
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/daemon"
 	"github.com/hostplane/hostplane/pkg/events"
@@ -38,7 +39,7 @@ func (p *Provider) localClusterKeys(ctx context.Context) ([]string, error) {
 	if err != nil || !p.started.Load() {
 		return keys, err
 	}
-	var list LocalClusterList
+	var list infrav1.LocalClusterList
 	if err := p.reader.List(ctx, &list, client.MatchingLabels{api.LabelOwner: p.owner}); err != nil {
 		return nil, fmt.Errorf("list LocalClusters: %w", err)
 	}
@@ -85,7 +86,7 @@ func (p *Provider) applyLocalCluster(ctx context.Context, cluster string, inf *a
 	}
 	obj := func() *unstructured.Unstructured {
 		u := &unstructured.Unstructured{}
-		u.SetAPIVersion(InfrastructureGroupVersion.String())
+		u.SetAPIVersion(infrav1.GroupVersion.String())
 		u.SetKind(api.KindLocalCluster)
 		u.SetNamespace(ns)
 		u.SetName(cluster)
@@ -122,7 +123,7 @@ func localClusterConditions(cur *unstructured.Unstructured) []any {
 	raw, _, _ := unstructured.NestedSlice(cur.Object, "status", "conditions")
 	for _, r := range raw {
 		m, ok := r.(map[string]any)
-		if !ok || m["type"] != ConditionReady || m["status"] != string(metav1.ConditionTrue) {
+		if !ok || m["type"] != infrav1.ConditionReady || m["status"] != string(metav1.ConditionTrue) {
 			continue
 		}
 		if ts, ok := m["lastTransitionTime"].(string); ok {
@@ -132,7 +133,7 @@ func localClusterConditions(cur *unstructured.Unstructured) []any {
 		}
 	}
 	return []any{map[string]any{
-		"type": ConditionReady, "status": string(metav1.ConditionTrue), "reason": ReasonProvisioned, "message": "",
+		"type": infrav1.ConditionReady, "status": string(metav1.ConditionTrue), "reason": infrav1.ReasonProvisioned, "message": "",
 		"observedGeneration": cur.GetGeneration(), "lastTransitionTime": since.UTC().Format(time.RFC3339),
 	}}
 }
@@ -140,7 +141,7 @@ func localClusterConditions(cur *unstructured.Unstructured) []any {
 // deleteLocalCluster deletes the cluster's LocalCluster; gone already (Cluster API deleted it
 // with the Cluster) is fine: it carries no finalizer.
 func (p *Provider) deleteLocalCluster(ctx context.Context, cluster string) error {
-	lc := &LocalCluster{ObjectMeta: metav1.ObjectMeta{Namespace: api.ControlPlaneNamespace(cluster), Name: cluster}}
+	lc := &infrav1.LocalCluster{ObjectMeta: metav1.ObjectMeta{Namespace: api.ControlPlaneNamespace(cluster), Name: cluster}}
 	err := p.client.Delete(ctx, lc)
 	if err == nil {
 		p.log.Info("deleted the LocalCluster", "cluster", cluster)
