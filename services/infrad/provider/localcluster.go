@@ -8,8 +8,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -84,27 +85,23 @@ func (p *Provider) applyLocalCluster(ctx context.Context, cluster string, inf *a
 	if err := p.ensureNamespace(ctx, ns, cluster); err != nil {
 		return err
 	}
-	obj := func() *unstructured.Unstructured {
-		u := &unstructured.Unstructured{}
-		u.SetAPIVersion(infrav1.GroupVersion.String())
-		u.SetKind(api.KindLocalCluster)
-		u.SetNamespace(ns)
-		u.SetName(cluster)
-		return u
+	obj := func() *infrav1.LocalCluster {
+		return &infrav1.LocalCluster{
+			TypeMeta:   metav1.TypeMeta{APIVersion: infrav1.GroupVersion.String(), Kind: api.KindLocalCluster},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster},
+		}
 	}
 	spec := obj()
-	spec.SetLabels(map[string]string{api.LabelOwner: p.owner, api.LabelCluster: cluster, clusterv1.ClusterNameLabel: cluster})
-	spec.Object["spec"] = map[string]any{"controlPlaneEndpoint": map[string]any{
-		"host": inf.Endpoint.Host, "port": int64(inf.Endpoint.Port),
-	}}
+	spec.Labels = map[string]string{api.LabelOwner: p.owner, api.LabelCluster: cluster, clusterv1.ClusterNameLabel: cluster}
+	spec.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: inf.Endpoint.Host, Port: int32(inf.Endpoint.Port)}
 	opts := []client.PatchOption{client.FieldOwner(p.owner), client.ForceOwnership}
 	if err := p.client.Patch(ctx, spec, client.Apply, opts...); err != nil {
 		return fmt.Errorf("apply LocalCluster %s/%s: %w", ns, cluster, err)
 	}
 	status := obj()
-	status.Object["status"] = map[string]any{
-		"initialization": map[string]any{"provisioned": true},
-		"conditions":     localClusterConditions(spec),
+	status.Status = infrav1.LocalClusterStatus{
+		Initialization: infrav1.Initialization{Provisioned: ptr.To(true)},
+		Conditions:     localClusterConditions(spec),
 	}
 	if err := p.client.Status().Patch(ctx, status, client.Apply, client.FieldOwner(p.owner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("apply LocalCluster %s/%s status: %w", ns, cluster, err)
@@ -118,23 +115,14 @@ func (p *Provider) applyLocalCluster(ctx context.Context, cluster string, inf *a
 // healthy condition, whose message would reach the Cluster's Available summary). cur is the LocalCluster as the apiserver
 // answered the spec's apply; its Ready condition's lastTransitionTime is kept while the
 // status stays the same.
-func localClusterConditions(cur *unstructured.Unstructured) []any {
-	since := time.Now().UTC()
-	raw, _, _ := unstructured.NestedSlice(cur.Object, "status", "conditions")
-	for _, r := range raw {
-		m, ok := r.(map[string]any)
-		if !ok || m["type"] != infrav1.ConditionReady || m["status"] != string(metav1.ConditionTrue) {
-			continue
-		}
-		if ts, ok := m["lastTransitionTime"].(string); ok {
-			if t, err := time.Parse(time.RFC3339, ts); err == nil {
-				since = t
-			}
-		}
+func localClusterConditions(cur *infrav1.LocalCluster) []metav1.Condition {
+	since := metav1.NewTime(time.Now().UTC().Truncate(time.Second))
+	if c := meta.FindStatusCondition(cur.Status.Conditions, infrav1.ConditionReady); c != nil && c.Status == metav1.ConditionTrue {
+		since = c.LastTransitionTime
 	}
-	return []any{map[string]any{
-		"type": infrav1.ConditionReady, "status": string(metav1.ConditionTrue), "reason": infrav1.ReasonProvisioned, "message": "",
-		"observedGeneration": cur.GetGeneration(), "lastTransitionTime": since.UTC().Format(time.RFC3339),
+	return []metav1.Condition{{
+		Type: infrav1.ConditionReady, Status: metav1.ConditionTrue, Reason: infrav1.ReasonProvisioned,
+		ObservedGeneration: cur.Generation, LastTransitionTime: since,
 	}}
 }
 
