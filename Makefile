@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-MODULES   := pkg services/clusterd services/nodepoold services/componentd services/ignitiond \
+MODULES   := pkg apis services/clusterd services/nodepoold services/componentd services/ignitiond \
              services/pkid services/infrad services/localcloud cmd/hostplane cmd/hostplane-karpenter test/apicheck test/integration test/e2e bench
 PKGS      := $(addprefix ./,$(addsuffix /...,$(MODULES)))
 DAEMONS   := clusterd nodepoold componentd ignitiond pkid infrad
@@ -134,11 +134,11 @@ lint: ## gofmt, go vet, and every module tidy and building alone with the import
 	  { echo "generated code is stale: run make generate and commit the result"; exit 1; }
 
 # Generated code: controller-gen's DeepCopy of the Go types of Hostplane's own kinds.
-GENERATED := services/infrad/provider/zz_generated.deepcopy.go services/clusterd/controlplane/zz_generated.deepcopy.go
+GENERATED := apis/infrastructure/v1alpha1/zz_generated.deepcopy.go services/clusterd/controlplane/zz_generated.deepcopy.go
 
 .PHONY: generate
-generate: ## regenerate generated code (controller-gen DeepCopy of infrad's provider types and clusterd's HostedControlPlane)
-	cd services/infrad && GOWORK=off GOFLAGS=-mod=mod $(GO) generate ./...
+generate: ## regenerate generated code (controller-gen DeepCopy of apis/infrastructure/v1alpha1 and clusterd's HostedControlPlane)
+	cd apis && GOWORK=off GOFLAGS=-mod=mod $(GO) generate ./...
 	cd services/clusterd && GOWORK=off GOFLAGS=-mod=mod $(GO) generate ./controlplane/...
 
 .PHONY: modules

@@ -5,15 +5,16 @@
 #
 # Usage: tools/modules.sh sync    rewrite each module's sibling replaces and tidy it
 #        tools/modules.sh check   fail if a module is untidy, does not build or vet alone, or
-#                                 breaks the import rules (pkg never imports services; a daemon
-#                                 never imports another daemon; only tests/ and cmd/ see them all)
+#                                 breaks the import rules (pkg and apis never import services; a
+#                                 daemon never imports another daemon; only tests/ and cmd/ see them
+#                                 all)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 export GOWORK=off GOFLAGS=-mod=mod
 prefix=github.com/hostplane/hostplane
 # Dependency order: a module comes after the siblings it requires.
-modules=(pkg services/localcloud services/infrad services/pkid services/componentd services/clusterd
+modules=(pkg apis services/localcloud services/infrad services/pkid services/componentd services/clusterd
          services/ignitiond services/nodepoold cmd/hostplane cmd/hostplane-karpenter test/apicheck test/integration test/e2e bench)
 daemons=(clusterd nodepoold componentd pkid infrad ignitiond)
 
@@ -56,8 +57,8 @@ check_one() {
   while read -r from to; do
     [ -z "$from" ] && continue
     case $mod in
-      pkg) [[ $to == "$prefix/services/"* || $to == "$prefix/cmd/"* || $to == "$prefix/test/"* ]] &&
-             { log "pkg may not import services, cmd or tests: $from imports $to"; bad=1; } ;;
+      pkg|apis) [[ $to == "$prefix/services/"* || $to == "$prefix/cmd/"* || $to == "$prefix/test/"* ]] &&
+                  { log "$mod may not import services, cmd or tests: $from imports $to"; bad=1; } ;;
       services/*)
         owner=${mod#services/}
         for d in "${daemons[@]}" localcloud; do

@@ -33,6 +33,7 @@ require (
 	github.com/google/btree v1.1.3 // indirect
 	github.com/google/gnostic-models v0.7.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/hostplane/hostplane/apis v0.0.0
 	github.com/hostplane/hostplane/pkg v0.0.0
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/josharian/intern v1.0.0 // indirect
@@ -84,3 +85,5 @@ require (
 )
 
 replace github.com/hostplane/hostplane/pkg => ../../pkg
+
+replace github.com/hostplane/hostplane/apis => ../../apis

@@ -45,6 +45,7 @@ import (
 	"sigs.k8s.io/karpenter/pkg/controllers/state"
 	"sigs.k8s.io/karpenter/pkg/operator"
 
+	infrav1 "github.com/hostplane/hostplane/apis/infrastructure/v1alpha1"
 	"github.com/hostplane/hostplane/cmd/hostplane-karpenter/internal/guest"
 	"github.com/hostplane/hostplane/cmd/hostplane-karpenter/internal/provider"
 )
@@ -164,8 +165,10 @@ func run() error {
 		return err
 	}
 	sch := runtime.NewScheme()
-	if err := clusterv1.AddToScheme(sch); err != nil {
-		return err
+	for _, add := range []func(*runtime.Scheme) error{clusterv1.AddToScheme, infrav1.AddToScheme} {
+		if err := add(sch); err != nil {
+			return err
+		}
 	}
 	mgmt, err := client.New(mgmtCfg, client.Options{Scheme: sch})
 	if err != nil {

@@ -102,6 +102,7 @@ require (
 	github.com/google/go-tpm v0.9.8 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.27.7 // indirect
+	github.com/hostplane/hostplane/apis v0.0.0 // indirect
 	github.com/hostplane/hostplane/pkg v0.0.0
 	github.com/hostplane/hostplane/services/clusterd v0.0.0
 	github.com/hostplane/hostplane/services/componentd v0.0.0
@@ -184,6 +185,8 @@ require (
 )
 
 replace github.com/hostplane/hostplane/pkg => ../../pkg
+
+replace github.com/hostplane/hostplane/apis => ../../apis
 
 replace github.com/hostplane/hostplane/services/localcloud => ../../services/localcloud
 

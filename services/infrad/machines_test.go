@@ -25,6 +25,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
+	infrav1 "github.com/hostplane/hostplane/apis/infrastructure/v1alpha1"
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/crd"
 	"github.com/hostplane/hostplane/pkg/crd/capi"
@@ -57,7 +58,7 @@ func newMachinesEnv(t *testing.T) *machinesEnv {
 		t.Fatal(err)
 	}
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, provider.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +98,7 @@ func (me *machinesEnv) startInfrad() *running {
 // createMachine writes, as Cluster API would, a Machine of pool in cluster's namespace and the
 // LocalMachine it owns; with userData its bootstrap Secret exists and the Machine names it,
 // without it the Machine waits for a bootstrap provider.
-func (me *machinesEnv) createMachine(cluster, pool, name string, userData []byte, opts ...func(*provider.LocalMachine)) *clusterv1.Machine {
+func (me *machinesEnv) createMachine(cluster, pool, name string, userData []byte, opts ...func(*infrav1.LocalMachine)) *clusterv1.Machine {
 	me.t.Helper()
 	ctx := me.t.Context()
 	ns := api.ControlPlaneNamespace(cluster)
@@ -124,7 +125,7 @@ func (me *machinesEnv) createMachine(cluster, pool, name string, userData []byte
 	if err := me.kube.Create(ctx, m); err != nil {
 		me.t.Fatal(err)
 	}
-	lm := &provider.LocalMachine{ObjectMeta: metav1.ObjectMeta{
+	lm := &infrav1.LocalMachine{ObjectMeta: metav1.ObjectMeta{
 		Namespace: ns, Name: name,
 		Labels: map[string]string{clusterv1.ClusterNameLabel: cluster},
 		OwnerReferences: []metav1.OwnerReference{{
@@ -154,11 +155,11 @@ func (me *machinesEnv) createUserData(cluster, name string, value []byte) string
 }
 
 // localMachine waits until the cluster's LocalMachine name satisfies cond and returns it.
-func (me *machinesEnv) localMachine(cluster, name, what string, cond func(*provider.LocalMachine) bool) *provider.LocalMachine {
+func (me *machinesEnv) localMachine(cluster, name, what string, cond func(*infrav1.LocalMachine) bool) *infrav1.LocalMachine {
 	me.t.Helper()
-	var got *provider.LocalMachine
+	var got *infrav1.LocalMachine
 	testenv.Eventually(me.t, wait, func() bool {
-		lm := &provider.LocalMachine{}
+		lm := &infrav1.LocalMachine{}
 		if err := me.kube.Get(me.t.Context(), types.NamespacedName{Namespace: api.ControlPlaneNamespace(cluster), Name: name}, lm); err != nil {
 			return false
 		}
@@ -187,13 +188,13 @@ func (me *machinesEnv) startDemo() *running {
 	return d
 }
 
-func isProvisioned(lm *provider.LocalMachine) bool {
+func isProvisioned(lm *infrav1.LocalMachine) bool {
 	p := lm.Status.Initialization.Provisioned
 	return p != nil && *p
 }
 
-func readyReason(lm *provider.LocalMachine) string {
-	if c := meta.FindStatusCondition(lm.Status.Conditions, provider.ConditionReady); c != nil {
+func readyReason(lm *infrav1.LocalMachine) string {
+	if c := meta.FindStatusCondition(lm.Status.Conditions, infrav1.ConditionReady); c != nil {
 		return c.Reason
 	}
 	return ""
@@ -290,7 +291,7 @@ func TestLocalCluster_FollowsTheInfraRecordAndGoesWithTheCluster(t *testing.T) {
 	}
 
 	key := types.NamespacedName{Namespace: api.ControlPlaneNamespace("demo"), Name: "demo"}
-	var lc provider.LocalCluster
+	var lc infrav1.LocalCluster
 	testenv.Eventually(t, wait, func() bool {
 		return me.kube.Get(t.Context(), key, &lc) == nil && lc.Status.Initialization.Provisioned != nil
 	}, "LocalCluster demo written")
@@ -302,8 +303,8 @@ func TestLocalCluster_FollowsTheInfraRecordAndGoesWithTheCluster(t *testing.T) {
 	}
 	// Cluster API's tools (clusterctl describe cluster) show an infrastructure cluster by its
 	// v1beta2 Ready condition.
-	if c := meta.FindStatusCondition(lc.Status.Conditions, provider.ConditionReady); c == nil || c.Status != metav1.ConditionTrue || c.Reason != provider.ReasonProvisioned {
-		t.Errorf("LocalCluster Ready condition %+v; want True, %s", c, provider.ReasonProvisioned)
+	if c := meta.FindStatusCondition(lc.Status.Conditions, infrav1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue || c.Reason != infrav1.ReasonProvisioned {
+		t.Errorf("LocalCluster Ready condition %+v; want True, %s", c, infrav1.ReasonProvisioned)
 	}
 	var ns corev1.Namespace
 	if err := me.kube.Get(t.Context(), types.NamespacedName{Name: key.Namespace}, &ns); err != nil || ns.Labels[api.LabelOwner] != infrad.Name {
@@ -332,11 +333,11 @@ func TestLocalMachine_IsProvisionedInTheLocalCloudWithItsBootstrapDataAndRelease
 	ctx := t.Context()
 
 	// A Machine without bootstrap data: nothing is provisioned, and the LocalMachine says why.
-	m := me.createMachine("demo", "workers", "workers-a", nil, func(lm *provider.LocalMachine) { lm.Spec.InstanceType = "local.large" })
-	lm := me.localMachine("demo", "workers-a", "waits for bootstrap data", func(lm *provider.LocalMachine) bool {
-		return readyReason(lm) == provider.ReasonWaitingForBootstrapData
+	m := me.createMachine("demo", "workers", "workers-a", nil, func(lm *infrav1.LocalMachine) { lm.Spec.InstanceType = "local.large" })
+	lm := me.localMachine("demo", "workers-a", "waits for bootstrap data", func(lm *infrav1.LocalMachine) bool {
+		return readyReason(lm) == infrav1.ReasonWaitingForBootstrapData
 	})
-	if isProvisioned(lm) || lm.Spec.ProviderID != "" || slices.Contains(lm.Finalizers, provider.FinalizerLocalMachine) {
+	if isProvisioned(lm) || lm.Spec.ProviderID != "" || slices.Contains(lm.Finalizers, infrav1.FinalizerLocalMachine) {
 		t.Errorf("LocalMachine without bootstrap data: provisioned %v, providerID %q, finalizers %v", isProvisioned(lm), lm.Spec.ProviderID, lm.Finalizers)
 	}
 	if _, err := me.cloud.Get(ctx, "demo", "workers-a"); !errors.Is(err, localcloud.ErrNotFound) {
@@ -355,8 +356,8 @@ func TestLocalMachine_IsProvisionedInTheLocalCloudWithItsBootstrapDataAndRelease
 	if want := api.ProviderID("demo", "workers-a"); lm.Spec.ProviderID != want {
 		t.Errorf("spec.providerID %q, want %q", lm.Spec.ProviderID, want)
 	}
-	if !slices.Contains(lm.Finalizers, provider.FinalizerLocalMachine) || lm.Annotations[provider.AnnotationAppliedUserData] != secret {
-		t.Errorf("finalizers %v, applied userdata %q; want the finalizer and %q", lm.Finalizers, lm.Annotations[provider.AnnotationAppliedUserData], secret)
+	if !slices.Contains(lm.Finalizers, infrav1.FinalizerLocalMachine) || lm.Annotations[infrav1.AnnotationAppliedUserData] != secret {
+		t.Errorf("finalizers %v, applied userdata %q; want the finalizer and %q", lm.Finalizers, lm.Annotations[infrav1.AnnotationAppliedUserData], secret)
 	}
 	if len(lm.Status.Addresses) != 1 || lm.Status.Addresses[0].Address != "workers-a" {
 		t.Errorf("addresses %+v, want the hostname", lm.Status.Addresses)
@@ -376,8 +377,8 @@ func TestLocalMachine_IsProvisionedInTheLocalCloudWithItsBootstrapDataAndRelease
 		t.Errorf("%s count %v (%v), want 1", provider.MetricMachineProvisioning, n, ok)
 	}
 	// The cloud's state reaches the LocalMachine (its fake Ignition source never answers).
-	me.localMachine("demo", "workers-a", "reports the cloud state and zone", func(lm *provider.LocalMachine) bool {
-		c := meta.FindStatusCondition(lm.Status.Conditions, provider.ConditionReady)
+	me.localMachine("demo", "workers-a", "reports the cloud state and zone", func(lm *infrav1.LocalMachine) bool {
+		c := meta.FindStatusCondition(lm.Status.Conditions, infrav1.ConditionReady)
 		return lm.Status.State != "" && c != nil && c.Status == metav1.ConditionFalse && c.Reason == lm.Status.State &&
 			lm.Status.FailureDomain == st.Zone
 	})
@@ -409,8 +410,8 @@ func TestLocalMachine_IsProvisionedInTheLocalCloudWithItsBootstrapDataAndRelease
 	if err := me.kube.Patch(ctx, m, patch); err != nil {
 		t.Fatal(err)
 	}
-	me.localMachine("demo", "workers-a", "records the in-place userdata", func(lm *provider.LocalMachine) bool {
-		return lm.Annotations[provider.AnnotationAppliedUserData] == next
+	me.localMachine("demo", "workers-a", "records the in-place userdata", func(lm *infrav1.LocalMachine) bool {
+		return lm.Annotations[infrav1.AnnotationAppliedUserData] == next
 	})
 	if boot, pending := me.cloudUserData("demo", "workers-a"); !bytes.Equal(boot, newData) && !bytes.Equal(pending, newData) {
 		t.Errorf("the cloud machine has userdata %q (pending %q), want %q", boot, pending, newData)
@@ -432,8 +433,8 @@ func TestLocalMachine_WithoutALocalCloud_IsNotProvisionedAndSaysWhy(t *testing.T
 	me.start(func(c *infrad.Config) { c.ManagementKubeconfig = me.mgmt.KubeconfigPath })
 	me.createCluster("demo", api.SingleReplica, api.PlatformLocal)
 	me.createMachine("demo", "workers", "workers-a", []byte("stub"))
-	lm := me.localMachine("demo", "workers-a", "says there is no local cloud", func(lm *provider.LocalMachine) bool {
-		return readyReason(lm) == provider.ReasonNoLocalCloud
+	lm := me.localMachine("demo", "workers-a", "says there is no local cloud", func(lm *infrav1.LocalMachine) bool {
+		return readyReason(lm) == infrav1.ReasonNoLocalCloud
 	})
 	if isProvisioned(lm) || len(lm.Finalizers) > 0 {
 		t.Errorf("provisioned %v, finalizers %v; want neither without a local cloud", isProvisioned(lm), lm.Finalizers)
@@ -457,7 +458,7 @@ func TestRestart_KeepsEveryMachine(t *testing.T) {
 		if _, err := me.cloud.Fault(ctx, "demo", n, api.FaultCrash); err != nil {
 			t.Fatal(err)
 		}
-		me.localMachine("demo", n, "reports Stopped", func(lm *provider.LocalMachine) bool {
+		me.localMachine("demo", n, "reports Stopped", func(lm *infrav1.LocalMachine) bool {
 			return lm.Status.State == localcloud.StateStopped && lm.Status.Fault == api.FaultCrash
 		})
 	}
@@ -465,7 +466,7 @@ func TestRestart_KeepsEveryMachine(t *testing.T) {
 	if err != nil || len(before) != 2 {
 		t.Fatalf("cloud machines before the restart: %v %+v", err, before)
 	}
-	var lmsBefore provider.LocalMachineList
+	var lmsBefore infrav1.LocalMachineList
 	if err := me.kube.List(ctx, &lmsBefore, crclient.InNamespace(api.ControlPlaneNamespace("demo"))); err != nil {
 		t.Fatal(err)
 	}
@@ -490,7 +491,7 @@ func TestRestart_KeepsEveryMachine(t *testing.T) {
 			t.Errorf("cloud machine %s: before %+v, after %+v", b.Name, b, a)
 		}
 	}
-	var lmsAfter provider.LocalMachineList
+	var lmsAfter infrav1.LocalMachineList
 	if err := me.kube.List(ctx, &lmsAfter, crclient.InNamespace(api.ControlPlaneNamespace("demo"))); err != nil {
 		t.Fatal(err)
 	}

@@ -11,10 +11,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	infrav1 "github.com/hostplane/hostplane/apis/infrastructure/v1alpha1"
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/crd"
 	"github.com/hostplane/hostplane/pkg/localkube"
@@ -157,13 +157,12 @@ func TestNodePool_ReplacePoolGetsItsClusterAPIObjectsRollsOnConfigAndGoesAway(t 
 	}
 
 	// The template and the MachineHealthCheck.
-	lmt := &unstructured.Unstructured{}
-	lmt.SetGroupVersionKind(infraGroupVersion.WithKind(api.KindLocalMachineTemplate))
+	lmt := &infrav1.LocalMachineTemplate{}
 	if err := ce.get("workers", lmt); err != nil {
 		t.Fatalf("LocalMachineTemplate: %v", err)
 	}
-	if l, _, _ := unstructured.NestedString(lmt.Object, "spec", "template", "metadata", "labels", api.LabelNodePool); l != "workers" {
-		t.Errorf("LocalMachineTemplate template labels lack the pool: %v", lmt.Object["spec"])
+	if l := lmt.Spec.Template.ObjectMeta.Labels[api.LabelNodePool]; l != "workers" {
+		t.Errorf("LocalMachineTemplate template labels lack the pool: %+v", lmt.Spec.Template)
 	}
 	mhc := &clusterv1.MachineHealthCheck{}
 	if err := ce.get("workers", mhc); err != nil {

@@ -14,6 +14,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	infrav1 "github.com/hostplane/hostplane/apis/infrastructure/v1alpha1"
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/outbox"
 	"github.com/hostplane/hostplane/pkg/reconcile"
@@ -140,7 +141,7 @@ func (d *Daemon) deleteObjects(ctx context.Context, np *api.NodePool, clusterGoi
 			return "", fmt.Errorf("get %s %s: %w", kind, np.Name, err)
 		}
 	}
-	if err := deleteObject(ctx, c, infraObject(api.KindLocalMachineTemplate, ns, np.Name)); err != nil {
+	if err := deleteObject(ctx, c, &infrav1.LocalMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: np.Name}}); err != nil {
 		return "", err
 	}
 	secrets, err := d.userDataSecrets(ctx, np)

@@ -74,6 +74,7 @@ require (
 	github.com/google/go-tpm v0.9.8 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.27.7 // indirect
+	github.com/hostplane/hostplane/apis v0.0.0
 	github.com/hostplane/hostplane/pkg v0.0.0
 	github.com/huandu/xstrings v1.5.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
@@ -150,3 +151,5 @@ require (
 )
 
 replace github.com/hostplane/hostplane/pkg => ../../pkg
+
+replace github.com/hostplane/hostplane/apis => ../../apis

@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
+	infrav1 "github.com/hostplane/hostplane/apis/infrastructure/v1alpha1"
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/testenv"
 )
@@ -47,13 +47,11 @@ func TestNodePool_AutoscaledPoolDescribesItsInstanceTypeForScaleFromZero_AndANew
 		t.Errorf("machine template label %s = %q, want local.large", api.LabelMachineInstanceType, got)
 	}
 	lmtType := func() string {
-		lmt := &unstructured.Unstructured{}
-		lmt.SetGroupVersionKind(infraGroupVersion.WithKind(api.KindLocalMachineTemplate))
+		lmt := &infrav1.LocalMachineTemplate{}
 		if err := ce.get("batch", lmt); err != nil {
 			return ""
 		}
-		it, _, _ := unstructured.NestedString(lmt.Object, "spec", "template", "spec", "instanceType")
-		return it
+		return lmt.Spec.Template.Spec.InstanceType
 	}
 	if got := lmtType(); got != "local.large" {
 		t.Errorf("LocalMachineTemplate instanceType = %q, want local.large", got)

@@ -41,6 +41,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	infrav1 "github.com/hostplane/hostplane/apis/infrastructure/v1alpha1"
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/crd"
 	"github.com/hostplane/hostplane/pkg/crd/capi"
@@ -208,7 +209,7 @@ func (m *management) install(ctx context.Context) error {
 // scheme holds the kinds nodepoold's clients read and write.
 var scheme = func() *runtime.Scheme {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme} {
 		if err := add(s); err != nil {
 			panic(err)
 		}

@@ -9,12 +9,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
+	infrav1 "github.com/hostplane/hostplane/apis/infrastructure/v1alpha1"
 	"github.com/hostplane/hostplane/pkg/api"
 )
 
@@ -36,11 +35,6 @@ const (
 	// AnnotationConfigHash on a userdata Secret is the full config hash it carries.
 	AnnotationConfigHash = "hostplane.dev/config-hash"
 )
-
-// infraGroupVersion is that of infrad's kinds (LocalMachineTemplate, LocalMachine). nodepoold
-// reads and writes them unstructured: their Go types are infrad's (services/infrad/provider),
-// and a daemon never imports another.
-var infraGroupVersion = schema.GroupVersion{Group: api.InfrastructureGroup, Version: api.InfrastructureVersion}
 
 // HyperShift's MachineHealthCheck defaults (docs/nodepool-flow.md).
 const (
@@ -107,25 +101,14 @@ func (o objects) userDataSecret(hash string, userData []byte) *corev1.Secret {
 // localMachineTemplate is infrad's template: the instance type of t. It changes only with
 // the machine template (a new instance type is a new config hash), so the machines it
 // reaches are those of the rollout that change starts.
-func (o objects) localMachineTemplate(t machineTemplate) *unstructured.Unstructured {
-	spec := map[string]any{}
-	if t.InstanceType != "" {
-		spec["instanceType"] = t.InstanceType
+func (o objects) localMachineTemplate(t machineTemplate) *infrav1.LocalMachineTemplate {
+	return &infrav1.LocalMachineTemplate{
+		ObjectMeta: o.meta(o.np.Name, nil),
+		Spec: infrav1.LocalMachineTemplateSpec{Template: infrav1.LocalMachineTemplateResource{
+			ObjectMeta: clusterv1.ObjectMeta{Labels: o.machineLabels()},
+			Spec:       infrav1.LocalMachineSpec{InstanceType: t.InstanceType},
+		}},
 	}
-	u := infraObject(api.KindLocalMachineTemplate, o.ns, o.np.Name)
-	u.SetLabels(o.labels())
-	u.Object["spec"] = map[string]any{"template": map[string]any{"spec": spec}}
-	_ = unstructured.SetNestedStringMap(u.Object, o.machineLabels(), "spec", "template", "metadata", "labels")
-	return u
-}
-
-// infraObject is infrad's object of kind called name, with nothing else set.
-func infraObject(kind, ns, name string) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(infraGroupVersion.WithKind(kind))
-	u.SetNamespace(ns)
-	u.SetName(name)
-	return u
 }
 
 // machineTemplateSpec is the template of the pool's Machines; selector labels select them.

@@ -11,10 +11,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	infrav1 "github.com/hostplane/hostplane/apis/infrastructure/v1alpha1"
 	"github.com/hostplane/hostplane/pkg/api"
 )
 
@@ -89,9 +89,8 @@ func listMachines(ctx context.Context, c client.Reader, cluster, pool string) ([
 
 // readInfra reads the LocalMachines' Ready conditions; without infrad's CRDs there are none.
 func (st *poolState) readInfra(ctx context.Context, r client.Reader, np *api.NodePool) error {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(infraGroupVersion.WithKind(api.KindLocalMachine + "List"))
-	err := r.List(ctx, list, client.InNamespace(api.ControlPlaneNamespace(np.Cluster)),
+	var list infrav1.LocalMachineList
+	err := r.List(ctx, &list, client.InNamespace(api.ControlPlaneNamespace(np.Cluster)),
 		client.MatchingLabels{api.LabelNodePool: np.Name})
 	if isNoKind(err) {
 		return nil
@@ -100,15 +99,8 @@ func (st *poolState) readInfra(ctx context.Context, r client.Reader, np *api.Nod
 		return fmt.Errorf("list LocalMachines: %w", err)
 	}
 	for _, lm := range list.Items {
-		conds, _, _ := unstructured.NestedSlice(lm.Object, "status", "conditions")
-		for _, c := range conds {
-			cm, _ := c.(map[string]any)
-			if cm["type"] != "Ready" {
-				continue
-			}
-			r, _ := cm["reason"].(string)
-			m, _ := cm["message"].(string)
-			st.infra[lm.GetName()] = infraReport{ready: cm["status"] == "True", reason: r, message: m}
+		if c := meta.FindStatusCondition(lm.Status.Conditions, infrav1.ConditionReady); c != nil {
+			st.infra[lm.Name] = infraReport{ready: c.Status == metav1.ConditionTrue, reason: c.Reason, message: c.Message}
 		}
 	}
 	return nil

@@ -74,6 +74,7 @@ require (
 	github.com/google/go-tpm v0.9.8 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.27.7 // indirect
+	github.com/hostplane/hostplane/apis v0.0.0 // indirect
 	github.com/hostplane/hostplane/pkg v0.0.0
 	github.com/hostplane/hostplane/services/componentd v0.0.0
 	github.com/hostplane/hostplane/services/ignitiond v0.0.0
@@ -141,6 +142,8 @@ require (
 )
 
 replace github.com/hostplane/hostplane/pkg => ../../pkg
+
+replace github.com/hostplane/hostplane/apis => ../../apis
 
 replace github.com/hostplane/hostplane/services/localcloud => ../../services/localcloud
 

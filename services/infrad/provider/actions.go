@@ -20,6 +20,10 @@ import (
 	"github.com/hostplane/hostplane/services/localcloud"
 )
 
+// AnnotationTerminatingNotice on a Cluster API Machine is the id of the inbound
+// machine.terminating event infrad deleted the Machine for (docs/inbound-events.md).
+const AnnotationTerminatingNotice = "hostplane.dev/terminating-notice"
+
 // What infrad's HTTP API and inbox ask of the machines. Failures of the management cluster
 // or the local cloud are returned wrapped; the callers map them to their answers.
 

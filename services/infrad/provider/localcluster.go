@@ -8,11 +8,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	infrav1 "github.com/hostplane/hostplane/apis/infrastructure/v1alpha1"
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/daemon"
 	"github.com/hostplane/hostplane/pkg/events"
@@ -38,7 +40,7 @@ func (p *Provider) localClusterKeys(ctx context.Context) ([]string, error) {
 	if err != nil || !p.started.Load() {
 		return keys, err
 	}
-	var list LocalClusterList
+	var list infrav1.LocalClusterList
 	if err := p.reader.List(ctx, &list, client.MatchingLabels{api.LabelOwner: p.owner}); err != nil {
 		return nil, fmt.Errorf("list LocalClusters: %w", err)
 	}
@@ -83,27 +85,23 @@ func (p *Provider) applyLocalCluster(ctx context.Context, cluster string, inf *a
 	if err := p.ensureNamespace(ctx, ns, cluster); err != nil {
 		return err
 	}
-	obj := func() *unstructured.Unstructured {
-		u := &unstructured.Unstructured{}
-		u.SetAPIVersion(InfrastructureGroupVersion.String())
-		u.SetKind(api.KindLocalCluster)
-		u.SetNamespace(ns)
-		u.SetName(cluster)
-		return u
+	obj := func() *infrav1.LocalCluster {
+		return &infrav1.LocalCluster{
+			TypeMeta:   metav1.TypeMeta{APIVersion: infrav1.GroupVersion.String(), Kind: api.KindLocalCluster},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster},
+		}
 	}
 	spec := obj()
-	spec.SetLabels(map[string]string{api.LabelOwner: p.owner, api.LabelCluster: cluster, clusterv1.ClusterNameLabel: cluster})
-	spec.Object["spec"] = map[string]any{"controlPlaneEndpoint": map[string]any{
-		"host": inf.Endpoint.Host, "port": int64(inf.Endpoint.Port),
-	}}
+	spec.Labels = map[string]string{api.LabelOwner: p.owner, api.LabelCluster: cluster, clusterv1.ClusterNameLabel: cluster}
+	spec.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: inf.Endpoint.Host, Port: int32(inf.Endpoint.Port)}
 	opts := []client.PatchOption{client.FieldOwner(p.owner), client.ForceOwnership}
 	if err := p.client.Patch(ctx, spec, client.Apply, opts...); err != nil {
 		return fmt.Errorf("apply LocalCluster %s/%s: %w", ns, cluster, err)
 	}
 	status := obj()
-	status.Object["status"] = map[string]any{
-		"initialization": map[string]any{"provisioned": true},
-		"conditions":     localClusterConditions(spec),
+	status.Status = infrav1.LocalClusterStatus{
+		Initialization: infrav1.Initialization{Provisioned: ptr.To(true)},
+		Conditions:     localClusterConditions(spec),
 	}
 	if err := p.client.Status().Patch(ctx, status, client.Apply, client.FieldOwner(p.owner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("apply LocalCluster %s/%s status: %w", ns, cluster, err)
@@ -117,30 +115,21 @@ func (p *Provider) applyLocalCluster(ctx context.Context, cluster string, inf *a
 // healthy condition, whose message would reach the Cluster's Available summary). cur is the LocalCluster as the apiserver
 // answered the spec's apply; its Ready condition's lastTransitionTime is kept while the
 // status stays the same.
-func localClusterConditions(cur *unstructured.Unstructured) []any {
-	since := time.Now().UTC()
-	raw, _, _ := unstructured.NestedSlice(cur.Object, "status", "conditions")
-	for _, r := range raw {
-		m, ok := r.(map[string]any)
-		if !ok || m["type"] != ConditionReady || m["status"] != string(metav1.ConditionTrue) {
-			continue
-		}
-		if ts, ok := m["lastTransitionTime"].(string); ok {
-			if t, err := time.Parse(time.RFC3339, ts); err == nil {
-				since = t
-			}
-		}
+func localClusterConditions(cur *infrav1.LocalCluster) []metav1.Condition {
+	since := metav1.NewTime(time.Now().UTC().Truncate(time.Second))
+	if c := meta.FindStatusCondition(cur.Status.Conditions, infrav1.ConditionReady); c != nil && c.Status == metav1.ConditionTrue {
+		since = c.LastTransitionTime
 	}
-	return []any{map[string]any{
-		"type": ConditionReady, "status": string(metav1.ConditionTrue), "reason": ReasonProvisioned, "message": "",
-		"observedGeneration": cur.GetGeneration(), "lastTransitionTime": since.UTC().Format(time.RFC3339),
+	return []metav1.Condition{{
+		Type: infrav1.ConditionReady, Status: metav1.ConditionTrue, Reason: infrav1.ReasonProvisioned,
+		ObservedGeneration: cur.Generation, LastTransitionTime: since,
 	}}
 }
 
 // deleteLocalCluster deletes the cluster's LocalCluster; gone already (Cluster API deleted it
 // with the Cluster) is fine: it carries no finalizer.
 func (p *Provider) deleteLocalCluster(ctx context.Context, cluster string) error {
-	lc := &LocalCluster{ObjectMeta: metav1.ObjectMeta{Namespace: api.ControlPlaneNamespace(cluster), Name: cluster}}
+	lc := &infrav1.LocalCluster{ObjectMeta: metav1.ObjectMeta{Namespace: api.ControlPlaneNamespace(cluster), Name: cluster}}
 	err := p.client.Delete(ctx, lc)
 	if err == nil {
 		p.log.Info("deleted the LocalCluster", "cluster", cluster)

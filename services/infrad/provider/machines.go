@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	infrav1 "github.com/hostplane/hostplane/apis/infrastructure/v1alpha1"
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/outbox"
@@ -61,7 +62,7 @@ func (p *Provider) setupMachineController() error {
 	err := builder.ControllerManagedBy(p.mgr).
 		Named("localmachine").
 		WithOptions(controller.Options{MaxConcurrentReconciles: machineWorkers}).
-		For(&LocalMachine{}).
+		For(&infrav1.LocalMachine{}).
 		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(localMachineOf)).
 		Complete(crreconcile.Func(p.reconcileMachine))
 	if err != nil {
@@ -85,9 +86,9 @@ func localMachineOf(_ context.Context, o client.Object) []crreconcile.Request {
 
 // machineScope is one reconcile of one LocalMachine.
 type machineScope struct {
-	lm     *LocalMachine
-	before LocalMachineStatus // the status as read
-	m      *clusterv1.Machine // the owner; nil until Cluster API sets it
+	lm     *infrav1.LocalMachine
+	before infrav1.LocalMachineStatus // the status as read
+	m      *clusterv1.Machine         // the owner; nil until Cluster API sets it
 	id     machineID
 	log    *slog.Logger
 	cloud  *localcloud.MachineStatus // what the cloud reported, if it was asked
@@ -99,7 +100,7 @@ type machineScope struct {
 
 // reconcileMachine converges one LocalMachine with its cloud machine.
 func (p *Provider) reconcileMachine(ctx context.Context, req crreconcile.Request) (crreconcile.Result, error) {
-	lm := &LocalMachine{}
+	lm := &infrav1.LocalMachine{}
 	if err := p.client.Get(ctx, req.NamespacedName, lm); err != nil {
 		if apierrors.IsNotFound(err) {
 			p.phases.forget(req.NamespacedName)
@@ -135,8 +136,8 @@ func (p *Provider) ensureMachine(ctx context.Context, s *machineScope) (crreconc
 	if p.notReadyToProvision(s) {
 		return crreconcile.Result{}, nil
 	}
-	if !controllerutil.ContainsFinalizer(lm, FinalizerLocalMachine) {
-		err := p.patchObject(ctx, s, func(lm *LocalMachine) { controllerutil.AddFinalizer(lm, FinalizerLocalMachine) })
+	if !controllerutil.ContainsFinalizer(lm, infrav1.FinalizerLocalMachine) {
+		err := p.patchObject(ctx, s, func(lm *infrav1.LocalMachine) { controllerutil.AddFinalizer(lm, infrav1.FinalizerLocalMachine) })
 		if err != nil {
 			return crreconcile.Result{}, err
 		}
@@ -174,11 +175,11 @@ func (p *Provider) notReadyToProvision(s *machineScope) bool {
 	var reason, msg string
 	switch {
 	case s.m == nil:
-		reason, msg = ReasonWaitingForMachine, "waiting for Cluster API to set the owner Machine"
+		reason, msg = infrav1.ReasonWaitingForMachine, "waiting for Cluster API to set the owner Machine"
 	case p.cloud == nil:
-		reason, msg = ReasonNoLocalCloud, "infrad has no local cloud (--localcloud-url, HOSTPLANE_LOCALCLOUD_URL): the machine is not provisioned"
+		reason, msg = infrav1.ReasonNoLocalCloud, "infrad has no local cloud (--localcloud-url, HOSTPLANE_LOCALCLOUD_URL): the machine is not provisioned"
 	case s.m.Spec.Bootstrap.DataSecretName == nil || *s.m.Spec.Bootstrap.DataSecretName == "":
-		reason, msg = ReasonWaitingForBootstrapData, "waiting for the Machine's bootstrap data Secret (spec.bootstrap.dataSecretName)"
+		reason, msg = infrav1.ReasonWaitingForBootstrapData, "waiting for the Machine's bootstrap data Secret (spec.bootstrap.dataSecretName)"
 	default:
 		return false
 	}
@@ -192,7 +193,7 @@ func (p *Provider) notReadyToProvision(s *machineScope) bool {
 func (p *Provider) lookUp(ctx context.Context, s *machineScope) (st localcloud.MachineStatus, done bool, res crreconcile.Result, err error) {
 	st, err = p.cloud.Get(ctx, s.id.cluster, s.id.name)
 	if errors.Is(err, localcloud.ErrNotFound) {
-		s.setReady(ReasonNotFound, fmt.Sprintf("the local cloud has no machine %s/%s", s.id.cluster, s.id.name))
+		s.setReady(infrav1.ReasonNotFound, fmt.Sprintf("the local cloud has no machine %s/%s", s.id.cluster, s.id.name))
 		s.lm.Status.State = ""
 		p.phases.set(s.lm, s.id.cluster, phaseMissing)
 		return st, true, crreconcile.Result{RequeueAfter: p.resync}, nil
@@ -212,7 +213,7 @@ func (p *Provider) provision(ctx context.Context, s *machineScope) (st localclou
 	secret := *s.m.Spec.Bootstrap.DataSecretName
 	userData, msg, err := p.userData(ctx, lm.Namespace, secret)
 	if err != nil || msg != "" {
-		s.setReady(ReasonWaitingForBootstrapData, msg)
+		s.setReady(infrav1.ReasonWaitingForBootstrapData, msg)
 		p.phases.set(lm, s.id.cluster, phasePending)
 		return st, true, crreconcile.Result{RequeueAfter: bootPoll}, err
 	}
@@ -225,9 +226,9 @@ func (p *Provider) provision(ctx context.Context, s *machineScope) (st localclou
 		res, err = p.cloudFailed(s, "create", err)
 		return st, true, res, err
 	}
-	err = p.patchObject(ctx, s, func(lm *LocalMachine) {
+	err = p.patchObject(ctx, s, func(lm *infrav1.LocalMachine) {
 		lm.Spec.ProviderID = providerID
-		setAnnotation(lm, AnnotationAppliedUserData, secret)
+		setAnnotation(lm, infrav1.AnnotationAppliedUserData, secret)
 	})
 	if err != nil {
 		return st, true, crreconcile.Result{}, err
@@ -248,7 +249,7 @@ func (p *Provider) provision(ctx context.Context, s *machineScope) (st localclou
 func (p *Provider) reconfigureInPlace(ctx context.Context, s *machineScope, st *localcloud.MachineStatus) (waiting, done bool, res crreconcile.Result, err error) {
 	lm := s.lm
 	desired := s.m.Annotations[api.AnnotationDesiredUserData]
-	if desired == "" || desired == lm.Annotations[AnnotationAppliedUserData] {
+	if desired == "" || desired == lm.Annotations[infrav1.AnnotationAppliedUserData] {
 		return false, false, crreconcile.Result{}, nil
 	}
 	userData, msg, err := p.userData(ctx, lm.Namespace, desired)
@@ -263,7 +264,7 @@ func (p *Provider) reconfigureInPlace(ctx context.Context, s *machineScope, st *
 		res, err = p.cloudFailed(s, "reconfigure", err)
 		return false, true, res, err
 	}
-	if err := p.patchObject(ctx, s, func(lm *LocalMachine) { setAnnotation(lm, AnnotationAppliedUserData, desired) }); err != nil {
+	if err := p.patchObject(ctx, s, func(lm *infrav1.LocalMachine) { setAnnotation(lm, infrav1.AnnotationAppliedUserData, desired) }); err != nil {
 		return false, true, crreconcile.Result{}, err
 	}
 	s.log.Info("reconfigured the machine in place", "userdata", desired, "desiredConfig", s.m.Annotations[api.AnnotationDesiredConfig])
@@ -273,13 +274,13 @@ func (p *Provider) reconfigureInPlace(ctx context.Context, s *machineScope, st *
 // finalizeMachine deletes the cloud machine of a deleting LocalMachine, then releases it.
 func (p *Provider) finalizeMachine(ctx context.Context, s *machineScope) (crreconcile.Result, error) {
 	nn := types.NamespacedName{Namespace: s.lm.Namespace, Name: s.lm.Name}
-	if !controllerutil.ContainsFinalizer(s.lm, FinalizerLocalMachine) {
+	if !controllerutil.ContainsFinalizer(s.lm, infrav1.FinalizerLocalMachine) {
 		p.phases.forget(nn)
 		return crreconcile.Result{}, nil
 	}
 	p.phases.set(s.lm, s.id.cluster, phaseDeleting)
 	if p.cloud == nil {
-		s.setReady(ReasonNoLocalCloud, "infrad has no local cloud (--localcloud-url, HOSTPLANE_LOCALCLOUD_URL): the cloud machine cannot be deleted")
+		s.setReady(infrav1.ReasonNoLocalCloud, "infrad has no local cloud (--localcloud-url, HOSTPLANE_LOCALCLOUD_URL): the cloud machine cannot be deleted")
 		return crreconcile.Result{}, p.patchStatus(ctx, s)
 	}
 	if err := p.cloud.Delete(ctx, s.id.cluster, s.id.name); err != nil {
@@ -293,7 +294,7 @@ func (p *Provider) finalizeMachine(ctx context.Context, s *machineScope) (crreco
 		return crreconcile.Result{}, fmt.Errorf("record machine.deleted of %s: %w", s.id.key(), err)
 	}
 	p.outbox.Send(ctx, sent) // the cloud machine is gone already
-	if err := p.patchObject(ctx, s, func(lm *LocalMachine) { controllerutil.RemoveFinalizer(lm, FinalizerLocalMachine) }); err != nil {
+	if err := p.patchObject(ctx, s, func(lm *infrav1.LocalMachine) { controllerutil.RemoveFinalizer(lm, infrav1.FinalizerLocalMachine) }); err != nil {
 		return crreconcile.Result{}, err
 	}
 	p.phases.forget(nn)
@@ -305,7 +306,7 @@ func (p *Provider) finalizeMachine(ctx context.Context, s *machineScope) (crreco
 // controller retries with backoff.
 func (p *Provider) cloudFailed(s *machineScope, op string, err error) (crreconcile.Result, error) {
 	p.metrics.cloudErrors.WithLabelValues(op).Inc()
-	s.setReady(ReasonCloudError, fmt.Sprintf("the local cloud failed to %s the machine: %v", op, err))
+	s.setReady(infrav1.ReasonCloudError, fmt.Sprintf("the local cloud failed to %s the machine: %v", op, err))
 	return crreconcile.Result{}, fmt.Errorf("local cloud: %s %s: %w", op, s.id.key(), err)
 }
 
@@ -334,19 +335,19 @@ func (s *machineScope) observe(st localcloud.MachineStatus) {
 		msg = cmp.Or(msg, "the machine failed to boot")
 	}
 	meta.SetStatusCondition(&lm.Status.Conditions, metav1.Condition{
-		Type: ConditionReady, Status: status, Reason: cmp.Or(st.State, "Unknown"), Message: msg, ObservedGeneration: lm.Generation,
+		Type: infrav1.ConditionReady, Status: status, Reason: cmp.Or(st.State, "Unknown"), Message: msg, ObservedGeneration: lm.Generation,
 	})
 }
 
 // setReady sets the Ready condition False with reason and message.
 func (s *machineScope) setReady(reason, message string) {
 	meta.SetStatusCondition(&s.lm.Status.Conditions, metav1.Condition{
-		Type: ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: message, ObservedGeneration: s.lm.Generation,
+		Type: infrav1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: message, ObservedGeneration: s.lm.Generation,
 	})
 }
 
 // statusChanged reports whether what machine.status announces changed.
-func statusChanged(a, b LocalMachineStatus) bool {
+func statusChanged(a, b infrav1.LocalMachineStatus) bool {
 	return a.State != b.State || a.NodeName != b.NodeName || a.ConfigHash != b.ConfigHash ||
 		a.Fault != b.Fault || a.KubeletVersion != b.KubeletVersion
 }
@@ -389,8 +390,8 @@ func (s *machineScope) view() api.Machine {
 // patchObject applies change to the LocalMachine's metadata or spec and writes it with an
 // optimistic lock; on a conflict (the cache was behind) it reads the object afresh and applies
 // change again. The in-memory status, written separately, is kept.
-func (p *Provider) patchObject(ctx context.Context, s *machineScope, change func(*LocalMachine)) error {
-	var status LocalMachineStatus
+func (p *Provider) patchObject(ctx context.Context, s *machineScope, change func(*infrav1.LocalMachine)) error {
+	var status infrav1.LocalMachineStatus
 	s.lm.Status.DeepCopyInto(&status)
 	err := store.RetryOnConflict(apierrors.IsConflict, func() error {
 		base := s.lm.DeepCopy()
@@ -441,7 +442,7 @@ func (p *Provider) userData(ctx context.Context, namespace, name string) (data [
 }
 
 // ownerMachine returns the Cluster API Machine that owns lm, or nil when none does (yet).
-func (p *Provider) ownerMachine(ctx context.Context, lm *LocalMachine) (*clusterv1.Machine, error) {
+func (p *Provider) ownerMachine(ctx context.Context, lm *infrav1.LocalMachine) (*clusterv1.Machine, error) {
 	name := ownerMachineName(lm)
 	if name == "" {
 		return nil, nil
@@ -458,7 +459,7 @@ func (p *Provider) ownerMachine(ctx context.Context, lm *LocalMachine) (*cluster
 }
 
 // ownerMachineName is the name of lm's Machine owner reference, or "".
-func ownerMachineName(lm *LocalMachine) string {
+func ownerMachineName(lm *infrav1.LocalMachine) string {
 	for _, ref := range lm.OwnerReferences {
 		gv, err := schema.ParseGroupVersion(ref.APIVersion)
 		if err == nil && gv.Group == clusterv1.GroupVersion.Group && ref.Kind == "Machine" {
@@ -471,7 +472,7 @@ func ownerMachineName(lm *LocalMachine) string {
 // identify names lm's cloud machine: from its providerID once set, else from its Machine
 // (Cluster = label cluster.x-k8s.io/cluster-name, Name = the Machine's name), else from its
 // owner reference, labels and namespace.
-func identify(lm *LocalMachine, m *clusterv1.Machine) machineID {
+func identify(lm *infrav1.LocalMachine, m *clusterv1.Machine) machineID {
 	var id machineID
 	if rest, ok := strings.CutPrefix(lm.Spec.ProviderID, "local://"); ok {
 		id.cluster, id.name, _ = strings.Cut(rest, "/")
@@ -487,7 +488,7 @@ func identify(lm *LocalMachine, m *clusterv1.Machine) machineID {
 	return id
 }
 
-func provisioned(lm *LocalMachine) bool {
+func provisioned(lm *infrav1.LocalMachine) bool {
 	return lm.Status.Initialization.Provisioned != nil && *lm.Status.Initialization.Provisioned
 }
 

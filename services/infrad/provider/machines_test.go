@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
+	infrav1 "github.com/hostplane/hostplane/apis/infrastructure/v1alpha1"
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/services/localcloud"
 )
@@ -23,14 +24,14 @@ func TestIdentify_PrefersTheProviderIDThenTheMachineThenTheLocalMachine(t *testi
 	}}}
 	for _, tt := range []struct {
 		name string
-		lm   LocalMachine
+		lm   infrav1.LocalMachine
 		m    *clusterv1.Machine
 		want machineID
 	}{
-		{"provisioned", LocalMachine{ObjectMeta: owned, Spec: LocalMachineSpec{ProviderID: "local://other/workers-z"}}, machine, machineID{"other", "workers-z", "workers"}},
-		{"from its Machine", LocalMachine{ObjectMeta: owned}, machine, machineID{"demo", "workers-a", "workers"}},
-		{"Machine gone", LocalMachine{ObjectMeta: owned}, nil, machineID{"demo", "workers-a", ""}},
-		{"no owner yet", LocalMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "hostplane-demo", Name: "lm-1"}}, nil, machineID{"demo", "lm-1", ""}},
+		{"provisioned", infrav1.LocalMachine{ObjectMeta: owned, Spec: infrav1.LocalMachineSpec{ProviderID: "local://other/workers-z"}}, machine, machineID{"other", "workers-z", "workers"}},
+		{"from its Machine", infrav1.LocalMachine{ObjectMeta: owned}, machine, machineID{"demo", "workers-a", "workers"}},
+		{"Machine gone", infrav1.LocalMachine{ObjectMeta: owned}, nil, machineID{"demo", "workers-a", ""}},
+		{"no owner yet", infrav1.LocalMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "hostplane-demo", Name: "lm-1"}}, nil, machineID{"demo", "lm-1", ""}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := identify(&tt.lm, tt.m); got != tt.want {
@@ -41,7 +42,7 @@ func TestIdentify_PrefersTheProviderIDThenTheMachineThenTheLocalMachine(t *testi
 }
 
 func TestObserve_ReadyOnlyWhileRunningAndTheNodeIsKeptOnceJoined(t *testing.T) {
-	s := &machineScope{lm: &LocalMachine{}, log: slog.New(slog.DiscardHandler)}
+	s := &machineScope{lm: &infrav1.LocalMachine{}, log: slog.New(slog.DiscardHandler)}
 	steps := []struct {
 		st         localcloud.MachineStatus
 		wantReady  metav1.ConditionStatus
@@ -55,7 +56,7 @@ func TestObserve_ReadyOnlyWhileRunningAndTheNodeIsKeptOnceJoined(t *testing.T) {
 	for i, step := range steps {
 		before := s.lm.Status
 		s.observe(step.st)
-		c := meta.FindStatusCondition(s.lm.Status.Conditions, ConditionReady)
+		c := meta.FindStatusCondition(s.lm.Status.Conditions, infrav1.ConditionReady)
 		if c == nil || c.Status != step.wantReady || c.Reason != step.wantReason || c.Message == "" && step.wantReady == metav1.ConditionFalse {
 			t.Errorf("step %d: Ready condition %+v, want %s/%s with a message", i, c, step.wantReady, step.wantReason)
 		}

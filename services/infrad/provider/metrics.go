@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 
+	infrav1 "github.com/hostplane/hostplane/apis/infrastructure/v1alpha1"
 	"github.com/hostplane/hostplane/pkg/observe"
 )
 
@@ -79,7 +80,7 @@ func newPhaseGauge(g *prometheus.GaugeVec) *phaseGauge {
 }
 
 // set records lm's phase.
-func (g *phaseGauge) set(lm *LocalMachine, cluster, phase string) {
+func (g *phaseGauge) set(lm *infrav1.LocalMachine, cluster, phase string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	nn := types.NamespacedName{Namespace: lm.Namespace, Name: lm.Name}

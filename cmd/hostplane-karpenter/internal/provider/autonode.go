@@ -18,7 +18,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -27,6 +26,7 @@ import (
 	"sigs.k8s.io/karpenter/pkg/scheduling"
 	"sigs.k8s.io/karpenter/pkg/utils/resources"
 
+	infrav1 "github.com/hostplane/hostplane/apis/infrastructure/v1alpha1"
 	"github.com/hostplane/hostplane/pkg/api"
 )
 
@@ -196,14 +196,10 @@ func (p *Provider) createAutoNode(ctx context.Context, nc *karpv1.NodeClaim) (*k
 	}
 	annotations := map[string]string{AnnotationNodeClaim: nc.Name, AnnotationZone: zone, AnnotationCapacityType: ct}
 
-	lm := &unstructured.Unstructured{}
-	lm.SetAPIVersion(api.InfrastructureGroup + "/" + api.InfrastructureVersion)
-	lm.SetKind(api.KindLocalMachine)
-	lm.SetNamespace(p.cfg.Namespace)
-	lm.SetName(name)
-	lm.SetLabels(labels)
-	lm.SetAnnotations(annotations)
-	lm.Object["spec"] = map[string]any{"instanceType": it.Name, "zone": zone, "capacityType": ct}
+	lm := &infrav1.LocalMachine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.cfg.Namespace, Name: name, Labels: labels, Annotations: annotations},
+		Spec:       infrav1.LocalMachineSpec{InstanceType: it.Name, Zone: zone, CapacityType: ct},
+	}
 	if err := p.cfg.Management.Create(ctx, lm); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("create LocalMachine %s: %w", name, err)
 	}
