@@ -182,6 +182,51 @@ func TestStore_MutateGivesUpAfterTenConflictingWrites(t *testing.T) {
 	}
 }
 
+// List gives every key's latest value and revision, without the deleted ones; an empty
+// bucket, or a filter nothing matches, lists nothing.
+func TestStore_ListGivesLatestValuesWithoutDeletedKeys(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	if l, err := s.List(ctx); err != nil || len(l) != 0 {
+		t.Fatalf("empty bucket: %v, %v; want nothing", l, err)
+	}
+	revs := map[string]uint64{}
+	for _, k := range []string{"c1.a", "c1.b", "c2.a"} {
+		rev, err := s.Create(ctx, k, &thing{ObjectMeta: api.ObjectMeta{Name: k}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		revs[k] = rev
+	}
+	v, _, _ := s.Get(ctx, "c1.a")
+	v.Spec.Size = 3
+	rev, err := s.Update(ctx, "c1.a", v, revs["c1.a"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	revs["c1.a"] = rev
+	if err := s.Delete(ctx, "c1.b", revs["c1.b"]); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]store.Entry[thing]{}
+	for _, e := range l {
+		got[e.Key] = e
+	}
+	if len(got) != 2 || got["c1.a"].Revision != revs["c1.a"] || got["c1.a"].Value.Spec.Size != 3 || got["c2.a"].Revision != revs["c2.a"] {
+		t.Fatalf("List: %+v; want c1.a (size 3, revision %d) and c2.a (revision %d)", l, revs["c1.a"], revs["c2.a"])
+	}
+	if l, err := s.List(ctx, "c2.>"); err != nil || len(l) != 1 || l[0].Key != "c2.a" {
+		t.Fatalf("List c2.>: %+v, %v; want c2.a", l, err)
+	}
+	if l, err := s.List(ctx, "c3.>"); err != nil || len(l) != 0 {
+		t.Fatalf("List c3.>: %+v, %v; want nothing", l, err)
+	}
+}
+
 func TestStore_WatchSeesPutsAndDeletes(t *testing.T) {
 	s := newStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
