@@ -154,9 +154,22 @@ func WriteProblem(w http.ResponseWriter, r *http.Request, err error) {
 	writeProblem(w, r, err, true)
 }
 
+// StatusClientClosedRequest is what the metrics and the log record for a request whose caller
+// went away before its answer (nginx's 499): nobody reads the answer, and the daemon is not
+// at fault.
+const StatusClientClosedRequest = 499
+
 func writeProblem(w http.ResponseWriter, r *http.Request, err error, logCause bool) {
-	p := NewProblem(r, err)
 	started := headerWritten(w)
+	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		LoggerFrom(r.Context()).Debug("request abandoned by its caller", "error", errString(err),
+			"method", r.Method, "path", r.URL.Path, "answer_started", started)
+		if !started {
+			w.WriteHeader(StatusClientClosedRequest)
+		}
+		return
+	}
+	p := NewProblem(r, err)
 	if logCause {
 		level, msg := slog.LevelError, "request failed"
 		switch {

@@ -1,11 +1,13 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/nats-io/nats.go"
@@ -101,6 +103,42 @@ func TestWriteProblem_LogsInternalCauseWithRequestID(t *testing.T) {
 	}
 	if failed[0]["error"] != "reading kv: bucket gone" || failed[0]["request_id"] != "req-42" {
 		t.Errorf("log record = %v", failed[0])
+	}
+}
+
+// A caller that gives up (a client timeout, a closed connection) is not the daemon's failure:
+// no "request failed" error and no 500, only a debug record.
+func TestWriteProblem_CallerGoneBeforeTheAnswer_IsNoError(t *testing.T) {
+	done := make(chan struct{})
+	env := newTestEnv(t, Config{}, func(r chi.Router) {
+		r.Get("/v1/slow", func(w http.ResponseWriter, r *http.Request) {
+			defer close(done)
+			Handle(func(_ http.ResponseWriter, r *http.Request) error {
+				<-r.Context().Done()
+				return fmt.Errorf("get c1: %w", r.Context().Err())
+			})(w, r)
+		})
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, env.srv.URL+"/v1/slow", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.srv.Client().Do(req); err == nil {
+		t.Fatal("the request was answered; want the client to give up")
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler never returned after its caller went away")
+	}
+	records := env.logs.records(t)
+	if failed := withMsg(records, "request failed"); len(failed) != 0 {
+		t.Errorf("a caller that went away was logged as a failure: %v", failed)
+	}
+	if gone := withMsg(records, "request abandoned by its caller"); len(gone) != 1 || gone[0]["error"] != "get c1: context canceled" {
+		t.Errorf("want one debug record of the abandoned request, got %v", gone)
 	}
 }
 
