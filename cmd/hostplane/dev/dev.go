@@ -359,8 +359,9 @@ func (s *Stack) startManagement(ctx context.Context) error {
 	return nil
 }
 
-// buildDaemons builds the six daemons (a replica set of each with Config.Replicas > 1) into
-// s.Daemons and returns their metric registries.
+// buildDaemons builds a replica set of each of the six daemons (Config.Replicas replicas; one
+// by default, started again when it loses its lease) into s.Daemons and returns their metric
+// registries.
 func (s *Stack) buildDaemons() (prometheus.Gatherers, error) {
 	cfg := s.cfg
 	cd := componentd.Config{Runtime: cfg.Runtime, KarpenterBinary: cmp.Or(cfg.KarpenterBinary, os.Getenv("HOSTPLANE_KARPENTER_BINARY")),
@@ -382,20 +383,12 @@ func (s *Stack) buildDaemons() (prometheus.Gatherers, error) {
 	}
 	var registries prometheus.Gatherers
 	for _, name := range daemonNames {
-		if cfg.Replicas <= 1 {
-			reg := observe.NewRegistry()
-			d, err := buildDaemon(name, base(name, reg), cd, inf)
-			if err != nil {
-				return nil, err
-			}
-			registries = append(registries, reg)
-			s.Daemons = append(s.Daemons, d)
-			continue
-		}
-		rs, err := newReplicaSet(cfg.Replicas, s.log, func(i int) (LeadingDaemon, *prometheus.Registry, error) {
+		rs, err := newReplicaSet(max(cfg.Replicas, 1), s.log, func(i int) (LeadingDaemon, *prometheus.Registry, error) {
 			reg := observe.NewRegistry()
 			b := base(name, reg)
-			b.ReplicaID = fmt.Sprintf("%s:%s#%d", name, cfg.DataDir, i)
+			if cfg.Replicas > 1 {
+				b.ReplicaID = fmt.Sprintf("%s:%s#%d", name, cfg.DataDir, i)
+			}
 			d, err := buildDaemon(name, b, cd, inf)
 			if err != nil {
 				return nil, nil, err

@@ -12,7 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/hostplane/hostplane/cmd/hostplane/dev"
+	"github.com/hostplane/hostplane/pkg/bus"
+	"github.com/hostplane/hostplane/pkg/leader"
+	"github.com/hostplane/hostplane/pkg/natsauth"
 	"github.com/hostplane/hostplane/pkg/release"
 	"github.com/hostplane/hostplane/pkg/testenv"
 )
@@ -129,5 +134,58 @@ func TestDev_Replicas_OutOfRangeIsRefusedBeforeAnythingStarts(t *testing.T) {
 	}
 	if _, err := os.Stat(dir + "/x"); err == nil {
 		t.Error("a refused start made the data dir")
+	}
+}
+
+// A daemon whose lease another holder takes (as when a stall outlasts its renewals and
+// something else leads) stops working at once; hostplane dev starts it again, it leads once
+// that lease expires, and its API answers again: the stack does not stop, nor serve 503 for
+// good.
+func TestDev_ADaemonThatLosesItsLease_IsStartedAgainAndLeadsOnceTheLeaseExpires(t *testing.T) {
+	s := startConfig(t, dev.Config{DataDir: t.TempDir(), NoManagementAPIServer: true})
+	t.Cleanup(func() { s.Stop(context.Background()) })
+	clusters := s.URL() + "/v1/clusters"
+	testenv.Eventually(t, time.Minute, func() bool {
+		code, _, _ := getJSON(t, clusters, s.AdminToken())
+		return code == http.StatusOK
+	}, "clusterd never answered")
+
+	nc, err := s.ConnectNATS(t.Context(), natsauth.Admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(t.Context(), bus.BucketLeases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	intruder, _ := json.Marshal(leader.Record{Holder: "intruder", Acquired: now, Renewed: now})
+	if _, err := kv.Put(t.Context(), "clusterd", intruder); err != nil {
+		t.Fatal(err)
+	}
+	// clusterd stops leading at its next renewal: the front door has no leader to route to.
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		return s.Ready(t.Context()) != nil
+	}, "clusterd went on leading with its lease held by another")
+	testenv.Eventually(t, time.Minute, func() bool {
+		code, _, _ := getJSON(t, clusters, s.AdminToken())
+		return code == http.StatusOK
+	}, "clusterd never answered again after its lease was taken")
+	e, err := kv.Get(t.Context(), "clusterd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(e.Value()), "intruder") {
+		t.Errorf("the lease after clusterd answered again: %s, want clusterd's", e.Value())
+	}
+	select {
+	case err := <-s.Err():
+		t.Fatalf("the stack reported %v; want the daemon started again", err)
+	default:
 	}
 }

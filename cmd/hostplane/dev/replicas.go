@@ -15,6 +15,7 @@ import (
 
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/httpapi"
+	"github.com/hostplane/hostplane/pkg/leader"
 )
 
 // restartDelay is how long a ReplicaSet waits before it starts a stopped replica again, as
@@ -35,10 +36,15 @@ type replica struct {
 	stop     context.CancelFunc
 }
 
-// ReplicaSet runs several replicas of one daemon the way a deployment with replicas does:
-// every replica competes for the daemon's lease (pkg/leader), the one that holds it works, the
-// front door routes to it, and a replica that stops — stopped by StopLeader, or because it
-// lost its lease — is started again as a fresh instance after restartDelay.
+// ReplicaSet runs replicas of one daemon the way a deployment does: every replica competes
+// for the daemon's lease (pkg/leader), the one that holds it works, the front door routes to
+// it, and a replica that stops — stopped by StopLeader, or because it lost its lease — is
+// started again as a fresh instance after restartDelay.
+//
+// A set of one replica (hostplane dev's default) restarts only a replica that lost its lease
+// (a stall of the whole process, such as a starved machine, outlasted its renewals: the next
+// instance takes the lease again once it expires); any other error stops the set, and Run
+// returns it, since no standby would cover a replica that cannot start.
 type ReplicaSet struct {
 	name  string
 	build func(i int) (LeadingDaemon, *prometheus.Registry, error)
@@ -48,11 +54,13 @@ type ReplicaSet struct {
 	replicas []*replica
 	runCtx   context.Context
 	wg       sync.WaitGroup
+	// failed delivers the error that stopped a set of one replica.
+	failed chan error
 }
 
 // newReplicaSet builds n replicas with build (called again for each restart).
 func newReplicaSet(n int, log *slog.Logger, build func(i int) (LeadingDaemon, *prometheus.Registry, error)) (*ReplicaSet, error) {
-	rs := &ReplicaSet{build: build, log: log, replicas: make([]*replica, n)}
+	rs := &ReplicaSet{build: build, log: log, replicas: make([]*replica, n), failed: make(chan error, 1)}
 	for i := range n {
 		r, err := rs.newReplica(i)
 		if err != nil {
@@ -77,17 +85,25 @@ func (rs *ReplicaSet) newReplica(i int) (*replica, error) {
 // Name is the daemon's name.
 func (rs *ReplicaSet) Name() string { return rs.name }
 
-// Run runs every replica until ctx ends, starting a stopped one again.
+// Run runs every replica until ctx ends, starting a stopped one again; it returns the error
+// that stopped a set of one replica (see ReplicaSet).
 func (rs *ReplicaSet) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	rs.mu.Lock()
 	rs.runCtx = ctx
 	for i := range rs.replicas {
 		rs.start(i)
 	}
 	rs.mu.Unlock()
-	<-ctx.Done()
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-rs.failed:
+		cancel()
+	}
 	rs.wg.Wait()
-	return nil
+	return err
 }
 
 // start runs replica i (rs.mu held) and, when it stops before ctx ends, a fresh one in its
@@ -102,6 +118,10 @@ func (rs *ReplicaSet) start(i int) {
 		err := r.d.Run(rctx)
 		stop()
 		if rs.runCtx.Err() != nil {
+			return
+		}
+		if len(rs.replicas) == 1 && err != nil && !errors.Is(err, leader.ErrLost) {
+			rs.failed <- err
 			return
 		}
 		rs.log.Warn("a replica stopped; starting it again", "daemon", rs.name, "replica", i, "err", err)
