@@ -421,8 +421,14 @@ func (lb *LoadBalancer) forward(ctx context.Context, client net.Conn, internal b
 			return
 		}
 	} else if began := time.Now(); !lb.awaitBackend(ctx) {
-		lb.log.Warn("held connection closed: no apiserver became ready within WakeHold, or the balancer closed",
-			"client", client.RemoteAddr().String(), "held", time.Since(began).Round(time.Millisecond).String(), "closing", ctx.Err() != nil)
+		held := time.Since(began).Round(time.Millisecond).String()
+		if ctx.Err() != nil {
+			// The balancer closed (the cluster was deleted or its balancer replaced): the
+			// client dials again and reaches whatever serves the endpoint now.
+			lb.log.Info("held connection closed: the balancer closed", "client", client.RemoteAddr().String(), "held", held)
+			return
+		}
+		lb.log.Warn("held connection closed: no apiserver became ready within WakeHold", "client", client.RemoteAddr().String(), "held", held)
 		return
 	}
 	backend, addr := lb.dial(ctx)
