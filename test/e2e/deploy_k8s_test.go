@@ -34,6 +34,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/mgmtcluster"
 	"github.com/hostplane/hostplane/pkg/release"
 	"github.com/hostplane/hostplane/services/componentd/kuberuntime"
+	"github.com/hostplane/hostplane/services/infrad/lb"
 	"github.com/hostplane/hostplane/services/localcloud"
 )
 
@@ -283,12 +284,34 @@ func TestDeployK8s_DevOverlayOnRealKubelets_EverythingBecomesAvailableAndServesA
 		return true, ""
 	})
 	t.Logf("cluster demo Hibernated, no pod left, machines powered off %s after the PATCH", time.Since(hibernating).Round(time.Millisecond))
-	woke := time.Now()
-	got, err := guest.CoreV1().ConfigMaps("default").Get(ctx, "before-hibernation", metav1.GetOptions{})
-	if err != nil || got.Data["written"] != "before-hibernation" {
-		t.Fatalf("GET on the hibernated cluster: %v, %v; want the ConfigMap written before", got, err)
+	// The GET is a plain kubectl's: no client timeout (the balancer holds the connection
+	// until kube-apiserver's pod answers, for up to lb.WakeHold), but client-go's 10 s TLS
+	// handshake timeout, which a wake slower than that outlasts (the balancer forwards the
+	// handshake only to a ready apiserver). A user then runs the command again, and so does
+	// the test; each attempt is logged (docs/hibernation.md).
+	wakeCfg := rest.CopyConfig(guestCfg)
+	wakeCfg.Timeout = lb.WakeHold + 15*time.Second
+	waker, err := kubernetes.NewForConfig(wakeCfg)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("the first GET on the hibernated cluster woke it and answered in %s", time.Since(woke).Round(time.Millisecond))
+	woke := time.Now()
+	var got *corev1.ConfigMap
+	attempts := 0
+	poll(ctx, t, 2*time.Minute, "a GET on the hibernated cluster answers with the ConfigMap written before", func(ctx context.Context) (bool, string) {
+		attempts++
+		began := time.Now()
+		got, err = waker.CoreV1().ConfigMaps("default").Get(ctx, "before-hibernation", metav1.GetOptions{})
+		if err != nil {
+			t.Logf("GET %d on the waking cluster failed after %s: %v", attempts, time.Since(began).Round(time.Millisecond), err)
+			return false, err.Error()
+		}
+		return true, ""
+	})
+	if got.Data["written"] != "before-hibernation" {
+		t.Fatalf("GET on the woken cluster: %v; want the ConfigMap written before", got.Data)
+	}
+	t.Logf("GETs on the hibernated cluster woke it; attempt %d answered, %s after the first", attempts, time.Since(woke).Round(time.Millisecond))
 	c.waitCondition("demo", api.ConditionAvailable, api.ConditionTrue, 3*time.Minute)
 	poll(ctx, t, 3*time.Minute, "the same nodes Ready again", func(ctx context.Context) (bool, string) {
 		back := readyNodes(t, guest, "workers")
