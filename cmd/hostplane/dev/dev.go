@@ -481,9 +481,9 @@ func buildDaemon(name string, base daemon.Base, cd componentd.Config, inf infrad
 // maxReplicas is the most replicas of each daemon hostplane dev runs.
 const maxReplicas = 5
 
-// StopLeader stops the leading replica of daemon (a stack with Config.Replicas above 1) and
-// returns its index; the stack starts it again a second later. -1: no such replica set, or
-// none of its replicas leads.
+// StopLeader stops the leading replica of daemon and returns its index; the stack starts it
+// again a second later (a standby, when Config.Replicas is above 1, takes over meanwhile).
+// -1: no such daemon, or none of its replicas leads.
 func (s *Stack) StopLeader(daemon string) int {
 	for _, d := range s.Daemons {
 		if rs, ok := d.(*ReplicaSet); ok && rs.Name() == daemon {
