@@ -284,9 +284,9 @@ func TestDeployK8s_DevOverlayOnRealKubelets_EverythingBecomesAvailableAndServesA
 		return true, ""
 	})
 	t.Logf("cluster demo Hibernated, no pod left, machines powered off %s after the PATCH", time.Since(hibernating).Round(time.Millisecond))
-	// The GET is a plain kubectl's: no client timeout (the balancer holds the connection
-	// until kube-apiserver's pod answers, for up to lb.WakeHold), but client-go's 10 s TLS
-	// handshake timeout, which a wake slower than that outlasts (the balancer forwards the
+	// The GET is a plain kubectl's: no client timeout short of the balancer's hold (kubectl
+	// sets none; the balancer holds the connection until kube-apiserver's pod answers, for up
+	// to lb.WakeHold), but client-go's 10 s TLS handshake timeout, which a wake slower than that outlasts (the balancer forwards the
 	// handshake only to a ready apiserver). A user then runs the command again, and so does
 	// the test; each attempt is logged (docs/hibernation.md).
 	wakeCfg := rest.CopyConfig(guestCfg)
