@@ -69,7 +69,9 @@ func (d *Daemon) reconcileDeletion(ctx context.Context, np *api.NodePool, cluste
 		if err := d.mgmt.ready(); err != nil {
 			return reconcile.Result{RequeueAfter: d.cfg.ProgressRequeue}, nil
 		}
-		waiting, err := d.deleteObjects(ctx, np, clusterGoing)
+		mctx, done := d.mgmt.bind(ctx)
+		waiting, err := d.deleteObjects(mctx, np, clusterGoing)
+		done()
 		if err != nil {
 			return reconcile.Result{}, err
 		}

@@ -65,8 +65,10 @@ type management struct {
 	inProcess bool
 	enqueue   func(key string)
 
-	mu      sync.Mutex
-	mgr     manager.Manager
+	mu  sync.Mutex
+	mgr manager.Manager
+	// running is mgr's run context: done once mgr is stopped (to be built again, or for good).
+	running context.Context
 	started atomic.Bool
 	// rebuilds counts the manager's restarts after the management apiserver came back.
 	rebuilds prometheus.Counter
@@ -88,11 +90,39 @@ func newManagement(kubeconfigFile string, inProcess bool, log *slog.Logger, enqu
 
 // ready reports whether the caches are synced (and, in-process, Cluster API runs).
 func (m *management) ready() error {
-	if !m.started.Load() {
+	m.mu.Lock()
+	running := m.running
+	m.mu.Unlock()
+	if !m.started.Load() || running == nil || running.Err() != nil {
 		return fmt.Errorf("%w: Cluster API CRDs or the management caches are not ready yet", ErrManagementNotReady)
 	}
 	return nil
 }
+
+// bind returns a context that ends with ctx or when the current manager stops, whichever is
+// first: a reconcile reads and writes the management cluster under it. A read from a
+// manager's cache waits until the cache has synced, with no bound but its context's, and a
+// manager stopped before its caches synced (the management apiserver restarted again while
+// it was starting) never syncs them: without this, the reconcile would wait forever, and its
+// pool with it.
+func (m *management) bind(ctx context.Context) (context.Context, context.CancelFunc) {
+	m.mu.Lock()
+	running := m.running
+	m.mu.Unlock()
+	bound, cancel := context.WithCancelCause(ctx)
+	if running == nil {
+		cancel(ErrManagementNotReady)
+		return bound, func() {}
+	}
+	stop := context.AfterFunc(running, func() { cancel(errManagerStopped) })
+	return bound, func() {
+		stop()
+		cancel(nil)
+	}
+}
+
+// errManagerStopped is the cause of a bound context that ended because its manager stopped.
+var errManagerStopped = fmt.Errorf("%w: the management manager stopped (the management apiserver went away); retrying with the next one", ErrManagementNotReady)
 
 // client is the manager's client: cached reads of the Cluster API kinds, direct reads of
 // Secrets, writes to the apiserver. Only valid once ready.
@@ -176,15 +206,24 @@ func (m *management) buildRetrying(ctx context.Context) manager.Manager {
 // run runs mgr until ctx ends, ready while its caches are synced.
 func (m *management) run(ctx context.Context, mgr manager.Manager) error {
 	m.mu.Lock()
-	m.mgr = mgr
+	m.mgr, m.running = mgr, ctx
 	m.mu.Unlock()
 	go func() {
-		if mgr.GetCache().WaitForCacheSync(ctx) && ctx.Err() == nil {
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if ctx.Err() == nil { // still the current manager: run resets started under mu when it stops
 			m.started.Store(true)
 			m.log.Info("management cluster ready", "cluster_api", map[bool]string{true: ClusterAPIInProcess, false: ClusterAPIExternal}[m.inProcess])
 		}
 	}()
-	defer m.started.Store(false)
+	defer func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.started.Store(false)
+	}()
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("management manager: %w", err)
 	}
@@ -262,6 +301,14 @@ func (m *management) build(ctx context.Context) (manager.Manager, error) {
 	}
 	if err := m.setupWatches(mgr); err != nil {
 		return nil, err
+	}
+	// The kinds the pools are read from, registered before the cache starts: its
+	// WaitForCacheSync (run's "ready") covers only the informers it has, and the controllers
+	// add theirs only once they start, so without these it would say synced at once.
+	for _, obj := range []client.Object{&clusterv1.MachineDeployment{}, &clusterv1.MachineSet{}, &clusterv1.Machine{}} {
+		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
+			return nil, fmt.Errorf("management cache of %T: %w", obj, err)
+		}
 	}
 	return mgr, nil
 }

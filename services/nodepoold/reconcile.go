@@ -119,7 +119,12 @@ func (d *Daemon) reconcilePool(ctx context.Context, np *api.NodePool, c *api.Clu
 	case d.mgmt.ready() != nil:
 		s.management = "waiting for the management cluster: " + d.mgmt.ready().Error()
 	default:
-		d.converge(ctx, s)
+		mctx, done := d.mgmt.bind(ctx)
+		d.converge(mctx, s)
+		if cause := context.Cause(mctx); errors.Is(cause, errManagerStopped) {
+			s.errs = []error{cause} // what failed failed for that reason: say it once
+		}
+		done()
 	}
 	changed, err := d.writeStatus(ctx, s)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,9 +17,17 @@ import (
 // while it is slow to start) must not make Cluster API create a pool's Machines twice: a
 // pool scaled right after the last restart gets exactly the Machines it asks for.
 func TestNodePool_ManagementRestartsInARow_NoMachineCreatedTwice(t *testing.T) {
-	// Its own log at info, so a failure shows when the manager was built again.
+	// Its own log at info, kept aside and printed after the failure's message (CI keeps only
+	// the start of a failed test's output), so a failure shows when the manager was built
+	// again.
+	var logs testenv.SyncBuffer
 	ce := startCAPI(t, "demo", func(c *Config) {
-		c.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("nodepoold's log (Cluster API's controller start-up lines left out):\n%s", withoutStartup(logs.String()))
+		}
 	})
 	np := ce.createPool("demo", poolBody("workers", `"replicas":1,"release":{"version":"1.34.4"},"management":{"upgradeType":"Replace"}`))
 	ce.putIgnition("demo", "workers", np.Status.ConfigHash, "token-one")
@@ -75,6 +84,19 @@ func machineOrigin(m clusterv1.Machine) string {
 		owner = ref.Kind + " " + ref.Name
 	}
 	return fmt.Sprintf("%s, created %s", owner, m.CreationTimestamp.Format(time.TimeOnly))
+}
+
+// withoutStartup drops controller-runtime's lines about starting sources, controllers and
+// workers (tens per manager build) from log.
+func withoutStartup(log string) string {
+	var b strings.Builder
+	for line := range strings.Lines(log) {
+		if strings.Contains(line, `msg="Starting `) {
+			continue
+		}
+		b.WriteString(line)
+	}
+	return b.String()
 }
 
 func names(ms []clusterv1.Machine) []string {
