@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,8 +34,10 @@ type applied struct {
 	// autoscaler is whether the autoscaler was enabled: it follows the node pools, which
 	// the cluster's revision does not cover.
 	autoscaler bool
-	at         time.Time
-	hashes     map[string]string // component → config hash
+	// held is Inputs.Held: the Apply that releases a waking cluster's hold is not skipped.
+	held   []string
+	at     time.Time
+	hashes map[string]string // component → config hash
 }
 
 var (
@@ -47,7 +51,10 @@ func newKubeRuntime(d *Daemon, rt *kuberuntime.Runtime) *kubeRuntime {
 
 // converge applies the cluster's objects and records each component from its workload's
 // status. Apply writes every component at once: no component waits for its dependencies
-// (their pods wait for them instead), so the records never say WaitingForDependencies.
+// (their pods wait for them instead), except on a wake from hibernation, where
+// kube-controller-manager, kube-scheduler and the autoscaler stay at 0 replicas until
+// kube-apiserver is Available (kuberuntime.HeldOnWake, decided afresh from the workloads
+// each time) and their records say WaitingForDependencies meanwhile.
 func (k *kubeRuntime) converge(ctx context.Context, log *slog.Logger, cl *clusterState) (reconcile.Result, error) {
 	d, name := k.d, cl.cluster.Name
 	rel, err := release.Lookup(cl.cluster.Spec.Release.Version)
@@ -74,13 +81,19 @@ func (k *kubeRuntime) converge(ctx context.Context, log *slog.Logger, cl *cluste
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("cluster %s: %w", name, err)
 	}
-	hashes, err := k.apply(ctx, log, cl, rel, as)
-	if err != nil {
-		return reconcile.Result{}, fmt.Errorf("cluster %s: %w", name, err)
-	}
 	status, err := k.rt.Status(ctx, name)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("cluster %s: %w", name, err)
+	}
+	held := kuberuntime.HeldOnWake(status)
+	hashes, wrote, err := k.apply(ctx, log, cl, rel, as, held)
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("cluster %s: %w", name, err)
+	}
+	if wrote {
+		if status, err = k.rt.Status(ctx, name); err != nil {
+			return reconcile.Result{}, fmt.Errorf("cluster %s: %w", name, err)
+		}
 	}
 	byName, err := d.records(ctx, name)
 	if err != nil {
@@ -110,6 +123,10 @@ func (k *kubeRuntime) converge(ctx context.Context, log *slog.Logger, cl *cluste
 			// Idle (the autoscaler without an autoscaled pool), as in the process runtime:
 			// settled, nothing to wait for.
 			o.Summary.Available, o.Summary.Complete = true, true
+		} else if slices.Contains(held, comp.Name) {
+			// Held at 0 until kube-apiserver is Available: waiting for it, not unready.
+			o.Gate, o.WaitingFor = rollout.Gate{}, []string{api.ComponentKubeAPIServer}
+			o.Summary.Available, o.Summary.Complete = false, false
 		}
 		if err := d.record(ctx, log.With("component", comp.Name), name, byName[comp.Name], o); err != nil {
 			return reconcile.Result{}, fmt.Errorf("%s: %w", comp.Name, err)
@@ -123,7 +140,8 @@ func (k *kubeRuntime) converge(ctx context.Context, log *slog.Logger, cl *cluste
 // it is left, records each component hibernated; until then it looks again every
 // ProgressInterval and leaves the records as they are. The namespace, etcd's volumes, the
 // Secrets and Services stay: waking is an ordinary converge, whose Apply sets the replicas
-// again (kuberuntime.Runtime.Hibernate), and the records follow the pods' real status.
+// again (kuberuntime.Runtime.Hibernate), etcd's and kube-apiserver's first (see converge),
+// and the records follow the pods' real status.
 func (k *kubeRuntime) hibernate(ctx context.Context, log *slog.Logger, c *api.Cluster) (reconcile.Result, error) {
 	k.forgetApplied(c.Name) // the wake applies at once, whatever the revisions
 	p, err := k.rt.Hibernate(ctx, c.Name)
@@ -140,18 +158,26 @@ func (k *kubeRuntime) hibernate(ctx context.Context, log *slog.Logger, c *api.Cl
 	return reconcile.Result{RequeueAfter: k.d.cfg.SteadyInterval}, nil
 }
 
-// apply applies the cluster's objects and returns each component's config hash. It skips
-// the Apply when neither the cluster nor the PKI record changed since the last one, unless
-// that is SteadyInterval old, so a rollout polled every ProgressInterval does not rewrite
-// every object each time, and drift is still repaired.
-func (k *kubeRuntime) apply(ctx context.Context, log *slog.Logger, cl *clusterState, rel release.Release, as component.Autoscaler) (map[string]string, error) {
+// apply applies the cluster's objects, with held's components at 0 replicas, and returns
+// each component's config hash and whether it wrote. It skips the Apply when neither the
+// cluster nor the PKI record nor held changed since the last one, unless that is
+// SteadyInterval old, so a rollout polled every ProgressInterval does not rewrite every
+// object each time, and drift is still repaired.
+func (k *kubeRuntime) apply(ctx context.Context, log *slog.Logger, cl *clusterState, rel release.Release,
+	as component.Autoscaler, held []string) (map[string]string, bool, error) {
 	name := cl.cluster.Name
 	k.mu.Lock()
 	last, ok := k.applied[name]
 	k.mu.Unlock()
 	if ok && last.clusterRev == cl.clusterRev && last.pkiRev == cl.pkiRev && last.autoscaler == as.Enabled &&
-		time.Since(last.at) < k.d.cfg.SteadyInterval {
-		return last.hashes, nil
+		slices.Equal(last.held, held) && time.Since(last.at) < k.d.cfg.SteadyInterval {
+		return last.hashes, false, nil
+	}
+	switch {
+	case len(held) > 0 && !slices.Equal(last.held, held):
+		log.Info("waking: holding "+strings.Join(held, ", ")+" until kube-apiserver is Available", "held", held)
+	case len(held) == 0 && len(last.held) > 0:
+		log.Info("waking: kube-apiserver is Available; starting "+strings.Join(last.held, ", "), "released", last.held)
 	}
 	objs, err := k.rt.Apply(ctx, kuberuntime.Inputs{
 		Cluster:     name,
@@ -168,19 +194,21 @@ func (k *kubeRuntime) apply(ctx context.Context, log *slog.Logger, cl *clusterSt
 			Image:   k.d.cfg.KarpenterImage,
 			Options: as.Options,
 		},
+		Held: held,
 	})
 	if err != nil {
 		k.forgetApplied(name)
-		return nil, err
+		return nil, false, err
 	}
 	if !maps.Equal(last.hashes, objs.ConfigHashes) {
 		log.Info("applied the control plane to the management cluster", "namespace", kuberuntime.Namespace(name),
 			"version", rel.Version, "pki_serial", cl.pki.Serial, "config_hashes", objs.ConfigHashes)
 	}
 	k.mu.Lock()
-	k.applied[name] = applied{clusterRev: cl.clusterRev, pkiRev: cl.pkiRev, autoscaler: as.Enabled, at: time.Now(), hashes: objs.ConfigHashes}
+	k.applied[name] = applied{clusterRev: cl.clusterRev, pkiRev: cl.pkiRev, autoscaler: as.Enabled, held: held,
+		at: time.Now(), hashes: objs.ConfigHashes}
 	k.mu.Unlock()
-	return objs.ConfigHashes, nil
+	return objs.ConfigHashes, true, nil
 }
 
 func (k *kubeRuntime) forgetApplied(cluster string) {

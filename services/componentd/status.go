@@ -91,7 +91,11 @@ func (d *Daemon) record(ctx context.Context, log *slog.Logger, cluster string,
 	case sum.Available:
 		set(api.ConditionAvailable, true, ReasonAsExpected, fmt.Sprintf("%d of %d replicas ready", sum.Ready, o.Replicas))
 	case !o.Gate.Available && sum.Ready == 0:
-		set(api.ConditionAvailable, false, ReasonWaitingForDependencies, "waiting for "+strings.Join(comp.StartsAfter(), ", ")+" to be Available")
+		waitingFor := o.WaitingFor
+		if waitingFor == nil {
+			waitingFor = comp.StartsAfter()
+		}
+		set(api.ConditionAvailable, false, ReasonWaitingForDependencies, "waiting for "+strings.Join(waitingFor, ", ")+" to be Available")
 	default:
 		set(api.ConditionAvailable, false, ReasonReplicasNotReady, fmt.Sprintf("%d of %d replicas ready, %d needed%s",
 			sum.Ready, o.Replicas, comp.Quorum(o.Replicas), o.NotReady))

@@ -35,7 +35,9 @@
 // Runtime.Hibernate scales every workload of a cluster to 0 replicas (field manager
 // "hostplane-componentd-hibernate") and keeps everything else, etcd's claims included; it
 // reports when no pod is left. The next Apply, forced, takes spec.replicas back: waking a
-// cluster is an Apply.
+// cluster is an Apply. Its caller passes HeldOnWake's components as Inputs.Held, so etcd and
+// kube-apiserver start first and kube-controller-manager, kube-scheduler and the autoscaler
+// stay at 0 until kube-apiserver is Available (then an Apply without them held starts them).
 //
 // etcd is not bound to the release, as in the process runtime: Runtime.Apply keeps the
 // image of an existing etcd StatefulSet unless Inputs.EtcdImage names another one, so a

@@ -85,6 +85,10 @@ type Inputs struct {
 	// Tuning selects which of the release catalogue's component settings the containers
 	// run with (the zero value: all of them), as in the process runtime.
 	Tuning release.Selection
+	// Held lists components rendered with 0 replicas for now (a waking cluster's
+	// dependents of kube-apiserver: see HeldOnWake). Their PodDisruptionBudgets stay as the
+	// policy has them.
+	Held []string
 }
 
 // Karpenter is what the autoscaler needs beyond the control plane's own inputs.

@@ -90,13 +90,17 @@ func Render(in Inputs) (*Objects, error) {
 		}
 		o.ConfigHashes[w.component] = hash
 		replicas := int32(Replicas(w.component, in.Policy))
+		run := replicas
+		if slices.Contains(in.Held, w.component) {
+			run = 0
+		}
 		if w.component == api.ComponentEtcd {
-			o.StatefulSets = append(o.StatefulSets, etcdStatefulSet(in, replicas, tmpl))
+			o.StatefulSets = append(o.StatefulSets, etcdStatefulSet(in, run, tmpl))
 		} else {
 			o.Deployments = append(o.Deployments, appsv1ac.Deployment(w.component, ns).
 				WithLabels(labels(in.Cluster, w.component)).
 				WithSpec(appsv1ac.DeploymentSpec().
-					WithReplicas(replicas).
+					WithReplicas(run).
 					WithRevisionHistoryLimit(3).
 					WithSelector(metav1ac.LabelSelector().WithMatchLabels(selector(in.Cluster, w.component))).
 					WithStrategy(deploymentStrategy(w)).

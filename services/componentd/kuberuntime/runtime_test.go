@@ -298,7 +298,7 @@ func TestRuntime(t *testing.T) {
 		}
 	})
 
-	t.Run("Hibernate_ScalesEveryWorkloadTo0KeepsTheRestAndApplyScalesThemBack", func(t *testing.T) {
+	t.Run("Hibernate_ScalesEveryWorkloadTo0KeepsTheRest_TheWakesApplyStartsEtcdAndKubeAPIServerFirst", func(t *testing.T) {
 		in, _ := testInputs(t, "sleepy", api.HighlyAvailable, "1.34.4")
 		in = withKarpenter(in)
 		if _, err := rt.Apply(ctx, in); err != nil {
@@ -373,16 +373,49 @@ func TestRuntime(t *testing.T) {
 			t.Errorf("after Hibernate %d secrets and %d services, want %d and %d", secrets, services, secretsBefore, servicesBefore)
 		}
 
-		// Waking is Apply.
-		if _, err := rt.Apply(ctx, in); err != nil {
-			t.Fatalf("Apply after Hibernate: %v", err)
+		// Waking is Apply: etcd and kube-apiserver first, the rest held at 0 while
+		// kube-apiserver is not Available.
+		wake := func() []string {
+			t.Helper()
+			status, err := rt.Status(ctx, "sleepy")
+			if err != nil {
+				t.Fatal(err)
+			}
+			in.Held = HeldOnWake(status)
+			if _, err := rt.Apply(ctx, in); err != nil {
+				t.Fatalf("Apply after Hibernate: %v", err)
+			}
+			return in.Held
+		}
+		dependents := []string{api.ComponentControllerManager, api.ComponentScheduler, api.ComponentKarpenter}
+		if held := wake(); !slices.Equal(held, dependents) {
+			t.Errorf("held on wake %v, want %v", held, dependents)
+		}
+		want[api.ComponentEtcd], want[api.ComponentKubeAPIServer] = 3, 2
+		if got := replicas(); !maps.Equal(got, want) {
+			t.Errorf("replicas after the wake's first Apply %v, want %v", got, want)
+		}
+		if held := wake(); !slices.Equal(held, dependents) { // no controller: kube-apiserver never gets Available
+			t.Errorf("held on wake while kube-apiserver is not Available %v, want %v", held, dependents)
+		}
+		// What a Deployment controller reports once a kube-apiserver pod is ready.
+		d, err := cs.AppsV1().Deployments(ns).Get(ctx, api.ComponentKubeAPIServer, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 1, AvailableReplicas: 1}
+		if _, err := cs.AppsV1().Deployments(ns).UpdateStatus(ctx, d, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if held := wake(); held != nil {
+			t.Errorf("held once kube-apiserver is Available %v, want none", held)
 		}
 		for _, c := range Components() {
 			want[c] = int32(Replicas(c, api.HighlyAvailable))
 		}
 		want[api.ComponentKarpenter] = 1
 		if got := replicas(); !maps.Equal(got, want) {
-			t.Errorf("replicas after the wake's Apply %v, want %v", got, want)
+			t.Errorf("replicas once kube-apiserver is Available %v, want %v", got, want)
 		}
 		if _, err := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, pvc.Name, metav1.GetOptions{}); err != nil {
 			t.Errorf("etcd's claim after the wake: %v", err)

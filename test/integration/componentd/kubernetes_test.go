@@ -212,17 +212,8 @@ func TestComponentd_KubernetesRuntime_AppliesWorkloadsReportsThemUnavailableRoll
 // Deployment and identity appear with an autoscaled pool and go with it, and its record
 // follows (one replica, not ready without a kubelet; then Idle).
 func TestComponentd_KubernetesRuntime_RunsTheAutoscalerWhileAPoolAutoscales(t *testing.T) {
-	mgmt := testenv.KubeAPIServer(t) // first: stopped after the daemons
-	cs, err := kubernetes.NewForConfig(mgmt.RESTConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := newHarnessFor(t, "1.34.4")
-	h.StartInfrad()
-	h.StartPKID()
-	const image = "hostplane/componentd:integration"
-	h.startComponentdWith(componentd.Config{Runtime: componentd.RuntimeKubernetes, KarpenterImage: image,
-		Base: daemon.Base{ManagementKubeconfig: mgmt.KubeconfigPath}})
+	h, cs := newKubeRuntimeHarness(t)
+	const image = testKarpenterImage
 	pools := stack.Bucket[api.NodePool](h.Env, bus.BucketNodePools)
 
 	c := stack.Cluster("auto", "1.34.4", api.SingleReplica)
@@ -310,5 +301,119 @@ func TestComponentd_KubernetesRuntime_RunsTheAutoscalerWhileAPoolAutoscales(t *t
 	}
 }
 
+// testKarpenterImage is the autoscaler's image in the tests without kubelets: never pulled.
+const testKarpenterImage = "hostplane/componentd:integration"
+
+// newKubeRuntimeHarness starts a management kube-apiserver (no kube-controller-manager, no
+// kubelet), infrad, pkid and a componentd on the kubernetes runtime against it, for the newest
+// release, and returns the harness and a client of the management cluster.
+func newKubeRuntimeHarness(t *testing.T) (*harness, kubernetes.Interface) {
+	t.Helper()
+	mgmt := testenv.KubeAPIServer(t) // first: stopped after the daemons
+	cs, err := kubernetes.NewForConfig(mgmt.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessFor(t, "1.34.4")
+	h.StartInfrad()
+	h.StartPKID()
+	h.startComponentdWith(componentd.Config{Runtime: componentd.RuntimeKubernetes, KarpenterImage: testKarpenterImage,
+		Base: daemon.Base{ManagementKubeconfig: mgmt.KubeconfigPath}})
+	return h, cs
+}
+
 // getErr keeps the error of a Get.
 func getErr[T any](_ T, err error) error { return err }
+
+// A cluster woken from hibernation starts etcd and kube-apiserver first: the dependents of
+// kube-apiserver (kube-controller-manager, kube-scheduler, the autoscaler) stay at 0 replicas,
+// recorded as waiting for it, until its Deployment is Available. No kubelet runs here, so
+// kube-apiserver is made Available by writing its Deployment's status as the Deployment
+// controller would.
+func TestComponentd_KubernetesRuntime_AWakeHoldsKubeAPIServersDependentsAt0UntilItIsAvailable(t *testing.T) {
+	h, cs := newKubeRuntimeHarness(t)
+	c := stack.Cluster("nap", "1.34.4", api.SingleReplica)
+	c.Spec.Autoscaling = &api.ClusterAutoscaling{Scaling: api.ScaleUpOnly}
+	h.CreateCluster(c)
+	pool := &api.NodePool{ObjectMeta: api.ObjectMeta{Name: "workers"}, Cluster: "nap",
+		Spec: api.NodePoolSpec{AutoScaling: &api.NodePoolAutoScaling{Min: 0, Max: 3}}}
+	if _, err := stack.Bucket[api.NodePool](h.Env, bus.BucketNodePools).Create(h.Ctx, api.NodePoolKey("nap", "workers"), pool); err != nil {
+		t.Fatal(err)
+	}
+	h.PublishCluster("nap", "updated")
+	ns := kuberuntime.Namespace("nap")
+	dependents := []string{api.ComponentControllerManager, api.ComponentScheduler, api.ComponentKarpenter}
+	rt := kuberuntime.NewForClientset(cs)
+	workloads := func() map[string]kuberuntime.ComponentStatus {
+		status, err := rt.Status(h.Ctx, "nap")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return status
+	}
+	available := func(comp string) api.Condition {
+		e, ok := h.componentsOf("nap")[comp]
+		if !ok {
+			return api.Condition{}
+		}
+		cond, _ := e.Value.Status.Conditions.Get(api.ConditionAvailable)
+		return cond
+	}
+	// Created: every workload at once, the dependents included.
+	testenv.Eventually(t, upTimeout, func() bool {
+		w := workloads()
+		for _, s := range w {
+			if s.Replicas == 0 {
+				return false
+			}
+		}
+		return len(w) == 5
+	}, "every workload, the autoscaler's included, applied with its replicas at create")
+
+	h.setHibernation("nap", true)
+	testenv.Eventually(t, wait, func() bool {
+		for _, comp := range append(slices.Clone(componentNames), api.ComponentKarpenter) {
+			if available(comp).Reason != api.ReasonHibernated {
+				return false
+			}
+		}
+		return true
+	}, "every component recorded Hibernated")
+
+	h.setHibernation("nap", false)
+	testenv.Eventually(t, wait, func() bool {
+		w := workloads()
+		if w[api.ComponentEtcd].Replicas != 1 || w[api.ComponentKubeAPIServer].Replicas != 1 {
+			return false
+		}
+		for _, comp := range dependents {
+			if n := w[comp].Replicas; n != 0 {
+				t.Fatalf("%s scaled to %d before kube-apiserver is Available: %+v", comp, n, w)
+			}
+			if c := available(comp); c.Reason != componentd.ReasonWaitingForDependencies {
+				return false
+			} else if want := "waiting for kube-apiserver to be Available"; c.Message != want {
+				t.Errorf("%s: Available %q, want %q", comp, c.Message, want)
+			}
+		}
+		return true
+	}, "etcd and kube-apiserver scaled back, their dependents held at 0 and recorded WaitingForDependencies")
+
+	d, err := cs.AppsV1().Deployments(ns).Get(h.Ctx, api.ComponentKubeAPIServer, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}
+	if _, err := cs.AppsV1().Deployments(ns).UpdateStatus(h.Ctx, d, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, wait, func() bool {
+		w := workloads()
+		for _, comp := range dependents {
+			if w[comp].Replicas != 1 || available(comp).Reason != componentd.ReasonReplicasNotReady {
+				return false
+			}
+		}
+		return true
+	}, "the dependents scaled back to 1 once kube-apiserver is Available, recorded from their Deployments")
+}

@@ -254,13 +254,75 @@ func TestComponentd_KubernetesRuntime_OnRealKubelets_ControlPlanePodsBecomeAvail
 
 	woken := time.Now()
 	h.setHibernation("real", false)
+	apiserverAt := waitHeldUntilKubeAPIServerAvailable(ctx, t, h, cs, "real")
+	t.Logf("waking: kube-apiserver's Deployment Available %s after spec.hibernation.enabled=false, kube-controller-manager and kube-scheduler held at 0 replicas until then",
+		apiserverAt.Sub(woken).Round(time.Millisecond))
 	h.waitSettled("real", rel.Version)
-	t.Logf("resumed: every component Available from Ready pods %s after spec.hibernation.enabled=false", time.Since(woken).Round(time.Millisecond))
+	t.Logf("resumed: every component Available from Ready pods %s after spec.hibernation.enabled=false (%s after kube-apiserver)",
+		time.Since(woken).Round(time.Millisecond), time.Since(apiserverAt).Round(time.Millisecond))
+	for comp, s := range mustStatus(ctx, t, mc, "real") {
+		if want := int32(kuberuntime.Replicas(comp, api.SingleReplica)); s.Replicas != want || !s.Available {
+			t.Errorf("%s once resumed: %d replicas, Available %v; want %d, Available", comp, s.Replicas, s.Available, want)
+		}
+	}
 	guest.waitFor(ctx, t, "the ConfigMap written before hibernation", func(ctx context.Context, g kubernetes.Interface) error {
 		_, err := g.CoreV1().ConfigMaps(metav1.NamespaceDefault).Get(ctx, before, metav1.GetOptions{})
 		return err
 	})
 	t.Logf("the guest API reads the ConfigMap written before hibernation %s after resume", time.Since(woken).Round(time.Millisecond))
+}
+
+// waitHeldUntilKubeAPIServerAvailable waits, on a waking cluster, until kube-apiserver's
+// Deployment is Available and returns when it saw it so. Until then kube-controller-manager's
+// and kube-scheduler's Deployments must have 0 replicas, and their records must say Hibernated
+// (not woken yet) or WaitingForDependencies, never that their replicas are not ready.
+func waitHeldUntilKubeAPIServerAvailable(ctx context.Context, t *testing.T, h *harness, cs kubernetes.Interface, cluster string) time.Time {
+	t.Helper()
+	rt := kuberuntime.NewForClientset(cs)
+	deadline := time.Now().Add(upTimeout)
+	started, waiting := false, false // kube-apiserver scaled back; a record said WaitingForDependencies
+	for {
+		comps := h.componentsOf(cluster) // first: the hold, once released, is never taken again
+		status, err := rt.Status(ctx, cluster)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := status[api.ComponentKubeAPIServer]; s.Available {
+			if !started {
+				t.Error("never saw kube-apiserver scaled back while it was not Available yet")
+			}
+			if !waiting {
+				t.Log("no record said WaitingForDependencies (componentd did not record while kube-apiserver started)")
+			}
+			return time.Now()
+		} else if s.Replicas > 0 {
+			started = true
+		}
+		for _, c := range []string{api.ComponentControllerManager, api.ComponentScheduler} {
+			if s := status[c]; s.Replicas != 0 {
+				t.Fatalf("%s has %d replicas while kube-apiserver is not Available (%+v), want 0", c, s.Replicas, status[api.ComponentKubeAPIServer])
+			}
+			var cond api.Condition
+			if e, ok := comps[c]; ok {
+				cond, _ = e.Value.Status.Conditions.Get(api.ConditionAvailable)
+			}
+			switch cond.Reason {
+			case api.ReasonHibernated:
+			case componentd.ReasonWaitingForDependencies:
+				if want := "waiting for kube-apiserver to be Available"; cond.Message != want {
+					t.Errorf("%s held: Available %s, want %q", c, cond.Message, want)
+				}
+				waiting = true
+			default:
+				t.Errorf("%s held at 0 replicas: Available %s/%s: %s, want %s or %s", c, cond.Status, cond.Reason, cond.Message,
+					api.ReasonHibernated, componentd.ReasonWaitingForDependencies)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kube-apiserver of %s not Available within %v: %+v", cluster, upTimeout, status[api.ComponentKubeAPIServer])
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // mustStatus is the kubernetes runtime's view of cluster's workloads.

@@ -17,6 +17,10 @@ type Observation struct {
 	// What runs, and what the component's dependencies allow.
 	Summary rollout.Summary
 	Gate    rollout.Gate
+	// WaitingFor names the components a closed Gate.Available waits for, when not
+	// Component.StartsAfter (the kubernetes runtime holding a waking cluster's dependents
+	// until kube-apiserver is Available).
+	WaitingFor []string
 	// ReplicaStatus has one entry per replica (the process runtime; the kubernetes runtime's
 	// replicas are pods in the management cluster and are not listed).
 	ReplicaStatus []api.ReplicaStatus
