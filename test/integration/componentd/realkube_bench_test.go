@@ -39,10 +39,12 @@ const rssIdle = 10 * time.Second
 //
 // Both wait as the tests do (waitSettled: every component Available and RolloutComplete with
 // every replica ready); each cluster is then deleted, outside the timer, until its processes
-// or its namespace are gone. The first iteration also reads, after rssIdle, the resident memory
-// of both control planes: VmRSS and RssAnon summed over the processes (the process runtime's
-// replica pids; every process in the pods' cgroups, pause included), and the pods' cgroup
-// memory.stat (total_rss: anonymous memory, no file pages), as the tests log it.
+// or its namespace are gone. Each iteration logs when each pod was created, scheduled, had
+// its sandbox, started and became Ready (podTimeline). The first iteration also reads, after
+// rssIdle, the resident memory of both control planes: VmRSS and RssAnon summed over the
+// processes (the process runtime's replica pids; every process in the pods' cgroups, pause
+// included), and the pods' cgroup memory.stat (total_rss: anonymous memory, no file pages),
+// as the tests log it.
 //
 // It needs root and a real management cluster: make bench-kuberuntime
 // (HOSTPLANE_MGMT_KUBERUNTIME_TEST=1 -benchtime 3x). Each iteration's etcd takes one of the
@@ -97,6 +99,11 @@ func BenchmarkCreateToAvailable_KubernetesRuntimeBesideProcess(b *testing.B) {
 		kubeTook := time.Since(begin)
 		b.StopTimer()
 		ns := kuberuntime.Namespace(kube)
+		if line, err := podTimeline(ctx, cs, ns, begin); err != nil {
+			b.Fatal(err)
+		} else {
+			b.Logf("iteration %d: kubernetes runtime, each pod since create: %s", i, line)
+		}
 		if i == 1 {
 			logPodsRSS(ctx, b, cs, ns)
 		}
@@ -129,6 +136,45 @@ func BenchmarkCreateToAvailable_KubernetesRuntimeBesideProcess(b *testing.B) {
 	b.ReportMetric(procMean, "process_s/op")
 	b.ReportMetric(kubeMean, "kuberuntime_s/op")
 	b.ReportMetric(kubeMean/procMean, "kuberuntime/process")
+}
+
+// podTimeline says, for each control-plane pod of ns, when it was created, scheduled, had its
+// sandbox and network (PodReadyToStartContainers), last started its container and became
+// Ready, counted from begin in whole seconds (the API's timestamps), and its restarts.
+func podTimeline(ctx context.Context, cs kubernetes.Interface, ns string, begin time.Time) (string, error) {
+	byComponent, err := controlPlanePods(ctx, cs, ns)
+	if err != nil {
+		return "", err
+	}
+	at := func(t metav1.Time) string { return fmt.Sprintf("%+.0fs", t.Sub(begin).Seconds()) }
+	var pods []string
+	for _, comp := range componentNames {
+		for _, p := range byComponent[comp] {
+			steps := []string{"created " + at(p.CreationTimestamp)}
+			for _, want := range []struct {
+				cond corev1.PodConditionType
+				name string
+			}{{corev1.PodScheduled, "scheduled"}, {corev1.PodReadyToStartContainers, "sandbox"}} {
+				for _, c := range p.Status.Conditions {
+					if c.Type == want.cond && c.Status == corev1.ConditionTrue {
+						steps = append(steps, want.name+" "+at(c.LastTransitionTime))
+					}
+				}
+			}
+			for _, c := range p.Status.ContainerStatuses {
+				if c.State.Running != nil {
+					steps = append(steps, fmt.Sprintf("started %s (%d restarts)", at(c.State.Running.StartedAt), c.RestartCount))
+				}
+			}
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+					steps = append(steps, "Ready "+at(c.LastTransitionTime))
+				}
+			}
+			pods = append(pods, comp+": "+strings.Join(steps, ", "))
+		}
+	}
+	return strings.Join(pods, "; "), nil
 }
 
 // requireFreeVolume fails when no PersistentVolume is left for the next cluster's etcd.
