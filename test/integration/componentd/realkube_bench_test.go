@@ -162,6 +162,9 @@ func podTimeline(ctx context.Context, cs kubernetes.Interface, ns string, begin 
 				}
 			}
 			for _, c := range p.Status.ContainerStatuses {
+				if last := c.LastTerminationState.Terminated; last != nil {
+					steps = append(steps, fmt.Sprintf("last exit %d at %s: %s", last.ExitCode, at(last.FinishedAt), previousLog(ctx, cs, &p, c.Name)))
+				}
 				if c.State.Running != nil {
 					steps = append(steps, fmt.Sprintf("started %s (%d restarts)", at(c.State.Running.StartedAt), c.RestartCount))
 				}
@@ -175,6 +178,16 @@ func podTimeline(ctx context.Context, cs kubernetes.Interface, ns string, begin 
 		}
 	}
 	return strings.Join(pods, "; "), nil
+}
+
+// previousLog is the last line of container's previous run in p, or why it cannot be read.
+func previousLog(ctx context.Context, cs kubernetes.Interface, p *corev1.Pod, container string) string {
+	tail := int64(1)
+	b, err := cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: container, Previous: true, TailLines: &tail}).DoRaw(ctx)
+	if err != nil {
+		return fmt.Sprintf("(previous log: %v)", err)
+	}
+	return strconv.Quote(strings.TrimSpace(string(b)))
 }
 
 // requireFreeVolume fails when no PersistentVolume is left for the next cluster's etcd.
