@@ -105,8 +105,10 @@ func BenchmarkCreateToAvailable_KubernetesRuntimeBesideProcess(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Logf("iteration %d: kubernetes runtime, each pod since create: %s", i, line)
-		if restarts > 0 && !described { // why a container restarted: the first time, the pods' logs
-			b.Log(mc.DescribePods(ctx, ns, 4))
+		if restarts > 0 && !described {
+			// Why a container restarted, the first time: the pods' last log lines, to stderr
+			// (the testing package keeps only 10 lines of a benchmark's log).
+			fmt.Fprintf(os.Stderr, "iteration %d: a control-plane container restarted; the pods:\n%s", i, mc.DescribePods(ctx, ns, 4))
 			described = true
 		}
 		if i == 1 {
