@@ -125,6 +125,10 @@ chaos: images ## a long seeded fault campaign on deploy/compose (CHAOS_FAULTS, C
 bench: k8s-bins ## run the benchmarks (results go into BENCHMARKS.md by hand, with the command)
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./bench/...
 
+.PHONY: bench-kuberuntime
+bench-kuberuntime: k8s-bins kubelet mgmt-tools ## create → Available under componentd's kubernetes runtime on a real management cluster of 3 kubelet nodes (root) beside the process runtime, same run, and both control planes' RSS
+	HOSTPLANE_MGMT_KUBERUNTIME_TEST=1 flock /tmp/e2e.lock $(GO) test -run '^$$' -bench 'BenchmarkCreateToAvailable_KubernetesRuntimeBesideProcess' -benchtime 3x -timeout 30m ./test/integration/componentd
+
 .PHONY: lint
 lint: ## gofmt, go vet, and every module tidy and building alone with the import rules kept
 	@out=$$(gofmt -l $(MODULES) tools); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -4,7 +4,6 @@ package bench
 // client of its HTTP API, a recorder of the event timeline, statistics and RSS.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -521,29 +520,13 @@ func rssKiB(pid string) (int64, error) { return statusKiB(pid, "VmRSS") }
 
 // statusKiB is a field of /proc/<pid>/status in KiB (VmRSS, RssAnon: the part of VmRSS that
 // is not mapped from files, i.e. heap and stacks rather than the executable's pages).
-func statusKiB(pid, field string) (int64, error) { return procKiB(pid, "status", field) }
+func statusKiB(pid, field string) (int64, error) { return testenv.ProcKiB(pid, "status", field) }
 
 // pssKiB is a process's proportional set size in KiB (/proc/<pid>/smaps_rollup): its private
 // pages plus each shared page divided by the number of processes mapping it. The executable's
 // pages, resident once for every cluster of a release, count once in the sum over processes,
 // so the sum is what the processes cost together.
-func pssKiB(pid string) (int64, error) { return procKiB(pid, "smaps_rollup", "Pss") }
-
-// procKiB is a "Field:   N kB" line of /proc/<pid>/<file>.
-func procKiB(pid, file, field string) (int64, error) {
-	f, err := os.Open(filepath.Join("/proc", pid, file))
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
-			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("no %s in %s of %s", field, file, pid)
-}
+func pssKiB(pid string) (int64, error) { return testenv.ProcKiB(pid, "smaps_rollup", "Pss") }
 
 // loadAverage is /proc/loadavg's first three fields.
 func loadAverage() string {

@@ -26,3 +26,17 @@ func TestProcessesUnder_FindsARunningProcessThatNamesTheDirAndNotOnceItIsGone(t 
 		t.Fatalf("after the kill: ProcessesUnder = %v, Alive = %v; want none", got, testenv.Alive(pid))
 	}
 }
+
+func TestProcKiB_ReadsAFieldOfStatusAndSaysWhichIsMissing(t *testing.T) {
+	rss, err := testenv.ProcKiB("self", "status", "VmRSS")
+	if err != nil || rss <= 0 {
+		t.Fatalf("VmRSS of self = %d, %v; want > 0", rss, err)
+	}
+	anon, err := testenv.ProcKiB("self", "status", "RssAnon")
+	if err != nil || anon <= 0 || anon > rss {
+		t.Fatalf("RssAnon of self = %d, %v; want in (0, VmRSS %d]", anon, err, rss)
+	}
+	if _, err := testenv.ProcKiB("self", "status", "NoSuchField"); err == nil {
+		t.Error("a missing field: no error")
+	}
+}

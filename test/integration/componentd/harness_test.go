@@ -47,7 +47,7 @@ func newHarness(t *testing.T) *harness {
 }
 
 // newHarnessFor is newHarness for a test that needs only the binaries of versions.
-func newHarnessFor(t *testing.T, versions ...string) *harness {
+func newHarnessFor(t testing.TB, versions ...string) *harness {
 	t.Helper()
 	for _, v := range versions {
 		rel, err := release.Lookup(v)

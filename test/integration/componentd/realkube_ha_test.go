@@ -422,7 +422,7 @@ func (p *availabilityProbe) stop() availability {
 
 // waitUntil polls cond every 500 ms for up to 5 minutes; on timeout the test fails with
 // cond's last description.
-func waitUntil(ctx context.Context, t *testing.T, what string, cond func(context.Context) (bool, string, error)) {
+func waitUntil(ctx context.Context, t testing.TB, what string, cond func(context.Context) (bool, string, error)) {
 	t.Helper()
 	var last string
 	err := kwait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -449,26 +449,15 @@ func waitNodeStatus(ctx context.Context, t *testing.T, mc *mgmtcluster.Cluster, 
 // total_rss of the pod's cgroup under a node's cgroup root, which counts every container and
 // the sandbox; cgroup v2: anon) and says how many pods it found.
 func podsRSS(pods []corev1.Pod) (int64, int, error) {
-	root, key := "/sys/fs/cgroup/memory", "total_rss"
-	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
-		root, key = "/sys/fs/cgroup", "anon"
-	}
+	_, key := memoryCgroupRoot()
 	var sum int64
 	found := 0
 	for _, p := range pods {
-		pod := "pod" + string(p.UID)
-		var dirs []string
-		for _, pattern := range []string{filepath.Join(root, "*", "kubepods", pod), filepath.Join(root, "*", "kubepods", "*", pod)} {
-			m, err := filepath.Glob(pattern)
-			if err != nil {
-				return 0, 0, err
-			}
-			dirs = append(dirs, m...)
+		dir, err := podCgroup(p)
+		if err != nil {
+			return 0, 0, err
 		}
-		if len(dirs) != 1 {
-			return 0, 0, fmt.Errorf("pod %s: %d cgroups %v under %s", p.Name, len(dirs), dirs, root)
-		}
-		v, err := statValue(filepath.Join(dirs[0], "memory.stat"), key)
+		v, err := statValue(filepath.Join(dir, "memory.stat"), key)
 		if err != nil {
 			return 0, 0, fmt.Errorf("pod %s: %w", p.Name, err)
 		}
@@ -476,6 +465,34 @@ func podsRSS(pods []corev1.Pod) (int64, int, error) {
 		found++
 	}
 	return sum, found, nil
+}
+
+// memoryCgroupRoot is where the memory controller's cgroups are, and the key of memory.stat
+// that counts a cgroup's resident anonymous memory (total_rss on cgroup v1, anon on v2).
+func memoryCgroupRoot() (root, key string) {
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		return "/sys/fs/cgroup", "anon"
+	}
+	return "/sys/fs/cgroup/memory", "total_rss"
+}
+
+// podCgroup is the directory of p's cgroup in the memory hierarchy, under a node's cgroup
+// root (kubepods/pod<uid>, or kubepods/<qos>/pod<uid>); its containers' cgroups are below it.
+func podCgroup(p corev1.Pod) (string, error) {
+	root, _ := memoryCgroupRoot()
+	pod := "pod" + string(p.UID)
+	var dirs []string
+	for _, pattern := range []string{filepath.Join(root, "*", "kubepods", pod), filepath.Join(root, "*", "kubepods", "*", pod)} {
+		m, err := filepath.Glob(pattern)
+		if err != nil {
+			return "", err
+		}
+		dirs = append(dirs, m...)
+	}
+	if len(dirs) != 1 {
+		return "", fmt.Errorf("pod %s: %d cgroups %v under %s", p.Name, len(dirs), dirs, root)
+	}
+	return dirs[0], nil
 }
 
 // statValue reads one key of a cgroup memory.stat file.

@@ -65,7 +65,7 @@ func TestMain(m *testing.M) {
 // realManagementCluster returns the shared management cluster, starting it on first use
 // with the newest release's images. The images of releases (older ones a test upgrades from)
 // are imported into its nodes first, once.
-func realManagementCluster(t *testing.T, releases ...release.Release) *mgmtcluster.Cluster {
+func realManagementCluster(t testing.TB, releases ...release.Release) *mgmtcluster.Cluster {
 	t.Helper()
 	if os.Getenv(EnvRealKubeTest) == "" {
 		t.Skip("needs root and a real management cluster: run `make mgmt-kuberuntime-test`")
@@ -112,7 +112,7 @@ func withReleaseImages(rel release.Release, f func(archives []string) error) err
 	return f(archives)
 }
 
-func startRealManagementCluster(t *testing.T) (_ *mgmtcluster.Cluster, err error) {
+func startRealManagementCluster(t testing.TB) (_ *mgmtcluster.Cluster, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	rel := release.Latest()
@@ -151,7 +151,7 @@ func startRealManagementCluster(t *testing.T) (_ *mgmtcluster.Cluster, err error
 // newRealKubeHarness starts infrad, pkid and a componentd on the kubernetes runtime against
 // mc. When the test ends, after componentd stops, cluster's namespace is deleted (so the next
 // test has the nodes to itself), and, if the test failed, its pods and their logs are logged.
-func newRealKubeHarness(t *testing.T, mc *mgmtcluster.Cluster, cluster string, versions ...string) (*harness, kubernetes.Interface) {
+func newRealKubeHarness(t testing.TB, mc *mgmtcluster.Cluster, cluster string, versions ...string) (*harness, kubernetes.Interface) {
 	t.Helper()
 	cs, err := mc.Clientset()
 	if err != nil {

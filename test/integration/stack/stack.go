@@ -48,7 +48,7 @@ type Options struct {
 
 // Env is one test's NATS, data dir and log.
 type Env struct {
-	T       *testing.T
+	T       testing.TB
 	Ctx     context.Context
 	NATS    *testenv.NATSEnv
 	DataDir string
@@ -61,7 +61,7 @@ type Env struct {
 // componentd of the test starts is stopped when the test ends, even one that failed
 // half-way: the stop is registered here, before any daemon starts, so it runs after they
 // stopped.
-func New(t *testing.T, o Options) *Env {
+func New(t testing.TB, o Options) *Env {
 	t.Helper()
 	e := &Env{T: t, Ctx: t.Context(), NATS: testenv.NATS(t), DataDir: o.DataDir}
 	e.clusterd = bus.NewPublisher(e.NATS.JS, "clusterd")
