@@ -57,8 +57,9 @@ func TestManagement_AReadThroughAManagerStoppedBeforeItsCachesSynced_Returns(t *
 	bound, done := m.bind(ctx)
 	defer done()
 	read := make(chan error, 1)
+	// Whether the read is already waiting or starts after the stop, a stopped cache that never
+	// synced holds it: no ordering between the two is needed.
 	go func() { read <- m.client().Get(bound, key, &clusterv1.MachineDeployment{}) }()
-	time.Sleep(500 * time.Millisecond)
 	stop() // the manager is stopped to be built again
 	select {
 	case err := <-read:

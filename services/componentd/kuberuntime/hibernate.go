@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/hostplane/hostplane/pkg/api"
-
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/hostplane/hostplane/pkg/api"
 )
 
 // HibernateFieldManager is the field manager of Hibernate's scale to 0. It is not
