@@ -42,6 +42,11 @@ mgmt-test: k8s-bins kubelet mgmt-tools ## the real management cluster's test (ro
 mgmt-kuberuntime-test: k8s-bins kubelet mgmt-tools ## componentd's kubernetes runtime on a real management cluster of 3 kubelet nodes (root): control planes as pods, a HighlyAvailable one spread and surviving a lost node
 	HOSTPLANE_MGMT_KUBERUNTIME_TEST=1 flock /tmp/e2e.lock $(GO) test -count=1 -v -timeout 20m -run '^TestComponentd_KubernetesRuntime_OnRealKubelets' ./test/integration/componentd
 
+.PHONY: mgmt-dev-test
+mgmt-dev-test: k8s-bins kubelet mgmt-tools ## hostplane dev --runtime kubernetes on a management cluster of 2 kubelet nodes (root): a control plane as pods, its kubeconfig, a node pool, a restart on the same data dir, delete
+	# flock -o: the cluster's processes must not inherit the lock (a killed test would keep it held)
+	HOSTPLANE_MGMT_DEV_TEST=1 flock -o /tmp/e2e.lock $(GO) test -count=1 -v -timeout 20m -run '^TestDev_KubernetesRuntime_OnRealKubelets' ./cmd/hostplane/dev
+
 .PHONY: mgmt-deploy-test
 mgmt-deploy-test: k8s-bins kubelet mgmt-tools images ## deploy/k8s (the dev overlay) applied on a real management cluster of 3 kubelet nodes (root): NATS, the daemons, the gateway and the local cloud Ready, a cluster created through the gateway Available as pods, a node pool's nodes Ready, hibernate and wake on a GET, delete
 	# flock -o: the cluster's processes must not inherit the lock (a killed test would keep it held)
@@ -91,6 +96,8 @@ test: k8s-bins kubelet mgmt-tools prometheus-tools chromium-tools clusterctl s3-
 	HOSTPLANE_MGMT_TEST=1 $(GO) test $(TEST_FLAGS) $(PKGS)
 	@echo "== $$(date -u +%T) mgmt-kuberuntime-test"
 	$(MAKE) mgmt-kuberuntime-test
+	@echo "== $$(date -u +%T) mgmt-dev-test"
+	$(MAKE) mgmt-dev-test
 	@echo "== $$(date -u +%T) fuzz-short"
 	$(MAKE) fuzz-short
 	@echo "== $$(date -u +%T) mgmt-deploy-test compose-test"

@@ -45,7 +45,8 @@ func newDevCommand() *cobra.Command {
 	f.IntVar(&cfg.NATSPort, "nats-port", 4222, "port of the embedded NATS server (-1: any free port)")
 	f.IntVar(&cfg.Replicas, "replicas", 1, "replicas of each daemon, in-process: one leads, the others stand by and take over when it stops (see docs/resilience.md)")
 	f.StringVar(&cfg.Runtime, "runtime", daemon.Env("HOSTPLANE_COMPONENTD_RUNTIME", componentd.RuntimeProcess),
-		"control-plane runtime: process (child processes) or kubernetes (workloads in the management kube-apiserver) (HOSTPLANE_COMPONENTD_RUNTIME)")
+		"control-plane runtime: process (child processes) or kubernetes (pods on a management cluster of kubelet nodes run here: root, after make kubelet mgmt-tools) (HOSTPLANE_COMPONENTD_RUNTIME)")
+	f.IntVar(&cfg.ManagementNodes, "management-nodes", dev.DefaultManagementNodes, "kubelet nodes of the management cluster under the kubernetes runtime (1 to 8)")
 	f.StringVar(&cfg.GrafanaURL, "grafana-url", daemon.Env("HOSTPLANE_GRAFANA_URL", ""),
 		"base URL of a Grafana with hostplane's dashboards; the web console (/ui) links into them (HOSTPLANE_GRAFANA_URL)")
 	f.StringVar(&logLevel, "log-level", daemon.Env("HOSTPLANE_LOG_LEVEL", "info"), "debug, info, warn or error")

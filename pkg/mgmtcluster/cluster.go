@@ -15,11 +15,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 
 	"github.com/hostplane/hostplane/pkg/localkube"
 	"github.com/hostplane/hostplane/pkg/process"
@@ -133,6 +131,7 @@ func Start(ctx context.Context, cfg Config, images ...string) (_ *Cluster, err e
 	if c.state, err = recordHost(cfg.Name); err != nil {
 		return nil, err
 	}
+	c.state.Keep = cfg.kept()
 	if err := saveState(cfg.Dir, c.state); err != nil {
 		return nil, err
 	}
@@ -173,7 +172,7 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 	}
 	seconds := func(d time.Duration) string { return strconv.Itoa(int(d.Round(time.Second) / time.Second)) }
 	c.kube, err = localkube.Start(ctx, localkube.Config{
-		Dir:           filepath.Join(cfg.Dir, "apiserver"),
+		Dir:           filepath.Join(cfg.Dir, apiserverDir),
 		Release:       cfg.Release,
 		Host:          hostIP,
 		APIServerPort: cfg.APIServerPort,
@@ -187,7 +186,7 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 		ExtraControllerManagerArgs: []string{
 			"--node-monitor-period=2s",
 			"--node-monitor-grace-period=" + cfg.NodeMonitorGracePeriod.String(),
-			"--root-ca-file=" + filepath.Join(cfg.Dir, "apiserver", "pki", "ca.crt"),
+			"--root-ca-file=" + filepath.Join(cfg.Dir, apiserverDir, "pki", "ca.crt"),
 		},
 		ReadyTimeout: cfg.ReadyTimeout,
 		Log:          cfg.Log,
@@ -264,7 +263,7 @@ func Cleanup(ctx context.Context, cfg Config) error {
 		if _, err := os.Stat(cfg.Dir); err != nil {
 			return nil
 		}
-		return errors.Join(killLeftovers(ctx, cfg.Dir, cfg.Name), unmountUnder(cfg.Dir), os.RemoveAll(cfg.Dir))
+		return errors.Join(killLeftovers(ctx, cfg.Dir, cfg.Name), unmountUnder(cfg.Dir), removeAllBut(cfg.Dir, cfg.kept()))
 	}
 	cfg.Log.Info("undoing an earlier run's leftovers", "dir", cfg.Dir)
 	return teardown(ctx, cfg.Log, cfg.Dir, st)
@@ -293,46 +292,6 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	}
 	errs = append(errs, teardown(ctx, c.log, c.cfg.Dir, c.state))
 	return errors.Join(errs...)
-}
-
-// AddHostPathVolumes creates n PersistentVolumes of size each (for example "1Gi"), without a
-// storage class, backed by directories under Dir: claims without a class (a StatefulSet's
-// volumeClaimTemplates, with no default StorageClass) bind to them.
-func (c *Cluster) AddHostPathVolumes(ctx context.Context, n int, size string) error {
-	cs, err := c.Clientset()
-	if err != nil {
-		return err
-	}
-	q, err := resource.ParseQuantity(size)
-	if err != nil {
-		return err
-	}
-	for i := 1; i <= n; i++ {
-		name := fmt.Sprintf("%s-pv-%d", c.cfg.Name, i)
-		dir := filepath.Join(c.cfg.Dir, "volumes", name)
-		// hostPath volumes get no fsGroup ownership: pods running as any user may write.
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-		if err := os.Chmod(dir, 0o777); err != nil {
-			return err
-		}
-		pv := &corev1.PersistentVolume{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: corev1.PersistentVolumeSpec{
-				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: q},
-				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-				PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{
-					Path: dir, Type: ptr.To(corev1.HostPathDirectory),
-				}},
-			},
-		}
-		if _, err := cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // Nodes returns the cluster's nodes.

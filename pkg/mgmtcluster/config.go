@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -39,6 +40,11 @@ type Config struct {
 	EvictAfter time.Duration
 	// ReadyTimeout bounds each wait for a component to become ready; default 2 minutes.
 	ReadyTimeout time.Duration
+	// KeepData makes Stop (and the clean-up of a crashed run) leave the management
+	// apiserver's data (its etcd and certificates) and the volumes' directories in Dir, so a
+	// cluster started again with the same Dir has the objects, the PersistentVolumes and
+	// their contents of the last run; everything else is undone as without it.
+	KeepData bool
 	// Log; default slog.Default().
 	Log *slog.Logger
 }
@@ -52,6 +58,10 @@ const (
 	defaultEvict    = 5 * time.Second
 	defaultReadyFor = 2 * time.Minute
 )
+
+// maxUnixSocketPath is the longest unix socket path Linux accepts (sun_path holds 108 bytes
+// with the terminating NUL).
+const maxUnixSocketPath = 107
 
 var nameRE = regexp.MustCompile(`^[a-z][a-z0-9]{0,4}$`)
 
@@ -95,6 +105,9 @@ func (c Config) Validate() error {
 	}
 	if c.Dir == "/" || !filepath.IsAbs(c.Dir) {
 		problems = append(problems, fmt.Sprintf("Dir %q is not a dedicated absolute directory", c.Dir))
+	}
+	if sock := filepath.Join(c.Dir, "n"+strconv.Itoa(maxNodes), "containerd", "containerd.sock.ttrpc"); len(sock) > maxUnixSocketPath {
+		problems = append(problems, fmt.Sprintf("Dir %q is too long: a node's containerd socket under it (%d bytes) would pass the %d bytes a unix socket's path may have", c.Dir, len(sock), maxUnixSocketPath))
 	}
 	if c.Nodes < 1 || c.Nodes > maxNodes {
 		problems = append(problems, fmt.Sprintf("Nodes %d is not between 1 and %d", c.Nodes, maxNodes))

@@ -64,6 +64,8 @@ type hostState struct {
 	// Netns and ShimSockets: entries of /run/netns and /run/containerd/s before.
 	Netns       []string `json:"netns"`
 	ShimSockets []string `json:"shimSockets"`
+	// Keep: entries of the cluster's Dir that teardown leaves (Config.KeepData).
+	Keep []string `json:"keep,omitempty"`
 }
 
 // watchedPaths are host paths whose existence is recorded.
@@ -211,9 +213,23 @@ func teardown(ctx context.Context, log *slog.Logger, dir string, st hostState) e
 	}
 	// Mounts first (a kubelet may have made new ones while dying), then the files.
 	note(unmountUnder(dir))
-	note(os.RemoveAll(dir))
+	note(removeAllBut(dir, st.Keep))
 	if filepath.Dir(dir) == defaultDirRoot {
 		_ = os.Remove(defaultDirRoot) // only when empty
+	}
+	return errors.Join(errs...)
+}
+
+// removeAllBut removes dir, or, when keep names some of its entries, every other entry.
+func removeAllBut(dir string, keep []string) error {
+	if len(keep) == 0 {
+		return os.RemoveAll(dir)
+	}
+	var errs []error
+	for _, n := range dirNames(dir) {
+		if !slices.Contains(keep, n) {
+			errs = append(errs, os.RemoveAll(filepath.Join(dir, n)))
+		}
 	}
 	return errors.Join(errs...)
 }

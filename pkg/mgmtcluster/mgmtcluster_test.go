@@ -29,6 +29,8 @@ func TestConfigValidate(t *testing.T) {
 		{"relative dir", Config{Dir: "x"}, true}, // made absolute
 		{"root dir", Config{Dir: "/"}, false},
 		{"short grace", Config{NodeMonitorGracePeriod: 1}, false},
+		{"dir too long for the nodes' sockets", Config{Dir: "/" + strings.Repeat("d", 71)}, false},
+		{"dir just short enough", Config{Dir: "/" + strings.Repeat("d", 70)}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -32,6 +32,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/daemon"
 	"github.com/hostplane/hostplane/pkg/httpapi"
 	"github.com/hostplane/hostplane/pkg/localkube"
+	"github.com/hostplane/hostplane/pkg/mgmtcluster"
 	"github.com/hostplane/hostplane/pkg/natsauth"
 	"github.com/hostplane/hostplane/pkg/observe"
 	"github.com/hostplane/hostplane/pkg/process"
@@ -57,6 +58,10 @@ type Config struct {
 	// componentd.RuntimeKubernetes, which runs the control planes as workloads in the
 	// management kube-apiserver (and so needs it).
 	Runtime string
+	// ManagementNodes is how many kubelet nodes the management cluster has under the
+	// kubernetes runtime (kubelets.go; default DefaultManagementNodes). Unused under the
+	// process runtime, whose management apiserver has no nodes.
+	ManagementNodes int
 	// KarpenterBinary is the hostplane-karpenter executable componentd runs as a cluster's
 	// autoscaler; empty: HOSTPLANE_KARPENTER_BINARY when set, else hostplane-karpenter beside
 	// this executable or on PATH.
@@ -239,8 +244,14 @@ type Stack struct {
 	Management *localkube.Cluster
 	Daemons    []Daemon
 	mgmtSup    *process.Supervisor
-	server     *httpapi.Server
-	adminToken string
+	// Under the kubernetes runtime: the management cluster with kubelet nodes, its volume
+	// provisioner, and the resolver to put back (kubelets.go).
+	mgmtCluster     *mgmtcluster.Cluster
+	stopVolumes     context.CancelFunc
+	volumesDone     chan struct{}
+	restoreResolver func()
+	server          *httpapi.Server
+	adminToken      string
 	// Cloud is the local platform's cloud, run in-process; its machines stop with the stack
 	// and resume on the next start (their state stays under <data dir>/localcloud).
 	Cloud       *localcloud.Cloud
@@ -326,6 +337,9 @@ func (cfg *Config) prepare() error {
 	if cfg.Runtime == componentd.RuntimeKubernetes && cfg.NoManagementAPIServer {
 		return fmt.Errorf("the %s runtime runs the control planes in the management kube-apiserver: it cannot go without one", cfg.Runtime)
 	}
+	if cfg.ManagementNodes == 0 {
+		cfg.ManagementNodes = DefaultManagementNodes
+	}
 	dataDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
 		return err
@@ -342,6 +356,9 @@ func (cfg *Config) prepare() error {
 func (s *Stack) startManagement(ctx context.Context) error {
 	if s.cfg.NoManagementAPIServer {
 		return nil
+	}
+	if s.cfg.Runtime == componentd.RuntimeKubernetes {
+		return s.startKubeletManagement(ctx)
 	}
 	mdir := filepath.Join(s.cfg.DataDir, "management")
 	var err error
@@ -372,7 +389,9 @@ func (s *Stack) buildDaemons() (prometheus.Gatherers, error) {
 	if s.Management != nil {
 		mgmtKubeconfig = s.Management.KubeconfigPath
 	}
-	inf := infrad.Config{LocalCloudURL: s.Cloud.URL()}
+	// Under the kubernetes runtime each cluster's apiservers are its Service's pods, which
+	// the balancers reach by the Service's name (useClusterDNS).
+	inf := infrad.Config{LocalCloudURL: s.Cloud.URL(), APIServerService: s.mgmtCluster != nil}
 	base := func(name string, reg *prometheus.Registry) daemon.Base {
 		var tp trace.TracerProvider
 		if cfg.TracerProvider != nil {
@@ -652,6 +671,9 @@ func (s *Stack) Stop(ctx context.Context) {
 		if err := s.mgmtSup.StopAll(ctx); err != nil {
 			s.log.Warn("stop management apiserver", "err", err)
 		}
+	}
+	if s.mgmtCluster != nil {
+		s.stopKubeletManagement(ctx)
 	}
 	if s.NATS != nil {
 		s.NATS.Stop()
