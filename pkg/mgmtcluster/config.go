@@ -96,6 +96,14 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// kept are the entries of Dir that Stop and Cleanup leave (KeepData).
+func (c Config) kept() []string {
+	if c.KeepData {
+		return []string{apiserverDir, volumesDir}
+	}
+	return nil
+}
+
 // Validate reports what is wrong in c (after defaults).
 func (c Config) Validate() error {
 	c = c.withDefaults()

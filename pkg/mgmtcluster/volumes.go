@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 )
 
@@ -33,16 +34,21 @@ func (c *Cluster) AddHostPathVolumes(ctx context.Context, n int, size string) er
 	if err != nil {
 		return err
 	}
+	pvs, err := c.volumes(ctx, cs)
+	if err != nil {
+		return err
+	}
+	return c.addVolumes(ctx, cs, pvs, n, size)
+}
+
+// addVolumes creates n volumes of size, numbered on from the highest of existing.
+func (c *Cluster) addVolumes(ctx context.Context, cs kubernetes.Interface, existing []corev1.PersistentVolume, n int, size string) error {
 	q, err := resource.ParseQuantity(size)
 	if err != nil {
 		return err
 	}
-	pvs, err := c.volumes(ctx)
-	if err != nil {
-		return err
-	}
 	next := 1
-	for _, pv := range pvs {
+	for _, pv := range existing {
 		if i, err := strconv.Atoi(strings.TrimPrefix(pv.Name, c.volumePrefix())); err == nil && i >= next {
 			next = i + 1
 		}
@@ -75,22 +81,10 @@ func (c *Cluster) AddHostPathVolumes(ctx context.Context, n int, size string) er
 	return nil
 }
 
-// kept are the entries of Dir that Stop and Cleanup leave.
-func (c Config) kept() []string {
-	if c.KeepData {
-		return []string{apiserverDir, volumesDir}
-	}
-	return nil
-}
-
 func (c *Cluster) volumePrefix() string { return c.cfg.Name + "-pv-" }
 
 // volumes lists the PersistentVolumes AddHostPathVolumes made.
-func (c *Cluster) volumes(ctx context.Context) ([]corev1.PersistentVolume, error) {
-	cs, err := c.Clientset()
-	if err != nil {
-		return nil, err
-	}
+func (c *Cluster) volumes(ctx context.Context, cs kubernetes.Interface) ([]corev1.PersistentVolume, error) {
 	list, err := cs.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
@@ -110,19 +104,21 @@ func (c *Cluster) volumes(ctx context.Context) ([]corev1.PersistentVolume, error
 // their directories, so a deleted cluster leaves no data behind. Errors are logged and tried
 // again.
 func (c *Cluster) ProvisionVolumes(ctx context.Context, spare int, size string, interval time.Duration) {
+	cs, err := c.Clientset()
+	if err != nil {
+		c.log.Error("no volumes will be provisioned", "err", err)
+		return
+	}
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		if err := c.provisionVolumes(ctx, spare, size); err != nil && ctx.Err() == nil {
+		if err := c.provisionVolumes(ctx, cs, spare, size); err != nil && ctx.Err() == nil {
 			c.log.Warn("keeping spare volumes", "err", err)
 		}
 	}, interval)
 }
 
-func (c *Cluster) provisionVolumes(ctx context.Context, spare int, size string) error {
-	cs, err := c.Clientset()
-	if err != nil {
-		return err
-	}
-	pvs, err := c.volumes(ctx)
+// provisionVolumes is one round of ProvisionVolumes, from one list of the volumes.
+func (c *Cluster) provisionVolumes(ctx context.Context, cs kubernetes.Interface, spare int, size string) error {
+	pvs, err := c.volumes(ctx, cs)
 	if err != nil {
 		return err
 	}
@@ -142,7 +138,8 @@ func (c *Cluster) provisionVolumes(ctx context.Context, spare int, size string) 
 		}
 	}
 	if available < spare {
-		errs = append(errs, c.AddHostPathVolumes(ctx, spare-available, size))
+		// Numbered on from every volume listed, the ones just deleted too: a name is not reused.
+		errs = append(errs, c.addVolumes(ctx, cs, pvs, spare-available, size))
 	}
 	return errors.Join(errs...)
 }

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -175,21 +176,19 @@ func managementClient(t *testing.T, s *dev.Stack) kubernetes.Interface {
 	return cs
 }
 
-// eventually calls f until it returns nil, failing the test with f's last error after timeout.
+// eventually calls f every second until it returns nil, failing the test with f's last
+// error after timeout.
 func eventually(ctx context.Context, t *testing.T, timeout time.Duration, what string, f func(context.Context) error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
 		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		err := f(cctx)
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
-		}
-		time.Sleep(time.Second)
+		defer cancel()
+		last = f(cctx)
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("%s: not within %s: %v", what, timeout, last)
 	}
 }
 
