@@ -38,7 +38,6 @@ type instance struct {
 	startTicks uint64
 	startedAt  time.Time
 	adopted    bool
-	nice       int // the niceness it was started with, or found running with
 
 	pidfd *os.File // nil when pidfd_open is unavailable: then /proc is polled
 
@@ -279,9 +278,9 @@ func (in *instance) kill() error {
 	return nil
 }
 
-// launch starts spec as a child in its own process group at niceness nice, appending its
-// output to its log file, and records it in its pidfile.
-func launch(spec Spec, nice int, hash, pidfile string, log *slog.Logger) (*instance, error) {
+// launch starts spec as a child in its own process group, appending its output to its log
+// file, and records it in its pidfile.
+func launch(spec Spec, hash, pidfile string, log *slog.Logger) (*instance, error) {
 	logf, err := os.OpenFile(spec.LogFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
 	if err != nil {
 		return nil, fmt.Errorf("%w %q: open log file: %w", ErrStart, spec.Name, err)
@@ -300,14 +299,6 @@ func launch(spec Spec, nice int, hash, pidfile string, log *slog.Logger) (*insta
 	}
 	pid := cmd.Process.Pid
 	startedAt := time.Now()
-	if nice != 0 {
-		// The group, not the pid: Linux sets a niceness per thread, and the child may
-		// have started threads already; those it starts later inherit it.
-		if err := unix.Setpriority(unix.PRIO_PGRP, pid, nice); err != nil {
-			log.Warn("cannot set the niceness of a started process", "pid", pid, "nice", nice, "err", err)
-			nice = 0
-		}
-	}
 	// The child is never reaped by os/exec (no Wait): the instance's watcher reaps it, and
 	// Close can stop watching without waiting for it to exit.
 	defer func() { _ = cmd.Process.Release() }()
@@ -327,7 +318,6 @@ func launch(spec Spec, nice int, hash, pidfile string, log *slog.Logger) (*insta
 		_, _ = unix.Wait4(pid, &ws, 0, nil)
 		return nil, fmt.Errorf("%w %q: watch pid %d: %w", ErrStart, spec.Name, pid, err)
 	}
-	in.nice = nice
 	rec := pidRecord{Pid: pid, StartTicks: st.startTicks, Hash: hash, StartedAt: startedAt}
 	if err := writePidfile(pidfile, rec); err != nil {
 		// Without a pidfile the next supervisor would start a second copy: do not run.
@@ -352,7 +342,6 @@ func adopt(rec pidRecord) *instance {
 	if err != nil {
 		return nil
 	}
-	in.nice = st.nice
 	return in
 }
 

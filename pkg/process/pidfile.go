@@ -62,7 +62,6 @@ func removePidfile(path string) error {
 type procStat struct {
 	state      byte   // field 3: R, S, D, Z, X, ...
 	pgrp       int    // field 5: process group id
-	nice       int    // field 19: niceness (of the main thread)
 	startTicks uint64 // field 22: start time in clock ticks since boot
 }
 
@@ -94,16 +93,11 @@ func parseProcStat(b []byte) (procStat, error) {
 	if err != nil {
 		return procStat{}, fmt.Errorf("malformed /proc stat: process group: %w", err)
 	}
-	const niceField = 19 - 3
-	nice, err := strconv.Atoi(f[niceField])
-	if err != nil {
-		return procStat{}, fmt.Errorf("malformed /proc stat: niceness: %w", err)
-	}
 	ticks, err := strconv.ParseUint(f[startTimeField], 10, 64)
 	if err != nil {
 		return procStat{}, fmt.Errorf("malformed /proc stat: start time: %w", err)
 	}
-	return procStat{state: f[0][0], pgrp: pgrp, nice: nice, startTicks: ticks}, nil
+	return procStat{state: f[0][0], pgrp: pgrp, startTicks: ticks}, nil
 }
 
 // liveGroupMember reports whether some process in group pgid has not exited. It scans /proc,

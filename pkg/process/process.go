@@ -18,8 +18,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Probe reports whether a process is ready. It is called until it returns nil.
@@ -39,10 +37,6 @@ type Spec struct {
 	StopTimeout time.Duration
 	// Restart backoff: first delay (default 200ms), doubling up to MaxBackoff (default 30s).
 	InitialBackoff, MaxBackoff time.Duration
-	// Nice, when not 0, is the scheduling niceness the process starts with: every thread of
-	// its process group, so a process that would take CPU from a more urgent one starting
-	// beside it yields to it. Process.Renice changes it later. It is not part of Hash.
-	Nice int
 }
 
 const (
@@ -133,7 +127,6 @@ type Status struct {
 	Adopted   bool // true when the current pid was found running and re-adopted
 	StartedAt time.Time
 	LastError string // the last exit status, failed restart or failed probe
-	Nice      int    // the process's scheduling niceness (see Spec.Nice and Process.Renice)
 }
 
 // Supervisor starts and watches processes whose state (pidfiles, logs) lives in one directory.
@@ -239,7 +232,7 @@ func (s *Supervisor) Start(ctx context.Context, spec Spec) (*Process, error) {
 	if in != nil {
 		log.Info("re-adopted running process", "pid", in.pid, "started_at", in.startedAt)
 	} else {
-		if in, err = launch(spec, spec.Nice, hash, s.pidfilePath(spec.Name), log); err != nil {
+		if in, err = launch(spec, hash, s.pidfilePath(spec.Name), log); err != nil {
 			return nil, err
 		}
 		log.Info("started", "pid", in.pid, "path", spec.Path)
@@ -420,7 +413,6 @@ type Process struct {
 
 	mu      sync.Mutex
 	status  Status
-	nice    int           // the niceness a restart starts with: Spec.Nice until Renice
 	changed chan struct{} // closed and replaced on every change of status or end
 	end     endRequest
 	stopErr error
@@ -446,9 +438,8 @@ func newProcess(s *Supervisor, spec Spec, hash string, log *slog.Logger, in *ins
 		cancel:  cancel,
 		done:    make(chan struct{}),
 		changed: make(chan struct{}),
-		nice:    in.nice,
 	}
-	p.status = Status{Name: spec.Name, Pid: in.pid, Adopted: in.adopted, StartedAt: in.startedAt, Nice: in.nice}
+	p.status = Status{Name: spec.Name, Pid: in.pid, Adopted: in.adopted, StartedAt: in.startedAt}
 	p.status.State = p.runningState()
 	return p
 }
@@ -505,39 +496,6 @@ func (p *Process) Status() Status {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.status
-}
-
-// Renice sets the scheduling niceness of the process's group (every thread of every process
-// in it) and of its later restarts. Lowering a niceness needs CAP_SYS_NICE or a high enough
-// RLIMIT_NICE (see MayRenice): without either, Renice returns an error wrapping unix.EACCES
-// and nothing changes. While the process is restarting, only its next start is affected.
-func (p *Process) Renice(nice int) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if pid := p.status.Pid; pid != 0 {
-		if err := unix.Setpriority(unix.PRIO_PGRP, pid, nice); err != nil && !errors.Is(err, unix.ESRCH) {
-			return fmt.Errorf("process %q: set niceness %d: %w", p.spec.Name, nice, err)
-		}
-	}
-	p.nice, p.status.Nice = nice, nice
-	p.notifyLocked()
-	return nil
-}
-
-// MayRenice reports whether this OS process may lower a niceness back to 0: it has
-// CAP_SYS_NICE, or an RLIMIT_NICE of 20 or more. Without it, a process started with a
-// positive Spec.Nice keeps it (an unprivileged daemon, a container without the capability).
-func MayRenice() bool {
-	var lim unix.Rlimit
-	if unix.Getrlimit(unix.RLIMIT_NICE, &lim) == nil && lim.Cur >= 20 {
-		return true
-	}
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return false
-	}
-	return data[unix.CAP_SYS_NICE/32].Effective&(1<<(unix.CAP_SYS_NICE%32)) != 0
 }
 
 // WaitReady blocks until the probe passes (or, without a probe, the process runs), ctx ends,

@@ -433,94 +433,6 @@ func TestSupervisor_AfterClose_NewSupervisorReadoptsRunningProcess(t *testing.T)
 	waitReady(t, p2)
 }
 
-// threadNices returns the niceness of every thread of every process in group pgid.
-func threadNices(t *testing.T, pgid int) map[string]int {
-	t.Helper()
-	out := map[string]int{}
-	for _, pid := range groupMembers(pgid) {
-		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
-		for _, task := range tasks {
-			b, err := os.ReadFile(task)
-			if err != nil {
-				continue // the thread ended
-			}
-			st, err := parseProcStat(b)
-			if err != nil {
-				t.Fatalf("%s: %v", task, err)
-			}
-			out[task] = st.nice
-		}
-	}
-	if len(out) < 2 {
-		t.Fatalf("group %d has threads %v, want the child's and its grandchild's", pgid, out)
-	}
-	return out
-}
-
-func wantNice(t *testing.T, pgid, nice int) {
-	t.Helper()
-	for task, n := range threadNices(t, pgid) {
-		if n != nice {
-			t.Errorf("%s: niceness %d, want %d", task, n, nice)
-		}
-	}
-}
-
-func TestSupervisor_Nice_EveryThreadOfTheGroupYieldsUntilReniced(t *testing.T) {
-	h := newHarness(t)
-	spec, _ := childSpec(t, "kube-controller-manager", grandchildEnv+"=1")
-	spec.Nice = 10
-
-	s1 := h.supervisor()
-	p1 := start(t, s1, spec)
-	waitReady(t, p1)
-	pid := h.pid(p1.Status().Pid)
-	if st := p1.Status(); st.Nice != 10 {
-		t.Errorf("status = %+v, want Nice 10", st)
-	}
-	// The child's threads, and the grandchild it started, all run at niceness 10.
-	wantNice(t, pid, 10)
-
-	// A new supervisor adopting it reads its niceness from the process.
-	if err := s1.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s2 := h.supervisor()
-	spec.Nice = 0 // the adopted process keeps what it runs with
-	p2 := start(t, s2, spec)
-	if st := p2.Status(); !st.Adopted || st.Pid != pid || st.Nice != 10 {
-		t.Fatalf("status = %+v, want adopted pid %d at niceness 10", st, pid)
-	}
-
-	err := p2.Renice(0)
-	if !MayRenice() {
-		// Without CAP_SYS_NICE a niceness cannot be lowered: the process stays as it is.
-		if !errors.Is(err, unix.EACCES) {
-			t.Fatalf("Renice(0) without CAP_SYS_NICE: %v, want EACCES", err)
-		}
-		wantNice(t, pid, 10)
-		return
-	}
-	if err != nil {
-		t.Fatalf("Renice(0): %v", err)
-	}
-	wantNice(t, pid, 0)
-	if st := p2.Status(); st.Nice != 0 {
-		t.Errorf("status = %+v, want Nice 0", st)
-	}
-
-	// A restart starts at the niceness Renice set, not the spec's.
-	if err := p2.Renice(5); err != nil {
-		t.Fatalf("Renice(5): %v", err)
-	}
-	if err := unix.Kill(pid, unix.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	st := waitStatus(t, p2, "a restart", func(s Status) bool { return s.Restarts == 1 && s.Pid != 0 })
-	waitReady(t, p2)
-	wantNice(t, h.pid(st.Pid), 5)
-}
-
 func TestSupervisor_WhenSpecChanges_ReplacesProcess(t *testing.T) {
 	t.Run("same supervisor", func(t *testing.T) {
 		h := newHarness(t)
@@ -788,12 +700,12 @@ func TestSpec_Hash(t *testing.T) {
 
 func TestParseProcStat(t *testing.T) {
 	// Field 2 may hold spaces and parentheses.
-	line := "4242 (a (b) c) S 1 4240 4240 0 -1 4194560 100 0 0 0 1 2 0 0 25 5 1 0 987654 1000 10\n"
+	line := "4242 (a (b) c) S 1 4240 4240 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10\n"
 	st, err := parseProcStat([]byte(line))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.state != 'S' || st.pgrp != 4240 || st.nice != 5 || st.startTicks != 987654 {
+	if st.state != 'S' || st.pgrp != 4240 || st.startTicks != 987654 {
 		t.Errorf("parseProcStat = %+v", st)
 	}
 	if _, err := parseProcStat([]byte("4242 (x) S 1 2")); err == nil {

@@ -57,10 +57,7 @@ func (p *Process) run(in *instance) {
 			p.finish(nil)
 			return
 		}
-		p.mu.Lock()
-		nice := p.nice
-		p.mu.Unlock()
-		next, err := launch(p.spec, nice, p.hash, p.sup.pidfilePath(p.spec.Name), p.log)
+		next, err := launch(p.spec, p.hash, p.sup.pidfilePath(p.spec.Name), p.log)
 		if err != nil {
 			p.log.Error("restart failed", "err", err, "after", delay, "backoff", backoff.Duration)
 			lastExit = err.Error()

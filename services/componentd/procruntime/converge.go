@@ -83,13 +83,9 @@ func (r *Runtime) Converge(ctx context.Context, log *slog.Logger, in *component.
 			gate.Settled = gate.Settled && gate.Available && s.Available && s.Complete
 		}
 		old := byName[comp.Name]
-		early := !allAvailable(comp.DependsOn, observed)
-		reps, err := r.rollOut(ctx, clog, cluster, sup, want, old, gate, early)
+		reps, err := r.rollOut(ctx, clog, cluster, sup, want, old, gate)
 		if err != nil {
 			return Progress{}, fmt.Errorf("%s: %w", comp.Name, err)
-		}
-		if !early {
-			r.caughtUp(clog, sup, want)
 		}
 		if err := r.stopExtra(ctx, clog, sup, cluster, want); err != nil {
 			return Progress{}, fmt.Errorf("%s: %w", comp.Name, err)
@@ -102,38 +98,6 @@ func (r *Runtime) Converge(ctx context.Context, log *slog.Logger, in *component.
 		settled = settled && sum.Available && sum.Complete
 	}
 	return Progress{Settled: settled, WaitingForRelease: waitingForBuild}, nil
-}
-
-func allAvailable(deps []string, observed map[string]rollout.Summary) bool {
-	for _, dep := range deps {
-		if !observed[dep].Available {
-			return false
-		}
-	}
-	return true
-}
-
-// EarlyNice is the niceness of a replica started before the components it depends on are
-// Available (kube-controller-manager and kube-scheduler beside a kube-apiserver that is
-// still starting): they share the CPU, and kube-apiserver's start is what a new or waking
-// cluster waits for. Measured on 2 cores: kube-apiserver ready in 3.29 s beside them at
-// the same priority, 2.45 s alone (BENCHMARKS.md). caughtUp sets it back to 0.
-const EarlyNice = 10
-
-// caughtUp runs the replicas of want that were started early (EarlyNice) at the normal
-// priority again: their dependencies are Available.
-func (r *Runtime) caughtUp(log *slog.Logger, sup *process.Supervisor, want component.Desired) {
-	for _, spec := range want.Specs {
-		p, ok := sup.Get(spec.Name)
-		if !ok || p.Status().Nice <= 0 {
-			continue
-		}
-		if err := p.Renice(0); err != nil {
-			log.Warn("cannot run the replica at normal priority again", "replica", spec.Name, "err", err)
-			continue
-		}
-		log.Info("dependencies Available: the replica runs at normal priority again", "replica", spec.Name)
-	}
 }
 
 // stopExtra stops the replicas of a component beyond those it wants (the autoscaler once the
@@ -164,7 +128,7 @@ type replica struct {
 // rollOut re-adopts replicas that run the desired config, starts those that run nothing and
 // replaces one that runs an older config, as far as gate allows; it returns what runs then.
 func (r *Runtime) rollOut(ctx context.Context, log *slog.Logger, cluster string, sup *process.Supervisor, want component.Desired,
-	old *store.Entry[api.ControlPlaneComponent], gate rollout.Gate, early bool) ([]replica, error) {
+	old *store.Entry[api.ControlPlaneComponent], gate rollout.Gate) ([]replica, error) {
 	if err := adopt(ctx, log, sup, want, old); err != nil {
 		return nil, err
 	}
@@ -172,12 +136,8 @@ func (r *Runtime) rollOut(ctx context.Context, log *slog.Logger, cluster string,
 	step := rollout.Next(want.Hash, replicasOf(reps), gate)
 	step.Start = oneFirst(log, want, reps, step.Start, time.Now())
 	for _, i := range step.Start {
-		spec := want.Specs[i]
-		if early && r.mayRenice {
-			spec.Nice = EarlyNice
-		}
-		log.Info("starting replica", "replica", spec.Name, "version", want.Version, "config_hash", want.Hash, "nice", spec.Nice)
-		p, err := startReplica(ctx, "componentd start "+want.Component.Name, sup, want, spec)
+		log.Info("starting replica", "replica", want.Specs[i].Name, "version", want.Version, "config_hash", want.Hash)
+		p, err := startReplica(ctx, "componentd start "+want.Component.Name, sup, want, i)
 		if err != nil {
 			return nil, err
 		}
@@ -190,7 +150,7 @@ func (r *Runtime) rollOut(ctx context.Context, log *slog.Logger, cluster string,
 		log.Info("rolling replica", "replica", want.Specs[i].Name, "from_hash", reps[i].Hash,
 			"config_hash", want.Hash, "version", want.Version)
 		// Start stops the process running an older spec, then starts this one.
-		p, err := startReplica(ctx, "componentd roll "+want.Component.Name, sup, want, want.Specs[i])
+		p, err := startReplica(ctx, "componentd roll "+want.Component.Name, sup, want, i)
 		if err != nil {
 			return nil, err
 		}
@@ -202,16 +162,15 @@ func (r *Runtime) rollOut(ctx context.Context, log *slog.Logger, cluster string,
 	return reps, nil
 }
 
-// startReplica starts spec, a replica of want, in a span of its own.
-func startReplica(ctx context.Context, span string, sup *process.Supervisor, want component.Desired, spec process.Spec) (p *process.Process, err error) {
+// startReplica starts replica i of want in a span of its own.
+func startReplica(ctx context.Context, span string, sup *process.Supervisor, want component.Desired, i int) (p *process.Process, err error) {
 	ctx, s := hpobserve.StartSpan(ctx, span,
 		attribute.String("hostplane.component", want.Component.Name),
-		attribute.String("hostplane.replica", spec.Name),
+		attribute.String("hostplane.replica", want.Specs[i].Name),
 		attribute.String("hostplane.version", want.Version),
-		attribute.String("hostplane.config_hash", want.Hash),
-		attribute.Int("hostplane.nice", spec.Nice))
+		attribute.String("hostplane.config_hash", want.Hash))
 	defer func() { hpobserve.EndSpan(s, err) }()
-	return sup.Start(ctx, spec)
+	return sup.Start(ctx, want.Specs[i])
 }
 
 // FirstReplicaWait bounds how long the other replicas of a load-balanced component wait

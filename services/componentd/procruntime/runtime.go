@@ -64,9 +64,6 @@ type Runtime struct {
 	restarts   map[string]int // process name → restarts already counted in the metric
 
 	ready readyNotifier // re-enqueues a cluster as soon as a started replica is ready
-	// mayRenice: this process may set a niceness back to 0, so replicas started early may
-	// start niced (EarlyNice). Without it they start at normal priority.
-	mayRenice bool
 
 	drainMu  sync.Mutex
 	draining map[string]time.Time // "<replica>/<target hash>" → when its drain began
@@ -77,7 +74,7 @@ func New(cfg Config) *Runtime {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	r := &Runtime{cfg: cfg, log: cfg.Log, restarts: map[string]int{}, mayRenice: process.MayRenice()}
+	r := &Runtime{cfg: cfg, log: cfg.Log, restarts: map[string]int{}}
 	r.ready.enqueue = func(cluster string) {
 		if cfg.Enqueue != nil {
 			cfg.Enqueue(cluster)

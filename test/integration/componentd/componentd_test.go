@@ -53,20 +53,6 @@ func TestComponentd_SingleReplicaCluster_ComesUpSurvivesRestartAndIsDeletedClean
 	if deps := comps[api.ComponentScheduler].Value.Spec.DependsOn; !slices.Equal(deps, []string{api.ComponentKubeAPIServer}) {
 		t.Errorf("kube-scheduler depends on %v", deps)
 	}
-	// kube-controller-manager and kube-scheduler start beside kube-apiserver at a lower
-	// priority (procruntime.EarlyNice); once it is Available every thread of every
-	// component runs at normal priority.
-	testenv.Eventually(t, wait, func() bool {
-		for name, pid := range pids(comps) {
-			for tid, nice := range statField(t, pid, 19) {
-				if nice != "0" {
-					t.Logf("%s (pid %d) thread %s: niceness %s", name, pid, tid, nice)
-					return false
-				}
-			}
-		}
-		return true
-	}, "every component at niceness 0")
 
 	// The HTTP API.
 	status, _, body := get(t, cd.url+"/v1/clusters/demo/components")

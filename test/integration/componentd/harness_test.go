@@ -112,23 +112,6 @@ func startTicks(t *testing.T, pid int) string {
 	return f[22-3]
 }
 
-// statField is field n of /proc/<pid>/task/<tid>/stat for every thread of pid, by tid
-// (a thread that ends while they are read is left out).
-func statField(t *testing.T, pid, n int) map[string]string {
-	t.Helper()
-	tasks, err := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/stat")
-	if err != nil || len(tasks) == 0 {
-		t.Fatalf("threads of pid %d: %v", pid, err)
-	}
-	out := map[string]string{}
-	for _, task := range tasks {
-		if b, err := os.ReadFile(task); err == nil {
-			out[filepath.Base(filepath.Dir(task))] = strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))[n-3]
-		}
-	}
-	return out
-}
-
 func (h *harness) createCluster(name, version, policy string) {
 	h.T.Helper()
 	h.CreateCluster(stack.Cluster(name, version, policy))
