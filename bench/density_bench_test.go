@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/testenv"
 )
@@ -20,6 +22,8 @@ const (
 	envDensityRegistered = "HOSTPLANE_BENCH_DENSITY_REGISTERED" // clusters registered in all; default 200
 	envDensityAwake      = "HOSTPLANE_BENCH_DENSITY_AWAKE"      // of them awake and idle; default 40
 	envDensityWave       = "HOSTPLANE_BENCH_DENSITY_WAVE"       // clusters created at once; default 10
+	// wakeConfigMap is written into the first sleeper before it hibernates; the wake reads it.
+	wakeConfigMap = "before-sleep"
 )
 
 // BenchmarkDensity_RegisteredAndAwake registers HOSTPLANE_BENCH_DENSITY_REGISTERED
@@ -68,6 +72,10 @@ func BenchmarkDensity_RegisteredAndAwake(b *testing.B) {
 		}
 		names = append(names, batch...)
 		c.createAvailable(b, batch...)
+		if i == 0 {
+			// What the wake at the end reads back.
+			writeConfigMap(b, guestClient(b, c, batch[0]).CoreV1().ConfigMaps(metav1.NamespaceDefault), wakeConfigMap)
+		}
 		for _, name := range batch {
 			if _, err := c.api.PatchCluster(context.Background(), name, map[string]any{
 				"spec": map[string]any{"hibernation": map[string]any{"enabled": true}},
@@ -130,14 +138,14 @@ func BenchmarkDensity_RegisteredAndAwake(b *testing.B) {
 	// 4. A sleeper answers a plain GET, woken on connect.
 	if len(sleepers) > 0 {
 		name := sleepers[0]
-		cms := guestClient(b, c, name).CoreV1().ConfigMaps("kube-system")
+		cms := guestClient(b, c, name).CoreV1().ConfigMaps(metav1.NamespaceDefault)
 		m := readCPU()
-		got := getConfigMap(cms, "kube-root-ca.crt")
+		got := getConfigMap(cms, wakeConfigMap)
 		took, outcome := got.took, "answered"
 		if got.err != nil {
 			// As a user would: the first request gave up (client-go's 10 s TLS handshake bound
 			// on a busy machine); a retry joins the wake under way.
-			answered, err := retryUntilAnswered(cms, "kube-root-ca.crt", got.start.Add(got.took))
+			answered, err := retryUntilAnswered(cms, wakeConfigMap, got.start.Add(got.took))
 			if err != nil {
 				b.Fatalf("GET through %s's kubeconfig while it hibernates, %d clusters registered: %v after %s, and every retry failed: %v",
 					name, registered, got.err, got.took, err)

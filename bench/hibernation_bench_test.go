@@ -60,10 +60,7 @@ func BenchmarkHibernation_WakeOnConnect(b *testing.B) {
 	})
 	c.createAvailable(b, name)
 	cms := guestClient(b, c, name).CoreV1().ConfigMaps(metav1.NamespaceDefault)
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: configMap}, Data: map[string]string{"written": configMap}}
-	if _, err := cms.Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
-	}
+	writeConfigMap(b, cms, configMap)
 
 	var wakes, floors, hibernations []time.Duration
 	var failures []string
@@ -150,8 +147,17 @@ type timedGet struct {
 	err       error
 }
 
+// writeConfigMap writes the ConfigMap name that getConfigMap looks for.
+func writeConfigMap(b *testing.B, cms corev1client.ConfigMapInterface, name string) {
+	b.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"written": name}}
+	if _, err := cms.Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+}
+
 // getConfigMap GETs the named ConfigMap and checks it is the one written
-// before; the transport's events are traced (they may come from its dialing goroutine).
+// before (writeConfigMap); the transport's events are traced (they may come from its dialing goroutine).
 func getConfigMap(cms corev1client.ConfigMapInterface, name string) timedGet {
 	var mu sync.Mutex
 	var g timedGet
