@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -9,6 +10,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/hostplane/hostplane/pkg/localkube"
 	"github.com/hostplane/hostplane/pkg/process"
@@ -96,4 +102,37 @@ func (w *quietAfterCleanup) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	return w.out.Write(p)
+}
+
+// APIRequests returns how many requests of verb ("APPLY", "DELETE", …) on resource (plural,
+// without a subresource) the kube-apiserver behind cfg has answered, whatever their code:
+// the sum of its apiserver_request_total series for them.
+func APIRequests(t testing.TB, cfg *rest.Config, verb, resource string) float64 {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	raw, err := cs.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("testenv: read the kube-apiserver's metrics: %v", err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatalf("testenv: parse the kube-apiserver's metrics: %v", err)
+	}
+	var sum float64
+	for _, m := range families["apiserver_request_total"].GetMetric() {
+		have := map[string]string{}
+		for _, l := range m.GetLabel() {
+			have[l.GetName()] = l.GetValue()
+		}
+		if have["verb"] == verb && have["resource"] == resource && have["subresource"] == "" {
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
 }

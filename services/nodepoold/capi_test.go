@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -93,6 +94,28 @@ func (ce *capiEnv) md(name string) *clusterv1.MachineDeployment {
 		ce.t.Fatalf("get MachineDeployment %s: %v", name, err)
 	}
 	return md
+}
+
+// requests is how many requests of verb on resources the management apiserver has answered.
+func (ce *capiEnv) requests(verb string, resources ...string) float64 {
+	ce.t.Helper()
+	var n float64
+	for _, r := range resources {
+		n += testenv.APIRequests(ce.t, ce.mgmt.RESTConfig, verb, r)
+	}
+	return n
+}
+
+// waitReconciles waits until nodepoold has run n more reconciles.
+func (ce *capiEnv) waitReconciles(n float64) {
+	ce.t.Helper()
+	g := ce.d.cfg.Registry
+	count := func() float64 {
+		v, _ := testenv.Metric(ce.t, g, "hostplane_reconcile_total", map[string]string{"controller": Name, "result": "requeue"})
+		return v
+	}
+	from := count()
+	testenv.Eventually(ce.t, 30*time.Second, func() bool { return count() >= from+n }, "nodepoold ran fewer than %v reconciles", n)
 }
 
 func (ce *capiEnv) secret(name string) *corev1.Secret {
@@ -214,6 +237,23 @@ func TestNodePool_ReplacePoolGetsItsClusterAPIObjectsRollsOnConfigAndGoesAway(t 
 		t.Errorf("a label change touched the MachineDeployment: generation %d → %d, secret %s", mdGen, md.Generation, *md.Spec.Template.Spec.Bootstrap.DataSecretName)
 	}
 
+	// Nothing changed since: the pool is still reconciled every 300 ms (its machines wait for
+	// infrad), and none of its objects is sent to the management apiserver again.
+	applies := ce.requests("APPLY", "machinedeployments", "localmachinetemplates", "machinehealthchecks", "secrets")
+	ce.waitReconciles(5)
+	if n := ce.requests("APPLY", "machinedeployments", "localmachinetemplates", "machinehealthchecks", "secrets"); n != applies {
+		t.Errorf("a settled pool's reconciles sent %v applies of objects that had not changed", n-applies)
+	}
+	// An edit of the MachineDeployment's spec by someone else is undone at once.
+	edited := ce.md("workers")
+	edited.Spec.Replicas = ptr.To(int32(7))
+	if err := ce.kube.Update(context.Background(), edited); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, func() bool { return *ce.md("workers").Spec.Replicas == 3 },
+		"the MachineDeployment kept replicas 7 written over nodepoold's 3")
+	mdGen = ce.md("workers").Generation
+
 	// A config change: a new hash; once ignitiond's userdata is ready, a new Secret and the
 	// template points at it (Cluster API starts replacing machines).
 	configured := ce.patchPool("demo", "workers", `{"spec":{"config":[{"name":"motd","content":"`+motd+`"}]}}`)
@@ -243,6 +283,11 @@ func TestNodePool_ReplacePoolGetsItsClusterAPIObjectsRollsOnConfigAndGoesAway(t 
 	ce.patchPool("demo", "workers", `{"spec":{"management":{"autoRepair":false}}}`)
 	testenv.Eventually(t, 30*time.Second, func() bool { return apierrors.IsNotFound(ce.get("workers", &clusterv1.MachineHealthCheck{})) },
 		"the MachineHealthCheck stayed after autoRepair was turned off")
+	deletes := ce.requests("DELETE", "machinehealthchecks")
+	ce.waitReconciles(5)
+	if n := ce.requests("DELETE", "machinehealthchecks"); n != deletes {
+		t.Errorf("the pool's reconciles sent %v deletes of its absent MachineHealthCheck", n-deletes)
+	}
 
 	// Delete: every object and the key go.
 	if status, b := ce.do(http.MethodDelete, "/v1/clusters/demo/nodepools/workers", ""); status != http.StatusAccepted {

@@ -146,7 +146,7 @@ func (d *Daemon) deleteObjects(ctx context.Context, np *api.NodePool, clusterGoi
 	if err := deleteObject(ctx, c, &infrav1.LocalMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: np.Name}}); err != nil {
 		return "", err
 	}
-	secrets, err := d.userDataSecrets(ctx, np)
+	secrets, err := d.userDataSecrets(ctx, np, true)
 	if err != nil {
 		return "", err
 	}
@@ -224,10 +224,17 @@ func (d *Daemon) writeDeletingStatus(ctx context.Context, key, waiting string) {
 	}
 }
 
-// userDataSecrets lists the pool's userdata Secrets.
-func (d *Daemon) userDataSecrets(ctx context.Context, np *api.NodePool) ([]corev1.Secret, error) {
+// userDataSecrets lists the pool's userdata Secrets: latest reads the apiserver (a pool's
+// deletion must not miss one); otherwise the manager's cache answers (they carry Cluster API's
+// cluster-name label), for the sweep that runs on every reconcile and deletes what it missed
+// the next time.
+func (d *Daemon) userDataSecrets(ctx context.Context, np *api.NodePool, latest bool) ([]corev1.Secret, error) {
 	var list corev1.SecretList
-	err := d.mgmt.reader().List(ctx, &list, client.InNamespace(api.ControlPlaneNamespace(np.Cluster)),
+	r := d.mgmt.cache()
+	if latest {
+		r = d.mgmt.reader()
+	}
+	err := r.List(ctx, &list, client.InNamespace(api.ControlPlaneNamespace(np.Cluster)),
 		client.MatchingLabels{api.LabelOwner: Name, api.LabelCluster: np.Cluster, api.LabelNodePool: np.Name})
 	if err != nil {
 		return nil, fmt.Errorf("list userdata Secrets: %w", err)
@@ -257,7 +264,7 @@ func (d *Daemon) deleteUnusedUserData(ctx context.Context, s *scope) {
 			used[u] = true
 		}
 	}
-	secrets, err := d.userDataSecrets(ctx, s.np)
+	secrets, err := d.userDataSecrets(ctx, s.np, false)
 	if err != nil {
 		s.fail("list userdata Secrets", err)
 		return

@@ -132,8 +132,16 @@ func (m *management) client() client.Client {
 	return m.mgr.GetClient()
 }
 
-// reader reads the management apiserver directly (objects nodepoold does not cache, such as
-// infrad's LocalMachines).
+// cache reads the manager's informers: the Cluster API kinds, LocalMachines, the Secrets of
+// Cluster API clusters (those labelled with a cluster name, nodepoold's userdata Secrets too).
+func (m *management) cache() client.Reader {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mgr.GetCache()
+}
+
+// reader reads the management apiserver directly: what nodepoold does not cache (Secrets)
+// and what must not be read stale (a deleting pool's Machines).
 func (m *management) reader() client.Reader {
 	m.mu.Lock()
 	defer m.mu.Unlock()

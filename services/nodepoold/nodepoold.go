@@ -137,6 +137,7 @@ type Daemon struct {
 	outbox     *outbox.Outbox
 	controller *reconcile.Controller
 	mgmt       *management // nil without a management cluster
+	applied    appliedObjects
 
 	guestMu sync.Mutex
 	guests  *guest.Clients

@@ -43,8 +43,8 @@ type infraReport struct {
 	message string
 }
 
-// observe reads the pool's Cluster API objects (cached), infrad's LocalMachines and the guest
-// cluster's Nodes.
+// observe reads the pool's Cluster API objects and infrad's LocalMachines (cached) and the
+// guest cluster's Nodes.
 func (d *Daemon) observe(ctx context.Context, np *api.NodePool) (*poolState, error) {
 	c := d.mgmt.client()
 	ns := api.ControlPlaneNamespace(np.Cluster)
@@ -70,7 +70,7 @@ func (d *Daemon) observe(ctx context.Context, np *api.NodePool) (*poolState, err
 		return nil, err
 	}
 	st.machines = machines
-	if err := st.readInfra(ctx, d.mgmt.reader(), np); err != nil {
+	if err := st.readInfra(ctx, c, np); err != nil {
 		return nil, err
 	}
 	st.nodes, st.guestErr = d.guestNodes(ctx, np.Cluster)
@@ -118,7 +118,9 @@ func (d *Daemon) guestNodes(ctx context.Context, cluster string) (map[string]*co
 	}
 	ctx, cancel := context.WithTimeout(ctx, guestTimeout)
 	defer cancel()
-	list, err := g.Clientset.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	// From the guest apiserver's watch cache (resourceVersion 0): a quorum read would decode
+	// every Node from etcd on every reconcile of every pool.
+	list, err := g.Clientset.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 	if err != nil {
 		return nil, fmt.Errorf("list the guest cluster's nodes: %w", err)
 	}

@@ -163,10 +163,10 @@ func (d *Daemon) converge(ctx context.Context, s *scope) {
 	}
 	s.state = st
 	o := newObjects(s.np)
-	c := d.mgmt.client()
+	c, cached := d.mgmt.client(), d.mgmt.cache()
 
 	if s.userDataReady {
-		if err := apply(ctx, c, o.userDataSecret(s.hash, s.ignition.UserData)); err != nil {
+		if err := d.applied.apply(ctx, c, cached, o.userDataSecret(s.hash, s.ignition.UserData), s.now); err != nil {
 			s.fail("write the userdata Secret", err)
 			return
 		}
@@ -184,7 +184,7 @@ func (d *Daemon) converge(ctx context.Context, s *scope) {
 		return
 	}
 	if s.template != nil {
-		if err := apply(ctx, c, o.localMachineTemplate(*s.template)); err != nil {
+		if err := d.applied.apply(ctx, c, cached, o.localMachineTemplate(*s.template), s.now); err != nil {
 			s.fail("write the LocalMachineTemplate", err)
 			return
 		}
@@ -210,7 +210,7 @@ func (d *Daemon) converge(ctx context.Context, s *scope) {
 				obj.SetResourceVersion(st.ms.ResourceVersion)
 			}
 		}
-		switch err := apply(ctx, c, obj); {
+		switch err := d.applied.apply(ctx, c, cached, obj, s.now); {
 		case apierrors.IsConflict(err):
 			s.retry = true // read again and write over the autoscaler's latest size
 		case err != nil:
@@ -219,10 +219,10 @@ func (d *Daemon) converge(ctx context.Context, s *scope) {
 		}
 	}
 	if s.np.Spec.Management.AutoRepair {
-		if err := apply(ctx, c, o.machineHealthCheck()); err != nil {
+		if err := d.applied.apply(ctx, c, cached, o.machineHealthCheck(), s.now); err != nil {
 			s.fail("write the MachineHealthCheck", err)
 		}
-	} else if err := deleteObject(ctx, c, &clusterv1.MachineHealthCheck{ObjectMeta: metav1.ObjectMeta{Namespace: o.ns, Name: s.np.Name}}); err != nil {
+	} else if err := deleteCached(ctx, c, &clusterv1.MachineHealthCheck{ObjectMeta: metav1.ObjectMeta{Namespace: o.ns, Name: s.np.Name}}); err != nil {
 		s.fail("delete the MachineHealthCheck", err)
 	}
 	if s.np.Spec.Management.UpgradeType == api.UpgradeTypeInPlace && s.userDataReady {
@@ -257,6 +257,15 @@ func deleteObject(ctx context.Context, c client.Client, obj client.Object) error
 	}
 	gvk, _ := c.GroupVersionKindFor(obj)
 	return fmt.Errorf("delete %s %s/%s: %w", gvk.Kind, obj.GetNamespace(), obj.GetName(), err)
+}
+
+// deleteCached deletes obj unless the cache says there is none: a pool without autoRepair
+// would otherwise send a DELETE of its absent MachineHealthCheck on every reconcile.
+func deleteCached(ctx context.Context, c client.Client, obj client.Object) error {
+	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); apierrors.IsNotFound(err) {
+		return nil
+	}
+	return deleteObject(ctx, c, obj)
 }
 
 // progressing reports whether the pool is on its way somewhere, so it is looked at again soon.
