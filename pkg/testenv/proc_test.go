@@ -4,6 +4,7 @@ import (
 	"os/exec"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/hostplane/hostplane/pkg/testenv"
 )
@@ -15,9 +16,10 @@ func TestProcessesUnder_FindsARunningProcessThatNamesTheDirAndNotOnceItIsGone(t 
 		t.Fatal(err)
 	}
 	pid := cmd.Process.Pid
-	if got := testenv.ProcessesUnder(dir); !slices.Contains(got, pid) || !testenv.Alive(pid) {
-		t.Fatalf("ProcessesUnder(%s) = %v, Alive = %v; want pid %d running", dir, got, testenv.Alive(pid), pid)
-	}
+	// Start returns once execve is past its point of no return, a moment before the kernel
+	// lays out the new argv: /proc/<pid>/cmdline may read empty for that moment.
+	testenv.Eventually(t, 5*time.Second, func() bool { return slices.Contains(testenv.ProcessesUnder(dir), pid) && testenv.Alive(pid) },
+		"ProcessesUnder(%s) never listed pid %d (Alive = %v)", dir, pid, testenv.Alive(pid))
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}

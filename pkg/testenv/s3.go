@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -53,7 +54,7 @@ func S3(t testing.TB) *S3Env {
 	t.Helper()
 	bin := Weed(t)
 	dir := t.TempDir()
-	s := &S3Env{AccessKey: "HOSTPLANETEST", SecretKey: "hostplane-test-secret-key", done: make(chan struct{})}
+	s := &S3Env{AccessKey: "HOSTPLANETEST", SecretKey: "hostplane-test-secret-key"}
 	cfg, err := json.Marshal(map[string]any{"identities": []any{map[string]any{
 		"name":        "hostplane",
 		"credentials": []any{map[string]string{"accessKey": s.AccessKey, "secretKey": s.SecretKey}},
@@ -66,10 +67,27 @@ func S3(t testing.TB) *S3Env {
 	if err := os.WriteFile(cfgFile, cfg, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	data := filepath.Join(dir, "data")
-	if err := os.MkdirAll(data, 0o700); err != nil {
-		t.Fatal(err)
+	// weed binds the free ports it is given one server after another, over a second or more:
+	// an outgoing connection of another process (whose local port comes from the same kernel
+	// range) can take one meanwhile, and weed exits. It is then started again on new ports.
+	for attempt := 1; ; attempt++ {
+		data := filepath.Join(dir, fmt.Sprintf("data-%d", attempt))
+		if err := os.MkdirAll(data, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if s.start(t, bin, data, cfgFile) {
+			return s
+		}
+		if attempt == 3 {
+			t.Fatalf("testenv: weed exited before it was ready, %d times (its log is above)", attempt)
+		}
+		t.Logf("testenv: weed exited before it was ready (a port taken?); starting it again on other ports")
 	}
+}
+
+// start runs weed with its data in data and waits until it is ready (true) or has exited.
+func (s *S3Env) start(t testing.TB, bin, data, cfgFile string) bool {
+	t.Helper()
 	port := func() string {
 		_, p, _ := net.SplitHostPort(freeLoopbackAddr(t))
 		return p
@@ -87,17 +105,20 @@ func S3(t testing.TB) *S3Env {
 	s.cmd.Stdout = testWriter(t)
 	s.cmd.Stderr = s.cmd.Stdout
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	s.done = make(chan struct{})
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("testenv: start weed: %v", err)
 	}
-	go func() { _ = s.cmd.Wait(); close(s.done) }()
+	go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); close(done) }(s.cmd, s.done)
 	t.Cleanup(s.Stop)
 	// An unsigned request is refused (403) once the gateway serves; the master's status
 	// names a volume server once one has joined.
+	exited := false
 	Eventually(t, time.Minute, func() bool {
 		select {
 		case <-s.done:
-			t.Fatalf("testenv: weed exited before it was ready (its log is above)")
+			exited = true
+			return true
 		default:
 		}
 		resp, err := http.Get(s.URL + "/")
@@ -110,7 +131,7 @@ func S3(t testing.TB) *S3Env {
 		}
 		return volumesJoined(masterPort)
 	}, "SeaweedFS's S3 gateway on %s never became ready", s.URL)
-	return s
+	return !exited
 }
 
 // volumesJoined reports whether the master on port has a volume server.

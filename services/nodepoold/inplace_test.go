@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -90,14 +91,21 @@ func (ge *guestEnv) addMachine(pool, name, secret, hash string) {
 	if err := ge.kube.Create(ctx, m); err != nil {
 		ge.t.Fatal(err)
 	}
-	m.Status.NodeRef = clusterv1.MachineNodeReference{Name: name}
-	m.Status.Phase = "Running"
-	if err := ge.kube.Status().Update(ctx, m); err != nil {
+	// Cluster API's Machine controller runs beside the test and may write the Machine first.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := ge.kube.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+			return err
+		}
+		m.Status.NodeRef = clusterv1.MachineNodeReference{Name: name}
+		m.Status.Phase = "Running"
+		return ge.kube.Status().Update(ctx, m)
+	})
+	if err != nil {
 		ge.t.Fatal(err)
 	}
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{api.LabelNodePool: pool},
 		Annotations: map[string]string{api.AnnotationCurrentConfig: hash}}}
-	n, err := ge.guest.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+	n, err = ge.guest.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
 	if err != nil {
 		ge.t.Fatal(err)
 	}
