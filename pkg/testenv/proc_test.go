@@ -19,7 +19,7 @@ func TestProcessesUnder_FindsARunningProcessThatNamesTheDirAndNotOnceItIsGone(t 
 	// Start returns once execve is past its point of no return, a moment before the kernel
 	// lays out the new argv: /proc/<pid>/cmdline may read empty for that moment.
 	testenv.Eventually(t, 5*time.Second, func() bool { return slices.Contains(testenv.ProcessesUnder(dir), pid) && testenv.Alive(pid) },
-		"ProcessesUnder(%s) never listed pid %d (Alive = %v)", dir, pid, testenv.Alive(pid))
+		"ProcessesUnder(%s) never listed the running pid %d", dir, pid)
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
