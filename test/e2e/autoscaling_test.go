@@ -67,6 +67,7 @@ func scaleDeployment(t *testing.T, kc *kubernetes.Clientset, name string, n int3
 // returns to min after the cluster's unneeded time. A pool at min 0 grows to one node for a
 // pod that only it can hold.
 func TestNodePool_Autoscaling_GrowsForPendingPodsAndShrinksToMin(t *testing.T) {
+	t.Parallel()
 	s, c := stack(t)
 	prom := startPrometheus(t, c) // the autoscaling dashboard through a real Prometheus, below
 	const cl = "autoscale"
@@ -144,7 +145,7 @@ func TestNodePool_Autoscaling_GrowsForPendingPodsAndShrinksToMin(t *testing.T) {
 			ready = comp.Status.ReadyReplicas
 		}
 	}
-	if procs := processesMentioning(filepath.Join("clusters", cl, "kubeconfigs", "karpenter")); ready != 1 || len(procs) != 1 {
+	if procs := processesMentioning(c.dataDir, filepath.Join("clusters", cl, "kubeconfigs", "karpenter")); ready != 1 || len(procs) != 1 {
 		t.Errorf("the autoscaler component has %d ready replicas (-1: not listed) and processes %v, want 1 and 1", ready, procs)
 	}
 	deleteCluster(t, s, c, cl, poolReady)

@@ -33,6 +33,7 @@ const (
 // TestCluster_CreateUseUpgradeDelete is the life of a SingleReplica hosted cluster, all
 // through the public API and a real client of the hosted cluster.
 func TestCluster_CreateUseUpgradeDelete(t *testing.T) {
+	t.Parallel()
 	s, c := stack(t)
 
 	code, body := c.do("POST", "/v1/clusters", `{"name":"demo","spec":{"release":{"version":"`+oldRelease+`"},"platform":{"type":"local"},"controllerAvailabilityPolicy":"SingleReplica"}}`, nil)
@@ -123,7 +124,7 @@ func deleteCluster(t *testing.T, s *dev.Stack, c *client, name string, timeout t
 // assertNothingLeft checks no process, port, file or KV key of the cluster remains.
 func assertNothingLeft(t *testing.T, s *dev.Stack, c *client, name, endpoint string) {
 	t.Helper()
-	if procs := processesMentioning(filepath.Join("clusters", name)); len(procs) > 0 {
+	if procs := processesMentioning(c.dataDir, filepath.Join("clusters", name)); len(procs) > 0 {
 		t.Errorf("processes of %s still run: %v", name, procs)
 	}
 	if conn, err := net.DialTimeout("tcp", endpoint, time.Second); err == nil {
@@ -161,8 +162,8 @@ func assertNothingLeft(t *testing.T, s *dev.Stack, c *client, name, endpoint str
 }
 
 // processesMentioning lists pid: cmdline of live (non-zombie) processes whose command line
-// contains s.
-func processesMentioning(s string) []string {
+// contains both the stack's data dir and s (tests run in parallel, each with its own stack).
+func processesMentioning(dataDir, s string) []string {
 	var out []string
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
@@ -175,7 +176,7 @@ func processesMentioning(s string) []string {
 			continue // gone, or a zombie
 		}
 		line := strings.ReplaceAll(string(cmd), "\x00", " ")
-		if strings.Contains(line, s) {
+		if strings.Contains(line, dataDir) && strings.Contains(line, s) {
 			out = append(out, strconv.Itoa(pid)+": "+line[:min(len(line), 120)])
 		}
 	}
