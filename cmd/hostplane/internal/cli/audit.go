@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strconv"
@@ -18,7 +19,6 @@ const routeAudit = "/v1/clusters/{c}/audit"
 
 func newGetAuditCommand(o *Options) *cobra.Command {
 	var (
-		out   string
 		q     client.AuditQuery
 		since time.Duration
 	)
@@ -38,36 +38,6 @@ AUDIT-ID; -o json or yaml print the events with their request bodies.`,
   hostplane get audit demo --resource configmaps --since 1h -o json`,
 		Args:              exactArgs("CLUSTER"),
 		ValidArgsFunction: o.completeClusters,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(cmd, out); err != nil {
-				return err
-			}
-			if q.Limit < 1 || q.Limit > api.MaxAuditLimit {
-				return usagef(cmd, "--limit %d: want 1 to %d", q.Limit, api.MaxAuditLimit)
-			}
-			if since < 0 {
-				return usagef(cmd, "--since %s: want a positive duration such as 30m", since)
-			}
-			if since > 0 {
-				q.Since = time.Now().Add(-since)
-			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			l, err := c.Audit(ctx(cmd), args[0], q)
-			if err != nil {
-				return notServed(err, routeAudit)
-			}
-			if ok, err := printObject(o.Out, out, l); ok {
-				return err
-			}
-			if len(l.Items) == 0 {
-				fmt.Fprintln(o.ErrOut, "No audit events found.")
-				return nil
-			}
-			return auditTable(o.Out, out == OutputWide, l.Items)
-		},
 	}
 	f := cmd.Flags()
 	f.IntVar(&q.Limit, "limit", api.DefaultAuditLimit, fmt.Sprintf("how many of the newest events (at most %d)", api.MaxAuditLimit))
@@ -75,8 +45,34 @@ AUDIT-ID; -o json or yaml print the events with their request bodies.`,
 	f.StringVar(&q.Verb, "verb", "", "only this verb: get, list, watch, create, update, patch, delete, ...")
 	f.StringVar(&q.Resource, "resource", "", "only this resource, e.g. configmaps or pods/log")
 	f.DurationVar(&since, "since", 0, "only the events of this last duration, e.g. 30m")
-	addOutputFlag(cmd, &out)
-	return cmd
+	return getter[[]api.AuditEvent]{
+		check: func(cmd *cobra.Command) error {
+			if q.Limit < 1 || q.Limit > api.MaxAuditLimit {
+				return usagef(cmd, "--limit %d: want 1 to %d", q.Limit, api.MaxAuditLimit)
+			}
+			if since < 0 {
+				return usagef(cmd, "--since %s: want a positive duration such as 30m", since)
+			}
+			return nil
+		},
+		fetch: func(cx context.Context, c *client.Client, args []string) (any, []api.AuditEvent, error) {
+			if since > 0 {
+				q.Since = time.Now().Add(-since)
+			}
+			l, err := c.Audit(cx, args[0], q)
+			if err != nil {
+				return nil, nil, notServed(err, routeAudit)
+			}
+			return l, l.Items, nil
+		},
+		table: func(s Streams, wide bool, evs []api.AuditEvent) error {
+			if len(evs) == 0 {
+				fmt.Fprintln(s.ErrOut, "No audit events found.")
+				return nil
+			}
+			return auditTable(s.Out, wide, evs)
+		},
+	}.command(o, cmd)
 }
 
 // auditTable prints events as TIME USER VERB RESOURCE NAMESPACE/NAME CODE; wide adds LEVEL,

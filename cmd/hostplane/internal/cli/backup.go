@@ -33,9 +33,6 @@ func newCreateBackupCommand(o *Options) *cobra.Command {
 		Args:              exactArgs("NAME"),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireCluster(cmd, cluster); err != nil {
-				return err
-			}
 			if out != "" {
 				if err := checkOutput(cmd, out); err != nil {
 					return err
@@ -93,48 +90,38 @@ func waitBackup(ctx context.Context, c *client.Client, cluster, name string, tim
 }
 
 func newGetBackupsCommand(o *Options) *cobra.Command {
-	var out string
 	cmd := &cobra.Command{
 		Use:               "backups CLUSTER [NAME]",
 		Aliases:           []string{"backup"},
 		Short:             "List a cluster's etcd backups, or show one",
 		Args:              rangeArgs(1, 2, "CLUSTER [NAME]"),
 		ValidArgsFunction: o.completeClusters,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(cmd, out); err != nil {
-				return err
-			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			var items []api.Backup
-			var obj any
+	}
+	return getter[[]api.Backup]{
+		fetch: func(cx context.Context, c *client.Client, args []string) (any, []api.Backup, error) {
 			if len(args) == 2 {
 				var b api.Backup
-				if err := c.Do(ctx(cmd), http.MethodGet, client.ClusterPath(args[0], "backups", args[1]), nil, &b); err != nil {
-					return notServed(err, routeBackups)
+				if err := c.Do(cx, http.MethodGet, client.ClusterPath(args[0], "backups", args[1]), nil, &b); err != nil {
+					return nil, nil, notServed(err, routeBackups)
 				}
-				items, obj = []api.Backup{b}, &b
-			} else {
-				var l api.BackupList
-				if err := c.Do(ctx(cmd), http.MethodGet, client.ClusterPath(args[0], "backups"), nil, &l); err != nil {
-					return notServed(err, routeBackups)
-				}
-				items, obj = l.Items, &l
+				return &b, []api.Backup{b}, nil
 			}
-			if ok, err := printObject(o.Out, out, obj); ok {
-				return err
+			var l api.BackupList
+			if err := c.Do(cx, http.MethodGet, client.ClusterPath(args[0], "backups"), nil, &l); err != nil {
+				return nil, nil, notServed(err, routeBackups)
 			}
+			return &l, l.Items, nil
+		},
+		table: func(s Streams, wide bool, items []api.Backup) error {
 			if len(items) == 0 {
-				fmt.Fprintln(o.ErrOut, "No backups found.")
+				fmt.Fprintln(s.ErrOut, "No backups found.")
 				return nil
 			}
 			header := []string{"NAME", "COMPLETE", "REVISION", "SIZE", "TRIGGER", "AGE"}
-			if out == OutputWide {
+			if wide {
 				header = append(header, "MEMBER", "VERSION", "MESSAGE")
 			}
-			t := newTable(o.Out, header...)
+			t := newTable(s.Out, header...)
 			now := time.Now()
 			for _, b := range items {
 				cond, _ := b.Status.Conditions.Get(api.ConditionComplete)
@@ -151,16 +138,14 @@ func newGetBackupsCommand(o *Options) *cobra.Command {
 					rev = strconv.FormatInt(b.Status.Revision, 10)
 				}
 				row := []string{b.Name, complete, rev, humanBytes(b.Status.SizeBytes), trigger, age(b.CreationTimestamp, now)}
-				if out == OutputWide {
+				if wide {
 					row = append(row, b.Status.Member, b.Status.Version, cond.Message)
 				}
 				t.row(row...)
 			}
 			return t.flush()
 		},
-	}
-	addOutputFlag(cmd, &out)
-	return cmd
+	}.command(o, cmd)
 }
 
 func newDeleteBackupCommand(o *Options) *cobra.Command {
@@ -171,9 +156,6 @@ func newDeleteBackupCommand(o *Options) *cobra.Command {
 		Args:              exactArgs("NAME"),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireCluster(cmd, cluster); err != nil {
-				return err
-			}
 			c, err := o.client()
 			if err != nil {
 				return err

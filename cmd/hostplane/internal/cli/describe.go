@@ -60,9 +60,6 @@ func newDescribeNodePoolCommand(o *Options) *cobra.Command {
 		Args:              exactArgs("NAME"),
 		ValidArgsFunction: o.completeNodePools(&cluster),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireCluster(cmd, cluster); err != nil {
-				return err
-			}
 			c, err := o.client()
 			if err != nil {
 				return err

@@ -32,59 +32,87 @@ nodepools CLUSTER, machines CLUSTER, releases, audit CLUSTER, backups CLUSTER.`
 	return cmd
 }
 
-func newGetClustersCommand(o *Options) *cobra.Command {
+// getter is what a read command does its own way: how it fetches what it shows and how its
+// table looks. Its command does the rest as every read command does: check -o, print the
+// server's answer as json or yaml when asked, or else the table.
+type getter[T any] struct {
+	// check, when set, validates the command's other flags once -o is known good, before any
+	// request.
+	check func(cmd *cobra.Command) error
+	// fetch asks the server: answer is what -o json and -o yaml print, rows what the table shows.
+	fetch func(ctx context.Context, c *client.Client, args []string) (answer any, rows T, err error)
+	// table prints rows to s.Out (or says on s.ErrOut that there are none); wide adds the
+	// columns of -o wide.
+	table func(s Streams, wide bool, rows T) error
+}
+
+// command completes cmd, which has its use, help, arguments and completion, with the run
+// and the -o flag of a read command.
+func (g getter[T]) command(o *Options, cmd *cobra.Command) *cobra.Command {
 	var out string
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := checkOutput(cmd, out); err != nil {
+			return err
+		}
+		if g.check != nil {
+			if err := g.check(cmd); err != nil {
+				return err
+			}
+		}
+		c, err := o.client()
+		if err != nil {
+			return err
+		}
+		answer, rows, err := g.fetch(ctx(cmd), c, args)
+		if err != nil {
+			return err
+		}
+		if ok, err := printObject(o.Out, out, answer); ok {
+			return err
+		}
+		return g.table(o.Streams, out == OutputWide, rows)
+	}
+	addOutputFlag(cmd, &out)
+	return cmd
+}
+
+func newGetClustersCommand(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:               "clusters [NAME]",
 		Aliases:           []string{"cluster", "hostedclusters", "hostedcluster", "hc"},
 		Short:             "List clusters, or show one",
 		Args:              rangeArgs(0, 1, "[NAME]"),
 		ValidArgsFunction: o.completeClusters,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(cmd, out); err != nil {
-				return err
-			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			var items []api.Cluster
-			if len(args) == 1 {
-				cl, err := c.GetCluster(ctx(cmd), args[0])
-				if err != nil {
-					return err
-				}
-				if ok, err := printObject(o.Out, out, cl); ok {
-					return err
-				}
-				items = []api.Cluster{*cl}
-			} else {
-				l, err := c.ListClusters(ctx(cmd))
-				if err != nil {
-					return err
-				}
-				if ok, err := printObject(o.Out, out, l); ok {
-					return err
-				}
-				if len(l.Items) == 0 {
-					fmt.Fprintln(o.ErrOut, "No clusters found.")
-					return nil
-				}
-				items = l.Items
-			}
-			return printClusters(o, out == OutputWide, items)
-		},
 	}
-	addOutputFlag(cmd, &out)
-	return cmd
+	return getter[[]api.Cluster]{
+		fetch: func(cx context.Context, c *client.Client, args []string) (any, []api.Cluster, error) {
+			if len(args) == 1 {
+				cl, err := c.GetCluster(cx, args[0])
+				if err != nil {
+					return nil, nil, err
+				}
+				return cl, []api.Cluster{*cl}, nil
+			}
+			l, err := c.ListClusters(cx)
+			if err != nil {
+				return nil, nil, err
+			}
+			return l, l.Items, nil
+		},
+		table: printClusters,
+	}.command(o, cmd)
 }
 
-func printClusters(o *Options, wide bool, items []api.Cluster) error {
+func printClusters(s Streams, wide bool, items []api.Cluster) error {
+	if len(items) == 0 {
+		fmt.Fprintln(s.ErrOut, "No clusters found.")
+		return nil
+	}
 	header := []string{"NAME", "VERSION", "AVAILABLE", "PROGRESSING", "AGE"}
 	if wide {
 		header = append(header, "ENDPOINT", "MESSAGE")
 	}
-	t := newTable(o.Out, header...)
+	t := newTable(s.Out, header...)
 	now := time.Now()
 	for i := range items {
 		c := &items[i]
@@ -99,33 +127,23 @@ func printClusters(o *Options, wide bool, items []api.Cluster) error {
 }
 
 func newGetComponentsCommand(o *Options) *cobra.Command {
-	var out string
 	cmd := &cobra.Command{
 		Use:               "components CLUSTER",
 		Aliases:           []string{"component", "comp"},
 		Short:             "List a cluster's control-plane components",
 		Args:              exactArgs("CLUSTER"),
 		ValidArgsFunction: o.completeClusters,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(cmd, out); err != nil {
-				return err
-			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			l, err := components(ctx(cmd), c, args[0])
-			if err != nil {
-				return err
-			}
-			if ok, err := printObject(o.Out, out, l); ok {
-				return err
-			}
-			return printComponents(o, out == OutputWide, l.Items)
-		},
 	}
-	addOutputFlag(cmd, &out)
-	return cmd
+	return getter[[]api.ControlPlaneComponent]{
+		fetch: func(cx context.Context, c *client.Client, args []string) (any, []api.ControlPlaneComponent, error) {
+			l, err := components(cx, c, args[0])
+			if err != nil {
+				return nil, nil, err
+			}
+			return l, l.Items, nil
+		},
+		table: printComponents,
+	}.command(o, cmd)
 }
 
 // components lists the cluster's components; a cluster that exists but has none yet is an
@@ -141,16 +159,16 @@ func components(ctx context.Context, c *client.Client, cluster string) (*api.Com
 	return l, err
 }
 
-func printComponents(o *Options, wide bool, items []api.ControlPlaneComponent) error {
+func printComponents(s Streams, wide bool, items []api.ControlPlaneComponent) error {
 	if len(items) == 0 {
-		fmt.Fprintln(o.ErrOut, "No components found.")
+		fmt.Fprintln(s.ErrOut, "No components found.")
 		return nil
 	}
 	header := []string{"NAME", "VERSION", "READY", "AVAILABLE", "PROGRESSING", "AGE"}
 	if wide {
 		header = append(header, "DEPENDS-ON", "CONFIG", "RESTARTS", "MESSAGE")
 	}
-	t := newTable(o.Out, header...)
+	t := newTable(s.Out, header...)
 	now := time.Now()
 	for _, c := range items {
 		row := []string{c.Name, c.Status.Version, fmt.Sprintf("%d/%d", c.Status.ReadyReplicas, c.Spec.Replicas),
@@ -203,78 +221,64 @@ func shortHash(h string) string {
 }
 
 func newGetPKICommand(o *Options) *cobra.Command {
-	var out string
 	cmd := &cobra.Command{
 		Use:               "pki CLUSTER",
 		Aliases:           []string{"certificates", "certs"},
 		Short:             "List a cluster's certificates and their expiry (never key material)",
 		Args:              exactArgs("CLUSTER"),
 		ValidArgsFunction: o.completeClusters,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(cmd, out); err != nil {
-				return err
-			}
-			c, err := o.client()
+	}
+	return getter[[]api.CertInfo]{
+		fetch: func(cx context.Context, c *client.Client, args []string) (any, []api.CertInfo, error) {
+			p, err := c.PKI(cx, args[0])
 			if err != nil {
-				return err
+				return nil, nil, err
 			}
-			p, err := c.PKI(ctx(cmd), args[0])
-			if err != nil {
-				return err
-			}
-			if ok, err := printObject(o.Out, out, p); ok {
-				return err
-			}
+			return p, p.Certificates, nil
+		},
+		table: func(s Streams, wide bool, certs []api.CertInfo) error {
 			header := []string{"NAME", "CA", "NOT-AFTER", "EXPIRES-IN"}
-			if out == OutputWide {
+			if wide {
 				header = append(header, "SUBJECT", "ISSUER")
 			}
-			t := newTable(o.Out, header...)
+			t := newTable(s.Out, header...)
 			now := time.Now()
-			for _, ci := range p.Certificates {
+			for _, ci := range certs {
 				row := []string{ci.Name, strconv.FormatBool(ci.IsCA), ci.NotAfter.UTC().Format(time.RFC3339), humanDuration(ci.NotAfter.Sub(now))}
-				if out == OutputWide {
+				if wide {
 					row = append(row, ci.Subject, ci.Issuer)
 				}
 				t.row(row...)
 			}
 			return t.flush()
 		},
-	}
-	addOutputFlag(cmd, &out)
-	return cmd
+	}.command(o, cmd)
 }
 
 func newGetInfraCommand(o *Options) *cobra.Command {
-	var out string
 	cmd := &cobra.Command{
 		Use:               "infra CLUSTER",
 		Aliases:           []string{"infrastructure"},
 		Short:             "Show what infrad allocated for a cluster: endpoint and ports",
 		Args:              exactArgs("CLUSTER"),
 		ValidArgsFunction: o.completeClusters,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(cmd, out); err != nil {
-				return err
-			}
-			c, err := o.client()
+	}
+	return getter[*api.Infra]{
+		fetch: func(cx context.Context, c *client.Client, args []string) (any, *api.Infra, error) {
+			inf, err := c.Infra(cx, args[0])
 			if err != nil {
-				return err
+				return nil, nil, err
 			}
-			inf, err := c.Infra(ctx(cmd), args[0])
-			if err != nil {
-				return err
-			}
-			if ok, err := printObject(o.Out, out, inf); ok {
-				return err
-			}
+			return inf, inf, nil
+		},
+		table: func(s Streams, wide bool, inf *api.Infra) error {
 			header := []string{"CLUSTER", "PLATFORM", "ENDPOINT", "READY", "AGE"}
-			if out == OutputWide {
+			if wide {
 				header = append(header, "APISERVERS", "ETCD", "MESSAGE")
 			}
-			t := newTable(o.Out, header...)
+			t := newTable(s.Out, header...)
 			row := []string{inf.Name, inf.Platform, endpointURL(&inf.Endpoint), strconv.FormatBool(inf.Ready), age(inf.CreationTimestamp, time.Now())}
-			if out == OutputWide {
+			if wide {
 				var apis, etcd []string
 				for _, e := range inf.APIServers {
 					apis = append(apis, net.JoinHostPort(e.Host, strconv.Itoa(e.Port)))
@@ -287,9 +291,7 @@ func newGetInfraCommand(o *Options) *cobra.Command {
 			t.row(row...)
 			return t.flush()
 		},
-	}
-	addOutputFlag(cmd, &out)
-	return cmd
+	}.command(o, cmd)
 }
 
 // notServed turns "the server has no route" into a message saying the feature is not there
@@ -325,42 +327,43 @@ type nodePoolView struct {
 	} `json:"status"`
 }
 
+// nodePoolAnswer is the server's answer to get nodepools, as it came: one pool when NAME was
+// given, else the list.
+type nodePoolAnswer struct {
+	raw json.RawMessage
+	one bool
+}
+
 const (
 	routeNodePools = "/v1/clusters/{c}/nodepools"
 	routeMachines  = "/v1/clusters/{c}/machines"
 )
 
 func newGetNodePoolsCommand(o *Options) *cobra.Command {
-	var out string
 	cmd := &cobra.Command{
 		Use:               "nodepools CLUSTER [NAME]",
 		Aliases:           []string{"nodepool", "np"},
 		Short:             "List a cluster's node pools, or show one",
 		Args:              rangeArgs(1, 2, "CLUSTER [NAME]"),
 		ValidArgsFunction: o.completeClusterThenNodePool,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(cmd, out); err != nil {
-				return err
-			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
+	}
+	return getter[nodePoolAnswer]{
+		fetch: func(cx context.Context, c *client.Client, args []string) (any, nodePoolAnswer, error) {
 			path := client.ClusterPath(args[0], "nodepools")
 			if len(args) == 2 {
 				path = client.ClusterPath(args[0], "nodepools", args[1])
 			}
 			var raw json.RawMessage
-			if err := c.Do(ctx(cmd), http.MethodGet, path, nil, &raw); err != nil {
-				return notServed(err, routeNodePools)
+			if err := c.Do(cx, http.MethodGet, path, nil, &raw); err != nil {
+				return nil, nodePoolAnswer{}, notServed(err, routeNodePools)
 			}
-			if ok, err := printObject(o.Out, out, raw); ok {
-				return err
-			}
+			return raw, nodePoolAnswer{raw: raw, one: len(args) == 2}, nil
+		},
+		table: func(s Streams, wide bool, pools nodePoolAnswer) error {
 			var items []nodePoolView
-			if len(args) == 2 {
+			if pools.one {
 				var np nodePoolView
-				if err := json.Unmarshal(raw, &np); err != nil {
+				if err := json.Unmarshal(pools.raw, &np); err != nil {
 					return err
 				}
 				items = []nodePoolView{np}
@@ -368,20 +371,20 @@ func newGetNodePoolsCommand(o *Options) *cobra.Command {
 				var l struct {
 					Items []nodePoolView `json:"items"`
 				}
-				if err := json.Unmarshal(raw, &l); err != nil {
+				if err := json.Unmarshal(pools.raw, &l); err != nil {
 					return err
 				}
 				items = l.Items
 			}
 			if len(items) == 0 {
-				fmt.Fprintln(o.ErrOut, "No node pools found.")
+				fmt.Fprintln(s.ErrOut, "No node pools found.")
 				return nil
 			}
 			header := []string{"NAME", "DESIRED", "CURRENT", "READY", "VERSION", "AGE"}
-			if out == OutputWide {
+			if wide {
 				header = append(header, "UPGRADE-TYPE", "AUTOSCALING", "MESSAGE")
 			}
-			t := newTable(o.Out, header...)
+			t := newTable(s.Out, header...)
 			now := time.Now()
 			for _, np := range items {
 				desired := ""
@@ -390,7 +393,7 @@ func newGetNodePoolsCommand(o *Options) *cobra.Command {
 				}
 				row := []string{np.Name, desired, strconv.Itoa(np.Status.Replicas), strconv.Itoa(np.Status.ReadyReplicas),
 					np.Status.Version, age(np.CreationTimestamp, now)}
-				if out == OutputWide {
+				if wide {
 					as := ""
 					if a := np.Spec.AutoScaling; a != nil {
 						as = fmt.Sprintf("%d-%d", a.Min, a.Max)
@@ -405,47 +408,37 @@ func newGetNodePoolsCommand(o *Options) *cobra.Command {
 			}
 			return t.flush()
 		},
-	}
-	addOutputFlag(cmd, &out)
-	return cmd
+	}.command(o, cmd)
 }
 
 func newGetMachinesCommand(o *Options) *cobra.Command {
-	var out string
 	cmd := &cobra.Command{
 		Use:               "machines CLUSTER",
 		Aliases:           []string{"machine", "ma"},
 		Short:             "List a cluster's worker machines",
 		Args:              exactArgs("CLUSTER"),
 		ValidArgsFunction: o.completeClusters,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(cmd, out); err != nil {
-				return err
-			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
+	}
+	return getter[json.RawMessage]{
+		fetch: func(cx context.Context, c *client.Client, args []string) (any, json.RawMessage, error) {
 			var raw json.RawMessage
-			if err := c.Do(ctx(cmd), http.MethodGet, client.ClusterPath(args[0], "machines"), nil, &raw); err != nil {
-				return notServed(err, routeMachines)
+			if err := c.Do(cx, http.MethodGet, client.ClusterPath(args[0], "machines"), nil, &raw); err != nil {
+				return nil, nil, notServed(err, routeMachines)
 			}
-			if ok, err := printObject(o.Out, out, raw); ok {
-				return err
-			}
+			return raw, raw, nil
+		},
+		table: func(s Streams, wide bool, raw json.RawMessage) error {
 			var l api.MachineList
 			if err := json.Unmarshal(raw, &l); err != nil {
 				return err
 			}
 			if len(l.Items) == 0 {
-				fmt.Fprintln(o.ErrOut, "No machines found.")
+				fmt.Fprintln(s.ErrOut, "No machines found.")
 				return nil
 			}
-			return machineTable(o.Out, out == OutputWide, l.Items, time.Now())
+			return machineTable(s.Out, wide, l.Items, time.Now())
 		},
-	}
-	addOutputFlag(cmd, &out)
-	return cmd
+	}.command(o, cmd)
 }
 
 // machineTable prints machines as NAME NODEPOOL PHASE NODE TYPE ZONE VERSION AGE (TYPE and

@@ -28,16 +28,17 @@ func (o *Options) waitNodePool(cmd *cobra.Command, c *client.Client, wait bool, 
 	return nil
 }
 
+// addClusterFlag adds -c/--cluster, which cmd requires: without it, cmd fails with a usage
+// error before it runs.
 func addClusterFlag(o *Options, cmd *cobra.Command, cluster *string, help string) {
 	cmd.Flags().StringVarP(cluster, "cluster", "c", "", help)
 	_ = cmd.RegisterFlagCompletionFunc("cluster", o.completeClusters)
-}
-
-func requireCluster(cmd *cobra.Command, cluster string) error {
-	if cluster == "" {
-		return usagef(cmd, "--cluster is required")
+	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error {
+		if *cluster == "" {
+			return usagef(cmd, "--cluster is required")
+		}
+		return nil
 	}
-	return nil
 }
 
 func newCreateNodePoolCommand(o *Options) *cobra.Command {
@@ -56,9 +57,6 @@ func newCreateNodePoolCommand(o *Options) *cobra.Command {
 		Args:              exactArgs("NAME"),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireCluster(cmd, cluster); err != nil {
-				return err
-			}
 			c, err := o.client()
 			if err != nil {
 				return err
@@ -135,9 +133,6 @@ func newDeleteNodePoolCommand(o *Options) *cobra.Command {
 		Args:              exactArgs("NAME"),
 		ValidArgsFunction: o.completeNodePools(&cluster),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireCluster(cmd, cluster); err != nil {
-				return err
-			}
 			c, err := o.client()
 			if err != nil {
 				return err
@@ -170,9 +165,6 @@ func newScaleCommand(o *Options) *cobra.Command {
 		Args:              exactArgs("NAME"),
 		ValidArgsFunction: o.completeNodePools(&cluster),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireCluster(cmd, cluster); err != nil {
-				return err
-			}
 			if !cmd.Flags().Changed("replicas") || replicas < 0 {
 				return usagef(cmd, "--replicas N (N >= 0) is required")
 			}
@@ -209,9 +201,6 @@ func newUpgradeNodePoolCommand(o *Options) *cobra.Command {
 		Args:              exactArgs("NAME"),
 		ValidArgsFunction: o.completeNodePools(&cluster),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireCluster(cmd, cluster); err != nil {
-				return err
-			}
 			if rel == "" {
 				return usagef(cmd, "--release is required (one of %v)", release.Versions())
 			}

@@ -1,11 +1,15 @@
 package cli
 
 import (
+	"context"
+
 	"github.com/spf13/cobra"
+
+	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/client"
 )
 
 func newGetReleasesCommand(o *Options) *cobra.Command {
-	var out string
 	cmd := &cobra.Command{
 		Use:     "releases",
 		Aliases: []string{"release", "rel"},
@@ -13,40 +17,33 @@ func newGetReleasesCommand(o *Options) *cobra.Command {
 		Long: `List every Kubernetes release clusters may ask for, with its state: Available (it runs
 now), Building (its binaries are being built; clusters at it wait and then start) or NotBuilt.`,
 		Args: exactArgs(),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(cmd, out); err != nil {
-				return err
-			}
-			c, err := o.client()
+	}
+	return getter[[]api.ReleaseInfo]{
+		fetch: func(cx context.Context, c *client.Client, _ []string) (any, []api.ReleaseInfo, error) {
+			l, err := c.Releases(cx)
 			if err != nil {
-				return err
+				return nil, nil, err
 			}
-			l, err := c.Releases(ctx(cmd))
-			if err != nil {
-				return err
-			}
-			if ok, err := printObject(o.Out, out, l); ok {
-				return err
-			}
+			return l, l.Items, nil
+		},
+		table: func(s Streams, wide bool, releases []api.ReleaseInfo) error {
 			header := []string{"VERSION", "STATE", "DEFAULT", "ETCD"}
-			if out == OutputWide {
+			if wide {
 				header = append(header, "MESSAGE")
 			}
-			t := newTable(o.Out, header...)
-			for _, r := range l.Items {
+			t := newTable(s.Out, header...)
+			for _, r := range releases {
 				def := ""
 				if r.Default {
 					def = "*"
 				}
 				row := []string{r.Version, r.State, def, r.EtcdVersion}
-				if out == OutputWide {
+				if wide {
 					row = append(row, r.Message)
 				}
 				t.row(row...)
 			}
 			return t.flush()
 		},
-	}
-	addOutputFlag(cmd, &out)
-	return cmd
+	}.command(o, cmd)
 }
