@@ -1,7 +1,9 @@
 package testenv_test
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -11,7 +13,17 @@ import (
 
 func TestProcessesUnder_FindsARunningProcessThatNamesTheDirAndNotOnceItIsGone(t *testing.T) {
 	dir := t.TempDir()
-	cmd := exec.Command("sh", "-c", "sleep 30", dir) // dir is the shell's $0: in its cmdline
+	// sleep started through a link in dir names dir in its cmdline and has no child: a shell
+	// would fork one, which reads the shell's cmdline until it execs (and outlives the kill).
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "sleep")
+	if err := os.Symlink(sleep, link); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(link, "30")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

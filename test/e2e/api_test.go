@@ -18,7 +18,6 @@ import (
 // walk over the routes the other tests do not take: the open endpoints, the event stream, the
 // audit log, component logs, PKI, infrastructure, instance types, and each error status.
 func TestAPI_EveryRouteAnswersAsTheDocumentSays(t *testing.T) {
-	t.Parallel()
 	s, c := stack(t)
 	expect := func(method, path, body string, want int) []byte {
 		t.Helper()

@@ -179,7 +179,6 @@ func podNodes(t *testing.T, kc *kubernetes.Clientset, app string) map[string]boo
 // only where asked; a control-plane upgrade drifts them onto the new release; with no pods
 // they are consolidated away; deleting the cluster leaves nothing.
 func TestAutoNode_KarpenterLaunchesFittingMachinesDriftsThemOnUpgradeAndConsolidates(t *testing.T) {
-	t.Parallel()
 	s, c := stack(t)
 	const cl = "autonode"
 	if code, body := c.do("POST", "/v1/clusters", `{"name":"`+cl+`","spec":{"release":{"version":"`+oldRelease+`"},

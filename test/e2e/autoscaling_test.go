@@ -67,7 +67,6 @@ func scaleDeployment(t *testing.T, kc *kubernetes.Clientset, name string, n int3
 // returns to min after the cluster's unneeded time. A pool at min 0 grows to one node for a
 // pod that only it can hold.
 func TestNodePool_Autoscaling_GrowsForPendingPodsAndShrinksToMin(t *testing.T) {
-	t.Parallel()
 	s, c := stack(t)
 	prom := startPrometheus(t, c) // the autoscaling dashboard through a real Prometheus, below
 	const cl = "autoscale"

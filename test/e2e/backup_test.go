@@ -77,7 +77,6 @@ func expectConfigMaps(t *testing.T, c *client, cluster string, present, absent [
 // (the objects written before the backup are there, those after are not); then lose the old
 // cluster's etcd data and restore it in place.
 func TestBackup_RestoreIntoANewClusterAndInPlaceAfterDataLoss(t *testing.T) {
-	t.Parallel()
 	s, c := stack(t)
 	expect := func(method, path, body string, want int) []byte {
 		t.Helper()
@@ -202,7 +201,6 @@ func TestBackup_RestoreIntoANewClusterAndInPlaceAfterDataLoss(t *testing.T) {
 // HighlyAvailable cluster is taken from a follower while the endpoint answers every poll,
 // and an in-place restore restores all three etcd members, which form one cluster again.
 func TestBackup_HighlyAvailable_TakenWithoutDowntimeAndRestoredIntoEveryMember(t *testing.T) {
-	t.Parallel()
 	_, c := stack(t)
 	code, body := c.do("POST", "/v1/clusters", `{"name":"ha","spec":{"release":{"version":"`+newRelease+`"},"controllerAvailabilityPolicy":"HighlyAvailable"}}`, nil)
 	if code != http.StatusAccepted {

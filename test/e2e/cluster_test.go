@@ -33,7 +33,6 @@ const (
 // TestCluster_CreateUseUpgradeDelete is the life of a SingleReplica hosted cluster, all
 // through the public API and a real client of the hosted cluster.
 func TestCluster_CreateUseUpgradeDelete(t *testing.T) {
-	t.Parallel()
 	s, c := stack(t)
 
 	code, body := c.do("POST", "/v1/clusters", `{"name":"demo","spec":{"release":{"version":"`+oldRelease+`"},"platform":{"type":"local"},"controllerAvailabilityPolicy":"SingleReplica"}}`, nil)

@@ -28,7 +28,6 @@ import (
 // both Machines Ready and Available on their Nodes, and no condition in a state that says
 // something is wrong.
 func TestClusterctlDescribe_ShowsTheClusterAndItsMachinesHealthy(t *testing.T) {
-	t.Parallel()
 	clusterctl := testenv.Clusterctl(t)
 	s, c := stack(t)
 	const cl, pool = "described", "workers"

@@ -38,7 +38,6 @@ const envScreenshots = "HOSTPLANE_CONSOLE_SCREENSHOTS"
 // bad size), download the kubeconfig, delete the cluster and see it gone. Any error in
 // the browser's console or an uncaught exception fails the test.
 func TestConsole_DrivesAClusterFromCreateToDeleteWithoutBrowserErrors(t *testing.T) {
-	t.Parallel()
 	testenv.RequireBinaries(t, release.Latest(), release.Components()...)
 	chromium := chromiumPath(t)
 	const grafana = "http://grafana.example:3000"

@@ -152,7 +152,6 @@ func (c *client) allRolledOut(name string, before map[string]string) bool {
 // replica, and a draining replica rightly answers /readyz with "[-]shutdown" for its
 // --shutdown-delay-duration while it still serves every other request.
 func TestCluster_HighlyAvailable_ServesEveryRequestDuringUpgradeAndRotation(t *testing.T) {
-	t.Parallel()
 	_, c := stack(t)
 	code, body := c.do("POST", "/v1/clusters", `{"name":"ha","spec":{"release":{"version":"`+oldRelease+`"},"controllerAvailabilityPolicy":"HighlyAvailable"}}`, nil)
 	if code != http.StatusAccepted {

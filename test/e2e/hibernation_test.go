@@ -68,7 +68,6 @@ func waitHibernated(t *testing.T, s *dev.Stack, c *client, name, reason string) 
 // it and returns the ConfigMap written before, and the same Node is Ready again. Deleting
 // it while it hibernates leaves nothing behind.
 func TestHibernation_StopsEverythingAndResumesTheSameClusterAndNodes(t *testing.T) {
-	t.Parallel()
 	testenv.RequireBinaries(t, release.Latest(), release.Components()...)
 	dir := t.TempDir()
 	s, c := startStackAt(t, dir)
@@ -150,7 +149,6 @@ func TestHibernation_StopsEverythingAndResumesTheSameClusterAndNodes(t *testing.
 // time zone. The daemons run on a fake clock the test moves past each firing, so nothing
 // waits for the wall clock to reach a cron minute.
 func TestHibernation_ScheduleHibernatesAtItsStartAndWakesAtItsEnd(t *testing.T) {
-	t.Parallel()
 	testenv.RequireBinaries(t, release.Latest(), release.Components()...)
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	if err != nil {
@@ -199,7 +197,6 @@ func TestHibernation_ScheduleHibernatesAtItsStartAndWakesAtItsEnd(t *testing.T) 
 // A cluster whose endpoint sees no new connection for idleAfter hibernates on its own, and
 // the next connection wakes it. The daemons run on a fake clock the test moves past idleAfter.
 func TestHibernation_IdleAfterHibernatesAnUnusedClusterAndAConnectionWakesIt(t *testing.T) {
-	t.Parallel()
 	testenv.RequireBinaries(t, release.Latest(), release.Components()...)
 	fake := clocktesting.NewFakeClock(time.Now())
 	s, c := startStackAt(t, t.TempDir(), func(cfg *dev.Config) { cfg.Clock = fake })
@@ -243,7 +240,6 @@ func TestHibernation_IdleAfterHibernatesAnUnusedClusterAndAConnectionWakesIt(t *
 // running; a request on the internal listener fails fast and wakes nothing; a plain
 // client-go GET on the public endpoint wakes it and returns the object written before.
 func TestHibernation_HighlyAvailable_IdleHibernatesDaemonsDoNotWakeAConnectionDoes(t *testing.T) {
-	t.Parallel()
 	testenv.RequireBinaries(t, release.Latest(), release.Components()...)
 	fake := clocktesting.NewFakeClock(time.Now())
 	s, c := startStackAt(t, t.TempDir(), func(cfg *dev.Config) { cfg.Clock = fake })

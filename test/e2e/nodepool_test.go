@@ -181,7 +181,6 @@ const motdConfig = `{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":
 // through the whole life ARCHITECTURE section 5 describes, through the HTTP API, with
 // Cluster API's real controllers, the HTTPS Ignition server and the local cloud's machines.
 func TestNodePool_JoinRollRelabelRepairInPlaceDrainDelete(t *testing.T) {
-	t.Parallel()
 	s, c := stack(t)
 	// A real Prometheus scrapes the stack from before the cluster exists to after the first
 	// rollout, with deploy/prometheus's rules loaded.

@@ -36,7 +36,6 @@ func stopEveryLeader(t *testing.T, s *dev.Stack, during string) {
 // replicas that take over, and none happens twice: the pool's machines are created once, the
 // rollout replaces each once, and deleting the cluster leaves nothing.
 func TestReplicas_TwoOfEveryDaemon_LeadersStoppedMidCreateAndMidRollout_EverythingFinishesOnce(t *testing.T) {
-	t.Parallel()
 	testenv.RequireBinaries(t, release.Latest(), release.Components()...)
 	s, c := startStackAt(t, t.TempDir(), func(cfg *dev.Config) { cfg.Replicas = 2 })
 	t.Cleanup(func() { s.Stop(context.Background()) })

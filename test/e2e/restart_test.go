@@ -63,7 +63,6 @@ func startStackToStop(t *testing.T, dir string) (*client, func()) {
 // here, and no nodeDrainTimeout bounds) is skipped because the guest's workloads go with the
 // cluster, and then nothing of the cluster may be left: process, port, machine or KV key.
 func TestCluster_DeletedWithANodePool_FinishesAfterAStopMidDelete(t *testing.T) {
-	t.Parallel()
 	testenv.RequireBinaries(t, release.Latest(), release.Components()...)
 	dir := t.TempDir()
 	c, stop := startStackToStop(t, dir)
@@ -138,7 +137,6 @@ func blockDrain(t *testing.T, cs kubernetes.Interface) {
 // ready, and starting it again: both finish, the pool with exactly the machines it asked for
 // (none created twice), and the cluster can then be deleted without anything left.
 func TestCluster_AndNodePool_FinishAfterAStopMidCreate(t *testing.T) {
-	t.Parallel()
 	testenv.RequireBinaries(t, release.Latest(), release.Components()...)
 	dir := t.TempDir()
 	c, stop := startStackToStop(t, dir)
