@@ -160,22 +160,17 @@ func assertNothingLeft(t *testing.T, s *dev.Stack, c *client, name, endpoint str
 	}
 }
 
-// processesMentioning lists pid: cmdline of live (non-zombie) processes whose command line
-// contains both the stack's data dir and s (tests run in parallel, each with its own stack).
+// processesMentioning lists pid: cmdline of the live processes of the stack in dataDir
+// (testenv.ProcessesUnder) whose command line also contains s.
 func processesMentioning(dataDir, s string) []string {
 	var out []string
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
+	for _, pid := range testenv.ProcessesUnder(dataDir) {
+		cmd, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
 		if err != nil {
-			continue
-		}
-		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || len(cmd) == 0 {
-			continue // gone, or a zombie
+			continue // gone since
 		}
 		line := strings.ReplaceAll(string(cmd), "\x00", " ")
-		if strings.Contains(line, dataDir) && strings.Contains(line, s) {
+		if strings.Contains(line, s) {
 			out = append(out, strconv.Itoa(pid)+": "+line[:min(len(line), 120)])
 		}
 	}
