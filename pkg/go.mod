@@ -7,6 +7,7 @@ require (
 	github.com/coreos/vcontext v0.0.0-20230201181013-d72178a18687
 	github.com/evanphx/json-patch/v5 v5.9.11
 	github.com/go-chi/chi/v5 v5.2.3
+	github.com/moby/sys/mountinfo v0.7.2
 	github.com/nats-io/nats-server/v2 v2.12.15
 	github.com/nats-io/nats.go v1.55.0
 	github.com/nats-io/nkeys v0.4.16

@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -322,7 +323,7 @@ func validateRollingUpdate(fe *FieldErrors, ru *RollingUpdate) {
 }
 
 func validateLabels(fe *FieldErrors, labels map[string]string) {
-	for _, k := range sortedKeys(labels) {
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
 		field := "spec.nodeLabels." + k
 		if err := validateQualifiedName(k); err != nil {
 			fe.Add(field, "key %q %s", k, err)
@@ -434,15 +435,6 @@ func validateLabelValue(v string) error {
 		return errors.New("must be at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit")
 	}
 	return nil
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // setField replaces the detail of field's error, or adds one.

@@ -1,6 +1,7 @@
 package localkube
 
 import (
+	"cmp"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
@@ -40,9 +41,9 @@ func resolvePorts(cfg Config) (ports, error) {
 		return ports{}, err
 	}
 	p := ports{
-		APIServer:  cmpOr(cfg.APIServerPort, saved.APIServer),
-		EtcdClient: cmpOr(cfg.EtcdClientPort, saved.EtcdClient),
-		EtcdPeer:   cmpOr(cfg.EtcdPeerPort, saved.EtcdPeer),
+		APIServer:  cmp.Or(cfg.APIServerPort, saved.APIServer),
+		EtcdClient: cmp.Or(cfg.EtcdClientPort, saved.EtcdClient),
+		EtcdPeer:   cmp.Or(cfg.EtcdPeerPort, saved.EtcdPeer),
 	}
 	// Hold every listener until all are picked, so the three ports differ.
 	var held []net.Listener
@@ -73,13 +74,6 @@ func resolvePorts(cfg Config) (ports, error) {
 		}
 	}
 	return p, nil
-}
-
-func cmpOr(a, b int) int {
-	if a != 0 {
-		return a
-	}
-	return b
 }
 
 // pki is the cluster's PKI, as files under <Dir>/pki.

@@ -1,7 +1,6 @@
 package mgmtcluster
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -317,13 +317,7 @@ func isZombie(pid int) bool {
 // unmountUnder lazily unmounts every mount at or below dir, deepest first, until none is left.
 func unmountUnder(dir string) error {
 	for range 10 {
-		mounts := mountPoints()
-		var ours []string
-		for _, m := range mounts {
-			if m == dir || strings.HasPrefix(m, dir+"/") {
-				ours = append(ours, m)
-			}
-		}
+		ours := mountPoints(mountinfo.PrefixFilter(dir))
 		if len(ours) == 0 {
 			return nil
 		}
@@ -337,67 +331,26 @@ func unmountUnder(dir string) error {
 	return fmt.Errorf("mounts under %s keep coming back", dir)
 }
 
-// mount is one line of /proc/self/mountinfo: where, and the file system type.
-type mount struct{ point, fstype string }
-
-// mounts lists the mounts of this mount namespace.
-func mounts() []mount {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	var out []mount
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		before, after, ok := strings.Cut(sc.Text(), " - ")
-		fields, rest := strings.Fields(before), strings.Fields(after)
-		if ok && len(fields) > 4 && len(rest) > 0 {
-			out = append(out, mount{point: unescapeMount(fields[4]), fstype: rest[0]})
-		}
+// mountPoints lists the mount points of this mount namespace that filter keeps (nil: every
+// one), from /proc/self/mountinfo.
+func mountPoints(filter mountinfo.FilterFunc) []string {
+	infos, _ := mountinfo.GetMounts(filter)
+	out := make([]string, 0, len(infos))
+	for _, m := range infos {
+		out = append(out, m.Mountpoint)
 	}
 	return out
 }
 
-func mountPoints() []string {
-	var out []string
-	for _, m := range mounts() {
-		out = append(out, m.point)
-	}
-	return out
-}
-
-// unescapeMount decodes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-func isMountPoint(p string) bool {
-	return slices.Contains(mountPoints(), p)
-}
+func isMountPoint(p string) bool { return len(mountPoints(mountinfo.SingleEntryFilter(p))) > 0 }
 
 // cgroupHierarchies lists the mounted cgroup file systems (v1 hierarchies and, on a hybrid
 // host, the unified one).
 func cgroupHierarchies() []string {
 	var out []string
-	for _, m := range mounts() {
-		if (m.fstype == "cgroup" || m.fstype == "cgroup2") && strings.HasPrefix(m.point, cgroupRoot+"/") && !slices.Contains(out, m.point) {
-			out = append(out, m.point)
+	for _, m := range mountPoints(mountinfo.FSTypeFilter("cgroup", "cgroup2")) {
+		if strings.HasPrefix(m, cgroupRoot+"/") && !slices.Contains(out, m) {
+			out = append(out, m)
 		}
 	}
 	return out

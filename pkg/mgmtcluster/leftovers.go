@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/moby/sys/mountinfo"
 )
 
 // Leftovers lists every trace of a cluster of cfg still on the host that is unambiguously
@@ -23,10 +25,8 @@ func Leftovers(cfg Config) []string {
 		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		out = append(out, fmt.Sprintf("process %d: %s", pid, strings.ReplaceAll(strings.TrimRight(string(cmd), "\x00"), "\x00", " ")))
 	}
-	for _, m := range mountPoints() {
-		if m == cfg.Dir || strings.HasPrefix(m, cfg.Dir+"/") {
-			out = append(out, "mount "+m)
-		}
+	for _, m := range mountPoints(mountinfo.PrefixFilter(cfg.Dir)) {
+		out = append(out, "mount "+m)
 	}
 	for _, n := range dirNames(netnsDir) {
 		if isOurNetns(cfg.Name, n) {

@@ -60,9 +60,6 @@ func TestNames(t *testing.T) {
 	if nodeIP(2) != "10.231.0.12" || podCIDR(2) != "10.232.2.0/24" || hostLink("hpm") != "hpm0" {
 		t.Errorf("addresses: %s %s %s", nodeIP(2), podCIDR(2), hostLink("hpm"))
 	}
-	if got := unescapeMount(`/a\040b/c`); got != "/a b/c" {
-		t.Errorf("unescapeMount: %q", got)
-	}
 }
 
 // The archive is what `docker save` writes: a manifest naming the tag, a config whose diff ID

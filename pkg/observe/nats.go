@@ -2,6 +2,8 @@ package observe
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -48,10 +50,4 @@ func (c natsCarrier) Get(key string) string {
 
 func (c natsCarrier) Set(key, value string) { nats.Header(c).Set(key, value) }
 
-func (c natsCarrier) Keys() []string {
-	keys := make([]string, 0, len(c))
-	for k := range c {
-		keys = append(keys, k)
-	}
-	return keys
-}
+func (c natsCarrier) Keys() []string { return slices.Collect(maps.Keys(c)) }

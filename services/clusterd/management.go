@@ -1,6 +1,7 @@
 package clusterd
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -188,8 +189,8 @@ func renderCluster(in capiInputs) *clusterv1.Cluster {
 				APIGroup: api.ControlPlaneGroup, Kind: controlplane.KindHostedControlPlane, Name: c.Name,
 			},
 			ClusterNetwork: clusterv1.ClusterNetwork{
-				Pods:     clusterv1.NetworkRanges{CIDRBlocks: []string{cmpOr(c.Spec.Networking.PodCIDR, api.DefaultPodCIDR)}},
-				Services: clusterv1.NetworkRanges{CIDRBlocks: []string{cmpOr(c.Spec.Networking.ServiceCIDR, api.DefaultServiceCIDR)}},
+				Pods:     clusterv1.NetworkRanges{CIDRBlocks: []string{cmp.Or(c.Spec.Networking.PodCIDR, api.DefaultPodCIDR)}},
+				Services: clusterv1.NetworkRanges{CIDRBlocks: []string{cmp.Or(c.Spec.Networking.ServiceCIDR, api.DefaultServiceCIDR)}},
 			},
 			ControlPlaneEndpoint: in.endpoint(),
 		},
@@ -200,13 +201,6 @@ func renderCluster(in capiInputs) *clusterv1.Cluster {
 		}
 	}
 	return cl
-}
-
-func cmpOr(v, def string) string {
-	if v != "" {
-		return v
-	}
-	return def
 }
 
 // kubeconfigSecret is the Secret Cluster API reaches the guest cluster with.

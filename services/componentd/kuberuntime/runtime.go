@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -76,42 +78,29 @@ func (r *Runtime) Apply(ctx context.Context, in Inputs) (*Objects, error) {
 	if nsObj.DeletionTimestamp != nil {
 		return nil, fmt.Errorf("%w: %s", ErrNamespaceTerminating, ns)
 	}
-	for _, s := range o.Secrets {
-		if _, err := r.cs.CoreV1().Secrets(ns).Apply(ctx, s, applyOpts); err != nil {
-			return nil, fmt.Errorf("apply secret %s/%s: %w", ns, *s.Name, wrapTerminating(err, ns))
-		}
+	applied := sets.New[string]()
+	if err := applyEach(ctx, "secret", ns, o.Secrets, r.cs.CoreV1().Secrets(ns).Apply, applied); err != nil {
+		return nil, err
 	}
-	for _, s := range o.Services {
-		if _, err := r.cs.CoreV1().Services(ns).Apply(ctx, s, applyOpts); err != nil {
-			return nil, fmt.Errorf("apply service %s/%s: %w", ns, *s.Name, wrapTerminating(err, ns))
-		}
+	if err := applyEach(ctx, "service", ns, o.Services, r.cs.CoreV1().Services(ns).Apply, applied); err != nil {
+		return nil, err
 	}
-	for _, s := range o.ServiceAccounts {
-		if _, err := r.cs.CoreV1().ServiceAccounts(ns).Apply(ctx, s, applyOpts); err != nil {
-			return nil, fmt.Errorf("apply serviceaccount %s/%s: %w", ns, *s.Name, wrapTerminating(err, ns))
-		}
+	if err := applyEach(ctx, "serviceaccount", ns, o.ServiceAccounts, r.cs.CoreV1().ServiceAccounts(ns).Apply, applied); err != nil {
+		return nil, err
 	}
-	for _, b := range o.RoleBindings {
-		if _, err := r.cs.RbacV1().RoleBindings(ns).Apply(ctx, b, applyOpts); err != nil {
-			return nil, fmt.Errorf("apply rolebinding %s/%s: %w", ns, *b.Name, wrapTerminating(err, ns))
-		}
+	if err := applyEach(ctx, "rolebinding", ns, o.RoleBindings, r.cs.RbacV1().RoleBindings(ns).Apply, applied); err != nil {
+		return nil, err
 	}
-	for _, s := range o.StatefulSets {
-		if _, err := r.cs.AppsV1().StatefulSets(ns).Apply(ctx, s, applyOpts); err != nil {
-			return nil, fmt.Errorf("apply statefulset %s/%s: %w", ns, *s.Name, wrapTerminating(err, ns))
-		}
+	if err := applyEach(ctx, "statefulset", ns, o.StatefulSets, r.cs.AppsV1().StatefulSets(ns).Apply, applied); err != nil {
+		return nil, err
 	}
-	for _, d := range o.Deployments {
-		if _, err := r.cs.AppsV1().Deployments(ns).Apply(ctx, d, applyOpts); err != nil {
-			return nil, fmt.Errorf("apply deployment %s/%s: %w", ns, *d.Name, wrapTerminating(err, ns))
-		}
+	if err := applyEach(ctx, "deployment", ns, o.Deployments, r.cs.AppsV1().Deployments(ns).Apply, applied); err != nil {
+		return nil, err
 	}
-	for _, p := range o.PodDisruptionBudgets {
-		if _, err := r.cs.PolicyV1().PodDisruptionBudgets(ns).Apply(ctx, p, applyOpts); err != nil {
-			return nil, fmt.Errorf("apply poddisruptionbudget %s/%s: %w", ns, *p.Name, wrapTerminating(err, ns))
-		}
+	if err := applyEach(ctx, "poddisruptionbudget", ns, o.PodDisruptionBudgets, r.cs.PolicyV1().PodDisruptionBudgets(ns).Apply, applied); err != nil {
+		return nil, err
 	}
-	if err := r.prune(ctx, in.Cluster, o); err != nil {
+	if err := r.deleteManaged(ctx, in.Cluster, "prune", applied); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -126,87 +115,53 @@ func wrapTerminating(err error, ns string) error {
 	return err
 }
 
-// kind is one kind of object this package manages, with how to list and delete it.
-type kind struct {
-	name   string
-	list   func(ctx context.Context, ns string, opts metav1.ListOptions) ([]string, error)
-	delete func(ctx context.Context, ns, name string) error
+// applyEach applies items, objects of kind in namespace ns, with server-side apply, and adds
+// "<kind>/<name>" of each to applied.
+func applyEach[AC interface{ GetName() *string }, O any](ctx context.Context, kind, ns string, items []AC,
+	apply func(context.Context, AC, metav1.ApplyOptions) (O, error), applied sets.Set[string]) error {
+	for _, it := range items {
+		if _, err := apply(ctx, it, applyOpts); err != nil {
+			return fmt.Errorf("apply %s %s/%s: %w", kind, ns, *it.GetName(), wrapTerminating(err, ns))
+		}
+		applied.Insert(kind + "/" + *it.GetName())
+	}
+	return nil
 }
 
+// kind is one kind of object this package manages: its name in errors and its typed client.
+type kind struct {
+	name   string
+	list   func(ctx context.Context, ns string, o metav1.ListOptions) (runtime.Object, error)
+	delete func(ctx context.Context, ns, name string, o metav1.DeleteOptions) error
+}
+
+// typedClient is the part of a namespaced typed client (client-go's XxxInterface) that prune
+// and Delete use.
+type typedClient[L runtime.Object] interface {
+	List(ctx context.Context, o metav1.ListOptions) (L, error)
+	Delete(ctx context.Context, name string, o metav1.DeleteOptions) error
+}
+
+func kindOf[L runtime.Object, C typedClient[L]](name string, client func(ns string) C) kind {
+	return kind{name,
+		func(ctx context.Context, ns string, o metav1.ListOptions) (runtime.Object, error) {
+			return client(ns).List(ctx, o)
+		},
+		func(ctx context.Context, ns, n string, o metav1.DeleteOptions) error {
+			return client(ns).Delete(ctx, n, o)
+		}}
+}
+
+// kinds are the kinds of object this package manages in a cluster's namespace.
 func (r *Runtime) kinds() []kind {
-	bg := metav1.DeletePropagationBackground
-	del := metav1.DeleteOptions{PropagationPolicy: &bg}
-	names := func(n int, name func(i int) string) []string {
-		out := make([]string, n)
-		for i := range n {
-			out[i] = name(i)
-		}
-		return out
-	}
 	return []kind{
-		{"poddisruptionbudget", func(ctx context.Context, ns string, o metav1.ListOptions) ([]string, error) {
-			l, err := r.cs.PolicyV1().PodDisruptionBudgets(ns).List(ctx, o)
-			if err != nil {
-				return nil, err
-			}
-			return names(len(l.Items), func(i int) string { return l.Items[i].Name }), nil
-		}, func(ctx context.Context, ns, name string) error {
-			return r.cs.PolicyV1().PodDisruptionBudgets(ns).Delete(ctx, name, del)
-		}},
-		{"deployment", func(ctx context.Context, ns string, o metav1.ListOptions) ([]string, error) {
-			l, err := r.cs.AppsV1().Deployments(ns).List(ctx, o)
-			if err != nil {
-				return nil, err
-			}
-			return names(len(l.Items), func(i int) string { return l.Items[i].Name }), nil
-		}, func(ctx context.Context, ns, name string) error {
-			return r.cs.AppsV1().Deployments(ns).Delete(ctx, name, del)
-		}},
-		{"statefulset", func(ctx context.Context, ns string, o metav1.ListOptions) ([]string, error) {
-			l, err := r.cs.AppsV1().StatefulSets(ns).List(ctx, o)
-			if err != nil {
-				return nil, err
-			}
-			return names(len(l.Items), func(i int) string { return l.Items[i].Name }), nil
-		}, func(ctx context.Context, ns, name string) error {
-			return r.cs.AppsV1().StatefulSets(ns).Delete(ctx, name, del)
-		}},
-		{"service", func(ctx context.Context, ns string, o metav1.ListOptions) ([]string, error) {
-			l, err := r.cs.CoreV1().Services(ns).List(ctx, o)
-			if err != nil {
-				return nil, err
-			}
-			return names(len(l.Items), func(i int) string { return l.Items[i].Name }), nil
-		}, func(ctx context.Context, ns, name string) error {
-			return r.cs.CoreV1().Services(ns).Delete(ctx, name, del)
-		}},
-		{"rolebinding", func(ctx context.Context, ns string, o metav1.ListOptions) ([]string, error) {
-			l, err := r.cs.RbacV1().RoleBindings(ns).List(ctx, o)
-			if err != nil {
-				return nil, err
-			}
-			return names(len(l.Items), func(i int) string { return l.Items[i].Name }), nil
-		}, func(ctx context.Context, ns, name string) error {
-			return r.cs.RbacV1().RoleBindings(ns).Delete(ctx, name, del)
-		}},
-		{"serviceaccount", func(ctx context.Context, ns string, o metav1.ListOptions) ([]string, error) {
-			l, err := r.cs.CoreV1().ServiceAccounts(ns).List(ctx, o)
-			if err != nil {
-				return nil, err
-			}
-			return names(len(l.Items), func(i int) string { return l.Items[i].Name }), nil
-		}, func(ctx context.Context, ns, name string) error {
-			return r.cs.CoreV1().ServiceAccounts(ns).Delete(ctx, name, del)
-		}},
-		{"secret", func(ctx context.Context, ns string, o metav1.ListOptions) ([]string, error) {
-			l, err := r.cs.CoreV1().Secrets(ns).List(ctx, o)
-			if err != nil {
-				return nil, err
-			}
-			return names(len(l.Items), func(i int) string { return l.Items[i].Name }), nil
-		}, func(ctx context.Context, ns, name string) error {
-			return r.cs.CoreV1().Secrets(ns).Delete(ctx, name, del)
-		}},
+		kindOf("poddisruptionbudget", r.cs.PolicyV1().PodDisruptionBudgets),
+		kindOf("deployment", r.cs.AppsV1().Deployments),
+		kindOf("statefulset", r.cs.AppsV1().StatefulSets),
+		kindOf("service", r.cs.CoreV1().Services),
+		kindOf("rolebinding", r.cs.RbacV1().RoleBindings),
+		kindOf("serviceaccount", r.cs.CoreV1().ServiceAccounts),
+		kindOf("secret", r.cs.CoreV1().Secrets),
 	}
 }
 
@@ -217,43 +172,30 @@ func ownedBy(cluster string) metav1.ListOptions {
 	}).String()}
 }
 
-// prune deletes the cluster's managed objects that o does not hold.
-func (r *Runtime) prune(ctx context.Context, cluster string, o *Objects) error {
-	keep := map[string][]string{}
-	for _, s := range o.Secrets {
-		keep["secret"] = append(keep["secret"], *s.Name)
-	}
-	for _, s := range o.Services {
-		keep["service"] = append(keep["service"], *s.Name)
-	}
-	for _, s := range o.StatefulSets {
-		keep["statefulset"] = append(keep["statefulset"], *s.Name)
-	}
-	for _, d := range o.Deployments {
-		keep["deployment"] = append(keep["deployment"], *d.Name)
-	}
-	for _, p := range o.PodDisruptionBudgets {
-		keep["poddisruptionbudget"] = append(keep["poddisruptionbudget"], *p.Name)
-	}
-	for _, s := range o.ServiceAccounts {
-		keep["serviceaccount"] = append(keep["serviceaccount"], *s.Name)
-	}
-	for _, b := range o.RoleBindings {
-		keep["rolebinding"] = append(keep["rolebinding"], *b.Name)
-	}
+// deleteManaged deletes the cluster's managed objects that keep does not hold as
+// "<kind>/<name>" (background propagation, so the workloads' pods follow through the garbage
+// collector); verb names the step in its errors.
+func (r *Runtime) deleteManaged(ctx context.Context, cluster, verb string, keep sets.Set[string]) error {
 	ns := Namespace(cluster)
+	bg := metav1.DeletePropagationBackground
 	for _, k := range r.kinds() {
-		names, err := k.list(ctx, ns, ownedBy(cluster))
+		l, err := k.list(ctx, ns, ownedBy(cluster))
 		if err != nil {
 			return fmt.Errorf("list %ss in %s: %w", k.name, ns, err)
 		}
-		for _, n := range names {
-			if slices.Contains(keep[k.name], n) {
-				continue
+		err = meta.EachListItem(l, func(o runtime.Object) error {
+			m, err := meta.Accessor(o)
+			if err != nil || keep.Has(k.name+"/"+m.GetName()) {
+				return err
 			}
-			if err := k.delete(ctx, ns, n); err != nil && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("prune %s %s/%s: %w", k.name, ns, n, err)
+			err = k.delete(ctx, ns, m.GetName(), metav1.DeleteOptions{PropagationPolicy: &bg})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("%s %s %s/%s: %w", verb, k.name, ns, m.GetName(), err)
 			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 	return nil
@@ -282,16 +224,8 @@ func (r *Runtime) Delete(ctx context.Context, cluster string) (DeleteProgress, e
 		return DeleteProgress{}, fmt.Errorf("read namespace %s: %w", ns, err)
 	}
 	if obj.DeletionTimestamp == nil {
-		for _, k := range r.kinds() {
-			names, err := k.list(ctx, ns, ownedBy(cluster))
-			if err != nil {
-				return DeleteProgress{}, fmt.Errorf("list %ss in %s: %w", k.name, ns, err)
-			}
-			for _, n := range names {
-				if err := k.delete(ctx, ns, n); err != nil && !apierrors.IsNotFound(err) {
-					return DeleteProgress{}, fmt.Errorf("delete %s %s/%s: %w", k.name, ns, n, err)
-				}
-			}
+		if err := r.deleteManaged(ctx, cluster, "delete", nil); err != nil {
+			return DeleteProgress{}, err
 		}
 		bg := metav1.DeletePropagationBackground
 		err := r.cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{PropagationPolicy: &bg})

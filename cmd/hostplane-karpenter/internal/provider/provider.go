@@ -27,6 +27,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -281,17 +282,18 @@ func (p *Provider) Create(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.No
 	}
 	// Another NodeClaim's scale-up (or nodepoold) may have written the deployment since it
 	// was read: read it again and scale over the newer version.
-	for attempt := 0; ; attempt++ {
-		err := p.scale(ctx, pl.md, want, fmt.Sprintf("NodeClaim %s: pods that fit no node", nc.Name))
-		if err == nil {
-			break
+	reread := false
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if reread {
+			if pl, err = p.pool(ctx, name); err != nil || pl == nil {
+				return cmp.Or(err, fmt.Errorf("NodePool %s went away while scaling", name))
+			}
 		}
-		if !apierrors.IsConflict(err) || attempt == 4 {
-			return nil, err
-		}
-		if pl, err = p.pool(ctx, name); err != nil || pl == nil {
-			return nil, cmp.Or(err, fmt.Errorf("NodePool %s went away while scaling", name))
-		}
+		reread = true
+		return p.scale(ctx, pl.md, want, fmt.Sprintf("NodeClaim %s: pods that fit no node", nc.Name))
+	})
+	if err != nil {
+		return nil, err
 	}
 	m, err := p.claimNew(ctx, pl, nc)
 	done()
