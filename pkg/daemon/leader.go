@@ -1,8 +1,6 @@
 package daemon
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hostplane/hostplane/pkg/observe"
@@ -18,9 +16,12 @@ type leaderMetrics struct {
 // earlier Daemon of the same name registered them (tests that restart a daemon).
 func (d *Daemon) leaderMetrics() (*leaderMetrics, error) {
 	labels := prometheus.Labels{"daemon": d.spec.Name}
-	leading, err1 := observe.Register(d.registry, prometheus.NewGauge(prometheus.GaugeOpts{Name: "hostplane_daemon_leading",
-		Help: "1 while this replica holds its daemon's lease and works, 0 while it stands by.", ConstLabels: labels}))
-	acquired, err2 := observe.Register(d.registry, prometheus.NewCounter(prometheus.CounterOpts{Name: "hostplane_daemon_lease_acquired_total",
-		Help: "Times this replica took its daemon's lease (a start, or a takeover from a replica that stopped or died).", ConstLabels: labels}))
-	return &leaderMetrics{leading: leading, acquired: acquired}, errors.Join(err1, err2)
+	r := observe.NewRegistrar(d.registry)
+	m := &leaderMetrics{
+		leading: observe.Add(r, prometheus.NewGauge(prometheus.GaugeOpts{Name: "hostplane_daemon_leading",
+			Help: "1 while this replica holds its daemon's lease and works, 0 while it stands by.", ConstLabels: labels})),
+		acquired: observe.Add(r, prometheus.NewCounter(prometheus.CounterOpts{Name: "hostplane_daemon_lease_acquired_total",
+			Help: "Times this replica took its daemon's lease (a start, or a takeover from a replica that stopped or died).", ConstLabels: labels})),
+	}
+	return m, r.Err()
 }

@@ -1,10 +1,11 @@
 package httpapi
 
 import (
-	"errors"
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hostplane/hostplane/pkg/observe"
 )
 
 // Names of the HTTP metrics.
@@ -25,33 +26,22 @@ type httpMetrics struct {
 // newHTTPMetrics registers the HTTP metrics in reg, or reuses those a router registered there
 // before (several routers may share a registry; the daemon label tells them apart).
 func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
+	r := observe.NewRegistrar(reg)
 	m := &httpMetrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+		requests: observe.Add(r, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricRequestsTotal,
 			Help: "HTTP requests answered, by daemon, route pattern, method and status code.",
-		}, []string{"daemon", "route", "method", "code"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		}, []string{"daemon", "route", "method", "code"})),
+		duration: observe.Add(r, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    MetricRequestDuration,
 			Help:    "Time to answer HTTP requests, by daemon, route pattern and method.",
 			Buckets: prometheus.DefBuckets,
-		}, []string{"daemon", "route", "method"}),
+		}, []string{"daemon", "route", "method"})),
 	}
-	m.requests = register(reg, m.requests)
-	m.duration = register(reg, m.duration)
-	return m
-}
-
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
+	if err := r.Err(); err != nil {
 		panic("httpapi: registering HTTP metrics: " + err.Error())
 	}
-	return c
+	return m
 }
 
 // methodLabel bounds the method label to the standard methods.

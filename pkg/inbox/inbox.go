@@ -146,21 +146,14 @@ func New(js jetstream.JetStream, cfg Config) (*Consumer, error) {
 	if cfg.RetryDelay <= 0 {
 		cfg.RetryDelay = 2 * time.Second
 	}
-	c := &Consumer{js: js, cfg: cfg, log: cfg.Log.With("consumer", cfg.Name)}
-	c.outcome = prometheus.NewCounterVec(prometheus.CounterOpts{
+	outcome, err := observe.Register(cfg.Registry, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hostplane_inbox_events_total",
 		Help: "Inbound events by type and outcome (applied, rejected, retried, ignored).",
-	}, []string{"type", "outcome"})
-	if cfg.Registry != nil {
-		if err := cfg.Registry.Register(c.outcome); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if !errors.As(err, &are) {
-				return nil, err
-			}
-			c.outcome = are.ExistingCollector.(*prometheus.CounterVec)
-		}
+	}, []string{"type", "outcome"}))
+	if err != nil {
+		return nil, err
 	}
-	return c, nil
+	return &Consumer{js: js, cfg: cfg, log: cfg.Log.With("consumer", cfg.Name), outcome: outcome}, nil
 }
 
 // FilterSubjects are the subjects the consumer reads: hostplane.in.*.<type> per handled

@@ -16,25 +16,20 @@ type metrics struct {
 // dev): the collectors are shared and told apart by the "daemon" label.
 func newMetrics(reg prometheus.Registerer, daemon string) (*metrics, error) {
 	l := prometheus.Labels{"daemon": daemon}
-	pending, err := observe.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	r := observe.NewRegistrar(reg)
+	pending := observe.Add(r, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "hostplane_outbox_pending",
 		Help: "Events recorded in the daemon's outbox and not published yet, as its relay last saw them.",
 	}, []string{"daemon"}))
-	if err != nil {
-		return nil, err
-	}
-	published, err := observe.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	published := observe.Add(r, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hostplane_outbox_published_total",
 		Help: "Outbox entries published to the events stream and removed from the outbox.",
 	}, []string{"daemon"}))
-	if err != nil {
-		return nil, err
-	}
-	failures, err := observe.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	failures := observe.Add(r, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hostplane_outbox_publish_failures_total",
 		Help: "Failed attempts to publish an outbox entry (each is retried with backoff).",
 	}, []string{"daemon"}))
-	if err != nil {
+	if err := r.Err(); err != nil {
 		return nil, err
 	}
 	return &metrics{pending: pending.With(l), published: published.With(l), failures: failures.With(l)}, nil

@@ -196,16 +196,12 @@ func New(js jetstream.JetStream, cfg Config, r Reconciler) (*Controller, error) 
 		pending: map[string][]pending{},
 		follows: map[string]follow{},
 	}
-	m, err := newMetrics(cfg.Registry, cfg.Name, c.q.Len)
+	m, err := newMetrics(cfg, c.q.Len, js)
 	if err != nil {
 		c.q.ShutDown()
 		return nil, err
 	}
 	c.metrics = m
-	if err := registerLag(cfg.Registry, js, cfg); err != nil {
-		c.q.ShutDown()
-		return nil, err
-	}
 	return c, nil
 }
 

@@ -2,12 +2,13 @@ package reconcile
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hostplane/hostplane/pkg/observe"
 )
 
 // Names of the consumer lag metrics.
@@ -34,15 +35,12 @@ type lagCollector struct {
 	durable string
 }
 
-// registerLag registers the lag series of one controller in reg. A registry that already
+// registerLag registers the lag series of one controller with r. A registry that already
 // holds them (the daemon run again in-process) keeps its collector, which then reads the new
 // controller's consumer.
-func registerLag(reg prometheus.Registerer, js jetstream.JetStream, cfg Config) error {
-	if reg == nil || js == nil {
-		return nil
-	}
+func registerLag(r *observe.Registrar, js jetstream.JetStream, cfg Config) {
 	labels := prometheus.Labels{"controller": cfg.Name, "stream": cfg.Stream, "consumer": cfg.Durable}
-	l := &lagCollector{
+	l := observe.Add(r, &lagCollector{
 		pending: prometheus.NewDesc(MetricConsumerPending,
 			"Messages of the stream matching the controller's durable consumer not yet delivered to it.", nil, labels),
 		ackPending: prometheus.NewDesc(MetricConsumerAckPending,
@@ -50,20 +48,10 @@ func registerLag(reg prometheus.Registerer, js jetstream.JetStream, cfg Config) 
 		redelivered: prometheus.NewDesc(MetricConsumerRedeliver,
 			"Messages of the controller's durable consumer redelivered at least once and not yet acknowledged.", nil, labels),
 		js: js, stream: cfg.Stream, durable: cfg.Durable,
-	}
-	if err := reg.Register(l); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(*lagCollector); ok {
-				existing.mu.Lock()
-				existing.js = js
-				existing.mu.Unlock()
-				return nil
-			}
-		}
-		return err
-	}
-	return nil
+	})
+	l.mu.Lock()
+	l.js = js // l may be the collector registered before
+	l.mu.Unlock()
 }
 
 // Describe implements prometheus.Collector.

@@ -1,9 +1,9 @@
 package reconcile
 
 import (
-	"errors"
 	"sync"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hostplane/hostplane/pkg/observe"
@@ -18,57 +18,42 @@ type metrics struct {
 	resyncs  prometheus.Counter
 }
 
-// newMetrics registers the controller's series. Several controllers may share a registry:
-// the collectors are shared and told apart by the "controller" label.
-func newMetrics(reg prometheus.Registerer, name string, depth func() int) (*metrics, error) {
-	if reg == nil {
-		reg = prometheus.NewRegistry()
-	}
-	l := prometheus.Labels{"controller": name}
-	duration, err := observe.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+// newMetrics registers the controller's series, and the lag of its consumer when it has a
+// JetStream. Several controllers may share a registry: the collectors are shared and told
+// apart by the "controller" label.
+func newMetrics(cfg Config, depth func() int, js jetstream.JetStream) (*metrics, error) {
+	l := prometheus.Labels{"controller": cfg.Name}
+	r := observe.NewRegistrar(cfg.Registry)
+	duration := observe.Add(r, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "hostplane_reconcile_duration_seconds",
 		Help:    "Time one reconcile of a key took, by result (success, requeue, error).",
 		Buckets: []float64{.001, .005, .01, .05, .1, .5, 1, 5, 10, 30, 60, 300},
 	}, []string{"controller", "result"}))
-	if err != nil {
-		return nil, err
-	}
-	total, err := observe.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	total := observe.Add(r, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hostplane_reconcile_total",
 		Help: "Reconciles run, by result (success, requeue, error).",
 	}, []string{"controller", "result"}))
-	if err != nil {
-		return nil, err
-	}
-	errs, err := observe.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	errs := observe.Add(r, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hostplane_reconcile_errors_total",
 		Help: "Reconciles that returned an error (each is retried with backoff).",
 	}, []string{"controller"}))
-	if err != nil {
-		return nil, err
-	}
-	received, err := observe.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	received := observe.Add(r, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hostplane_events_received_total",
 		Help: "Messages delivered by the controller's durable consumer.",
 	}, []string{"controller"}))
-	if err != nil {
-		return nil, err
-	}
-	rejected, err := observe.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	rejected := observe.Add(r, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hostplane_events_rejected_total",
 		Help: "Malformed messages terminated without reconciling, by reason (envelope, subject).",
 	}, []string{"controller", "reason"}))
-	if err != nil {
-		return nil, err
-	}
-	resyncs, err := observe.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	resyncs := observe.Add(r, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hostplane_reconcile_resyncs_total",
 		Help: "Periodic resyncs that enqueued every owned key.",
 	}, []string{"controller"}))
-	if err != nil {
-		return nil, err
+	registerDepth(r, cfg.Name, depth)
+	if js != nil {
+		registerLag(r, js, cfg)
 	}
-	if err := registerDepth(reg, name, depth); err != nil {
+	if err := r.Err(); err != nil {
 		return nil, err
 	}
 	m := &metrics{
@@ -107,25 +92,15 @@ type depthGauge struct {
 	depth func() int
 }
 
-func registerDepth(reg prometheus.Registerer, name string, depth func() int) error {
-	g := &depthGauge{
+func registerDepth(r *observe.Registrar, name string, depth func() int) {
+	g := observe.Add(r, &depthGauge{
 		desc: prometheus.NewDesc("hostplane_reconcile_queue_depth", "Keys waiting to be reconciled.",
 			nil, prometheus.Labels{"controller": name}),
 		depth: depth,
-	}
-	if err := reg.Register(g); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(*depthGauge); ok {
-				existing.mu.Lock()
-				existing.depth = depth
-				existing.mu.Unlock()
-				return nil
-			}
-		}
-		return err
-	}
-	return nil
+	})
+	g.mu.Lock()
+	g.depth = depth // g may be the gauge registered before
+	g.mu.Unlock()
 }
 
 // Describe implements prometheus.Collector.

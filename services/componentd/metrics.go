@@ -20,65 +20,42 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	if reg == nil {
-		reg = prometheus.NewRegistry()
-	}
-	available, err := obs.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	r := obs.NewRegistrar(reg)
+	available := obs.Add(r, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "hostplane_component_available",
 		Help: "1 when the control-plane component is Available, else 0.",
 	}, []string{"cluster", "component"}))
-	if err != nil {
-		return nil, err
-	}
-	rollout, err := obs.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	rollout := obs.Add(r, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "hostplane_component_rollout_duration_seconds",
 		Help:    "Time from a component's config hash changing (or its creation) to every replica ready at it.",
 		Buckets: []float64{1, 2, 5, 10, 20, 30, 60, 120, 300, 600},
 	}, []string{"component"}))
-	if err != nil {
-		return nil, err
-	}
-	restarts, err := obs.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	restarts := obs.Add(r, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hostplane_component_restarts_total",
 		Help: "Times a control-plane process exited and was restarted by the supervisor.",
 	}, []string{"cluster", "component"}))
-	if err != nil {
-		return nil, err
-	}
-	replicas, err := obs.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	replicas := obs.Add(r, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "hostplane_component_replicas",
 		Help: "Replicas of the control-plane component by state: desired, ready, updated (ready at the component's current version and config hash; updated/desired is the rollout's progress).",
 	}, []string{"cluster", "component", "state"}))
-	if err != nil {
-		return nil, err
-	}
-	backups, err := obs.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	backups := obs.Add(r, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hostplane_etcd_backups_total",
 		Help: "etcd backups componentd finished, by result (succeeded, failed) and trigger (ondemand, scheduled).",
 	}, []string{"cluster", "result", "trigger"}))
-	if err != nil {
-		return nil, err
-	}
-	backupDuration, err := obs.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	backupDuration := obs.Add(r, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "hostplane_etcd_backup_duration_seconds",
 		Help:    "Time to take an etcd snapshot and store it in the object store.",
 		Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120},
 	}, []string{"cluster"}))
-	if err != nil {
-		return nil, err
-	}
-	backupLast, err := obs.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	backupLast := obs.Add(r, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "hostplane_etcd_backup_last_success_timestamp_seconds",
 		Help: "Unix time of the cluster's last etcd backup that completed (0: none since componentd started).",
 	}, []string{"cluster"}))
-	if err != nil {
-		return nil, err
-	}
-	backupSize, err := obs.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	backupSize := obs.Add(r, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "hostplane_etcd_backup_size_bytes",
 		Help: "Size of the cluster's last completed etcd snapshot.",
 	}, []string{"cluster"}))
-	if err != nil {
+	if err := r.Err(); err != nil {
 		return nil, err
 	}
 	// Every component's rollout histogram is exported at zero from the start: a series born at
@@ -101,12 +78,9 @@ func (m *metrics) observeReplicas(cluster, comp string, desired, ready, updated 
 
 // forget drops the cluster's series.
 func (m *metrics) forget(cluster string) {
-	m.available.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
-	m.restarts.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
-	m.replicas.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
 	for _, v := range []interface {
 		DeletePartialMatch(prometheus.Labels) int
-	}{m.backups, m.backupDuration, m.backupLast, m.backupSize} {
+	}{m.available, m.restarts, m.replicas, m.backups, m.backupDuration, m.backupLast, m.backupSize} {
 		v.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
 	}
 }

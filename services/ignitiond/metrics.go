@@ -43,50 +43,35 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	r := observe.NewRegistrar(reg)
 	m := &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+		requests: observe.Add(r, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricRequests,
 			Help: "GET /ignition requests by outcome: served, unauthorized, invalid_config (the rendered config failed validation), error.",
-		}, []string{"outcome"}),
-		cache: prometheus.NewCounterVec(prometheus.CounterOpts{
+		}, []string{"outcome"})),
+		cache: observe.Add(r, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricPayloadCache,
 			Help: "Ignition payload cache lookups by result (hit, miss).",
-		}, []string{"result"}),
-		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+		}, []string{"result"})),
+		tokens: observe.Add(r, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricTokens,
 			Help: "Bearer tokens presented to GET /ignition by outcome: current, previous (within its grace), expired, unknown, malformed.",
-		}, []string{"outcome"}),
-		rotations: prometheus.NewCounter(prometheus.CounterOpts{
+		}, []string{"outcome"})),
+		rotations: observe.Add(r, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: MetricTokenRotations,
 			Help: "Tokens rotated at half their lifetime (the config hash unchanged).",
-		}),
-		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+		})),
+		duration: observe.Add(r, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    MetricRequestDuration,
 			Help:    "Time to answer GET /ignition.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 8),
-		}),
-		listeners: prometheus.NewGauge(prometheus.GaugeOpts{
+		})),
+		listeners: observe.Add(r, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: MetricListeners,
 			Help: "Open HTTPS Ignition listeners (one per cluster).",
-		}),
+		})),
 	}
-	var err error
-	if m.requests, err = observe.Register(reg, m.requests); err != nil {
-		return nil, err
-	}
-	if m.cache, err = observe.Register(reg, m.cache); err != nil {
-		return nil, err
-	}
-	if m.tokens, err = observe.Register(reg, m.tokens); err != nil {
-		return nil, err
-	}
-	if m.rotations, err = observe.Register(reg, m.rotations); err != nil {
-		return nil, err
-	}
-	if m.duration, err = observe.Register(reg, m.duration); err != nil {
-		return nil, err
-	}
-	if m.listeners, err = observe.Register(reg, m.listeners); err != nil {
+	if err := r.Err(); err != nil {
 		return nil, err
 	}
 	// Every outcome is exported from the start, at zero, so rates have a series before the

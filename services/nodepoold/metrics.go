@@ -1,8 +1,6 @@
 package nodepoold
 
 import (
-	"sync"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hostplane/hostplane/pkg/api"
@@ -13,13 +11,8 @@ import (
 // pool's conditions and machine counts (rollout progress: updated of desired), and the in-place
 // updates started and finished.
 type metrics struct {
-	mu         sync.Mutex
-	conditions map[string]api.Conditions // by pool key
-	pools      map[string]poolSeries     // by pool key
-
-	poolsDesc       *prometheus.Desc
-	conditionDesc   *prometheus.Desc
-	replicasDesc    *prometheus.Desc
+	conditions      *observe.Conditions
+	replicas        *prometheus.GaugeVec
 	inPlaceStarted  prometheus.Counter
 	inPlaceFinished prometheus.Counter
 	// scaled counts the autoscaler's changes of autoscaled pools' sizes, by direction.
@@ -31,16 +24,17 @@ type metrics struct {
 
 func newMetrics() *metrics {
 	return &metrics{
-		conditions: map[string]api.Conditions{},
-		pools:      map[string]poolSeries{},
-		poolsDesc: prometheus.NewDesc("hostplane_nodepools",
-			"Node pools by condition type and status.", []string{"condition", "status"}, nil),
-		conditionDesc: prometheus.NewDesc("hostplane_nodepool_condition",
-			"1 for the status each condition of the node pool has, 0 for the other two (True, False, Unknown).",
-			[]string{"cluster", "nodepool", "condition", "status"}, nil),
-		replicasDesc: prometheus.NewDesc("hostplane_nodepool_replicas",
-			"Machines of the node pool by state: desired (spec.replicas, or the current size when autoscaled), current (existing machines), ready (with a Ready node), updated (running the pool's current config hash and release).",
-			[]string{"cluster", "nodepool", "state"}, nil),
+		conditions: observe.NewConditions(prometheus.GaugeOpts{
+			Name: "hostplane_nodepools",
+			Help: "Node pools by condition type and status.",
+		}, prometheus.GaugeOpts{
+			Name: "hostplane_nodepool_condition",
+			Help: "1 for the status each condition of the node pool has, 0 for the other two (True, False, Unknown).",
+		}, "cluster", "nodepool"),
+		replicas: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hostplane_nodepool_replicas",
+			Help: "Machines of the node pool by state: desired (spec.replicas, or the current size when autoscaled), current (existing machines), ready (with a Ready node), updated (running the pool's current config hash and release).",
+		}, []string{"cluster", "nodepool", "state"}),
 		inPlaceStarted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hostplane_nodepool_inplace_updates_started_total",
 			Help: "Machines of InPlace node pools cordoned and drained for a new config.",
@@ -62,24 +56,14 @@ func newMetrics() *metrics {
 
 // register adds the series to reg (reusing those an earlier nodepoold of the process registered).
 func (m *metrics) register(reg prometheus.Registerer) error {
-	if reg == nil {
-		return nil
-	}
-	var err error
-	if _, err = observe.Register[prometheus.Collector](reg, m); err != nil {
-		return err
-	}
-	if m.inPlaceStarted, err = observe.Register(reg, m.inPlaceStarted); err != nil {
-		return err
-	}
-	if m.inPlaceFinished, err = observe.Register(reg, m.inPlaceFinished); err != nil {
-		return err
-	}
-	if m.scaled, err = observe.Register(reg, m.scaled); err != nil {
-		return err
-	}
-	m.managementRebuilds, err = observe.Register(reg, m.managementRebuilds)
-	return err
+	r := observe.NewRegistrar(reg)
+	m.conditions = observe.Add(r, m.conditions)
+	m.replicas = observe.Add(r, m.replicas)
+	m.inPlaceStarted = observe.Add(r, m.inPlaceStarted)
+	m.inPlaceFinished = observe.Add(r, m.inPlaceFinished)
+	m.scaled = observe.Add(r, m.scaled)
+	m.managementRebuilds = observe.Add(r, m.managementRebuilds)
+	return r.Err()
 }
 
 // scale counts one change of an autoscaled pool's size.
@@ -91,91 +75,28 @@ func (m *metrics) scale(cluster, pool string, ev api.ScaleEvent) {
 	m.scaled.WithLabelValues(cluster, pool, dir).Inc()
 }
 
-// poolSeries is what the per-pool series report of one pool.
-type poolSeries struct {
-	cluster, name                    string
-	conditions                       api.Conditions
-	desired, current, ready, updated int32
-}
-
-func (m *metrics) set(key string, conds api.Conditions) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.conditions[key] = append(api.Conditions(nil), conds...)
-}
-
 // observe records the pool's conditions and machine counts for the per-pool series.
 func (m *metrics) observe(np *api.NodePool) {
-	pc := poolSeries{
-		cluster: np.Cluster, name: np.Name,
-		conditions: append(api.Conditions(nil), np.Status.Conditions...),
-		current:    np.Status.Replicas, ready: np.Status.ReadyReplicas, updated: np.Status.UpdatedReplicas,
-	}
+	m.conditions.Set(api.NodePoolKey(np.Cluster, np.Name), np.Status.Conditions, np.Cluster, np.Name)
+	var desired int32
 	switch {
 	case np.Name == api.AutoNodePoolName: // Karpenter sizes it: one machine per NodeClaim
-		pc.desired = np.Status.Replicas
+		desired = np.Status.Replicas
 	case np.Spec.Replicas != nil:
-		pc.desired = *np.Spec.Replicas
+		desired = *np.Spec.Replicas
 	case np.Spec.AutoScaling != nil:
-		pc.desired = np.Status.Replicas
+		desired = np.Status.Replicas
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.pools[api.NodePoolKey(np.Cluster, np.Name)] = pc
+	for state, n := range map[string]int32{"desired": desired, "current": np.Status.Replicas, "ready": np.Status.ReadyReplicas, "updated": np.Status.UpdatedReplicas} {
+		m.replicas.WithLabelValues(np.Cluster, np.Name, state).Set(float64(n))
+	}
 }
 
 func (m *metrics) forget(key string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.conditions, key)
-	delete(m.pools, key)
+	m.conditions.Forget(key)
 	if cluster, pool, ok := api.SplitPartKey(key); ok {
-		m.scaled.DeletePartialMatch(prometheus.Labels{"cluster": cluster, "nodepool": pool})
+		l := prometheus.Labels{"cluster": cluster, "nodepool": pool}
+		m.replicas.DeletePartialMatch(l)
+		m.scaled.DeletePartialMatch(l)
 	}
 }
-
-// Describe implements prometheus.Collector.
-func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
-	ch <- m.poolsDesc
-	ch <- m.conditionDesc
-	ch <- m.replicasDesc
-}
-
-// Collect implements prometheus.Collector.
-func (m *metrics) Collect(ch chan<- prometheus.Metric) {
-	type key struct{ condition, status string }
-	counts := map[key]int{}
-	m.mu.Lock()
-	for _, conds := range m.conditions {
-		for _, c := range conds {
-			for _, s := range []api.ConditionStatus{api.ConditionTrue, api.ConditionFalse, api.ConditionUnknown} {
-				counts[key{c.Type, string(s)}] += 0
-			}
-			counts[key{c.Type, string(c.Status)}]++
-		}
-	}
-	pools := make([]poolSeries, 0, len(m.pools))
-	for _, pc := range m.pools {
-		pools = append(pools, pc)
-	}
-	m.mu.Unlock()
-	for k, n := range counts {
-		ch <- prometheus.MustNewConstMetric(m.poolsDesc, prometheus.GaugeValue, float64(n), k.condition, k.status)
-	}
-	for _, pc := range pools {
-		for _, c := range pc.conditions {
-			for _, s := range []api.ConditionStatus{api.ConditionTrue, api.ConditionFalse, api.ConditionUnknown} {
-				v := 0.0
-				if c.Status == s {
-					v = 1
-				}
-				ch <- prometheus.MustNewConstMetric(m.conditionDesc, prometheus.GaugeValue, v, pc.cluster, pc.name, c.Type, string(s))
-			}
-		}
-		for state, n := range map[string]int32{"desired": pc.desired, "current": pc.current, "ready": pc.ready, "updated": pc.updated} {
-			ch <- prometheus.MustNewConstMetric(m.replicasDesc, prometheus.GaugeValue, float64(n), pc.cluster, pc.name, state)
-		}
-	}
-}
-
-var _ prometheus.Collector = (*metrics)(nil)

@@ -72,7 +72,6 @@ func (d *Daemon) writeStatus(ctx context.Context, s *scope) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("write status: %w", err)
 	}
-	d.metrics.set(key, updated.Status.Conditions)
 	d.metrics.observe(updated)
 	if !statusChanged(&before, &updated.Status) {
 		return false, nil

@@ -21,21 +21,18 @@ type Metrics struct {
 
 // NewMetrics registers the load balancers' metrics with reg (or finds them registered).
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	r := observe.NewRegistrar(reg)
 	m := &Metrics{
-		connections: prometheus.NewCounterVec(prometheus.CounterOpts{
+		connections: observe.Add(r, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricConnections,
 			Help: "Client connections the cluster's kube-apiserver load balancer forwarded, by cluster and backend.",
-		}, []string{"cluster", "backend"}),
-		dialFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+		}, []string{"cluster", "backend"})),
+		dialFailures: observe.Add(r, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricDialFailures,
 			Help: "Backend dials of the load balancer that failed (the connection went to the next backend), by cluster and backend.",
-		}, []string{"cluster", "backend"}),
+		}, []string{"cluster", "backend"})),
 	}
-	var err error
-	if m.connections, err = observe.Register(reg, m.connections); err != nil {
-		return nil, err
-	}
-	if m.dialFailures, err = observe.Register(reg, m.dialFailures); err != nil {
+	if err := r.Err(); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -29,37 +29,28 @@ type Metrics struct {
 
 // NewMetrics registers the machines' metrics with reg (or finds them registered).
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	r := observe.NewRegistrar(reg)
 	m := &Metrics{
-		machines: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		machines: observe.Add(r, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: MetricMachines,
 			Help: "LocalMachines by cluster and phase: Pending, Booting, Running, Failed, Stopped, Missing (provisioned, gone from the cloud) or Deleting.",
-		}, []string{"cluster", "phase"}),
-		provisioning: prometheus.NewHistogram(prometheus.HistogramOpts{
+		}, []string{"cluster", "phase"})),
+		provisioning: observe.Add(r, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    MetricMachineProvisioning,
 			Help:    "Seconds from a LocalMachine's creation to its machine's creation in the local cloud (spec.providerID and status.initialization.provisioned set).",
 			Buckets: prometheus.ExponentialBuckets(0.05, 2, 12),
-		}),
-		createToNodeReady: prometheus.NewHistogram(prometheus.HistogramOpts{
+		})),
+		createToNodeReady: observe.Add(r, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    MetricMachineCreateToNodeReady,
 			Help:    "Seconds from a Cluster API Machine's creation to its cloud machine running with a Ready node (machine.joined).",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
-		}),
-		cloudErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+		})),
+		cloudErrors: observe.Add(r, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricLocalCloudErrors,
 			Help: "Local cloud calls that failed, by operation (create, get, list, delete, fault, reconfigure).",
-		}, []string{"op"}),
+		}, []string{"op"})),
 	}
-	var err error
-	if m.machines, err = observe.Register(reg, m.machines); err != nil {
-		return nil, err
-	}
-	if m.provisioning, err = observe.Register(reg, m.provisioning); err != nil {
-		return nil, err
-	}
-	if m.createToNodeReady, err = observe.Register(reg, m.createToNodeReady); err != nil {
-		return nil, err
-	}
-	if m.cloudErrors, err = observe.Register(reg, m.cloudErrors); err != nil {
+	if err := r.Err(); err != nil {
 		return nil, err
 	}
 	for _, op := range []string{"create", "get", "list", "delete", "fault", "reconfigure"} {
