@@ -107,7 +107,7 @@ type Daemon struct {
 	metrics *metrics
 
 	// Set in setup, before the runtime is published; handlers reach them only after
-	// d.Runtime() succeeded.
+	// daemon.Started let the request through.
 	clusters   *store.Store[api.Cluster]
 	infra      *store.Store[api.Infra]
 	pki        *store.Store[api.ClusterPKI]

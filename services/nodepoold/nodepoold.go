@@ -128,7 +128,7 @@ type Daemon struct {
 	checks  api.NodePoolChecks
 
 	// Set in setup, before the runtime is published; handlers reach them only after
-	// d.Runtime() succeeded.
+	// daemon.Started let the request through.
 	pools      *store.Store[api.NodePool]
 	clusters   *store.Store[api.Cluster]
 	ignition   *store.Store[api.IgnitionTokens]
