@@ -89,15 +89,12 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// RegisterFlags adds clusterd's own flags to fs and returns the constructor daemon.Main calls.
-func RegisterFlags(fs *flag.FlagSet) func(daemon.Base) (daemon.Runner, error) {
+// RegisterFlags adds clusterd's own flags to fs and returns the Config they fill.
+func RegisterFlags(fs *flag.FlagSet) *Config {
 	var cfg Config
 	fs.StringVar(&cfg.SealKeyFile, "pki-key-file", daemon.Env("HOSTPLANE_PKI_KEY_FILE", ""),
 		"file with the key pkid seals kubeconfigs with (HOSTPLANE_PKI_KEY_FILE; default <data-dir>/pki.key)")
-	return func(base daemon.Base) (daemon.Runner, error) {
-		cfg.Base = base
-		return New(cfg)
-	}
+	return &cfg
 }
 
 // Daemon is a running clusterd.

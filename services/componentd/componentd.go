@@ -119,8 +119,8 @@ func (c *Config) defaults() error {
 	return nil
 }
 
-// RegisterFlags adds componentd's own flags to fs and returns the constructor daemon.Main calls.
-func RegisterFlags(fs *flag.FlagSet) func(daemon.Base) (daemon.Runner, error) {
+// RegisterFlags adds componentd's own flags to fs and returns the Config they fill.
+func RegisterFlags(fs *flag.FlagSet) *Config {
 	var cfg Config
 	fs.StringVar(&cfg.SealKeyFile, "pki-key-file", daemon.Env("HOSTPLANE_PKI_KEY_FILE", ""),
 		"key that opens the sealed PKI (HOSTPLANE_PKI_KEY_FILE; default <data dir>/pki.key)")
@@ -138,10 +138,7 @@ func RegisterFlags(fs *flag.FlagSet) func(daemon.Base) (daemon.Runner, error) {
 		"the backup bucket's region (HOSTPLANE_BACKUP_STORE_REGION; default: asked of the store)")
 	fs.StringVar(&cfg.Runtime, "runtime", daemon.Env("HOSTPLANE_COMPONENTD_RUNTIME", RuntimeProcess),
 		"control-plane runtime: process or kubernetes (HOSTPLANE_COMPONENTD_RUNTIME)")
-	return func(base daemon.Base) (daemon.Runner, error) {
-		cfg.Base = base
-		return New(cfg)
-	}
+	return &cfg
 }
 
 // Daemon is a running componentd.

@@ -132,8 +132,8 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// RegisterFlags adds ignitiond's own flags to fs and returns the constructor daemon.Main calls.
-func RegisterFlags(fs *flag.FlagSet) func(daemon.Base) (daemon.Runner, error) {
+// RegisterFlags adds ignitiond's own flags to fs and returns the Config they fill.
+func RegisterFlags(fs *flag.FlagSet) *Config {
 	var cfg Config
 	fs.DurationVar(&cfg.TokenTTL, "token-ttl", envDuration(EnvTokenTTL, DefaultTokenTTL),
 		"lifetime of an Ignition bearer token; rotated at half of it ("+EnvTokenTTL+")")
@@ -143,10 +143,7 @@ func RegisterFlags(fs *flag.FlagSet) func(daemon.Base) (daemon.Runner, error) {
 		"key that opens the sealed PKI ("+EnvSealKey+"; default <data dir>/pki.key)")
 	fs.StringVar(&cfg.ListenHost, "listen-host", daemon.Env("HOSTPLANE_IGNITIOND_LISTEN_HOST", ""),
 		"where the Ignition listeners listen, at their recorded ports, when the recorded host is a name for the leading ignitiond (HOSTPLANE_IGNITIOND_LISTEN_HOST)")
-	return func(base daemon.Base) (daemon.Runner, error) {
-		cfg.Base = base
-		return New(cfg)
-	}
+	return &cfg
 }
 
 func envDuration(key string, def time.Duration) time.Duration {

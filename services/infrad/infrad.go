@@ -125,8 +125,8 @@ func (c *Config) defaults() error {
 	return nil
 }
 
-// RegisterFlags adds infrad's own flags to fs and returns the constructor daemon.Main calls.
-func RegisterFlags(fs *flag.FlagSet) func(daemon.Base) (daemon.Runner, error) {
+// RegisterFlags adds infrad's own flags to fs and returns the Config they fill.
+func RegisterFlags(fs *flag.FlagSet) *Config {
 	var cfg Config
 	fs.StringVar(&cfg.Host, "endpoint-host", daemon.Env("HOSTPLANE_INFRA_HOST", DefaultHost), "address of the control planes' endpoints and load balancers (HOSTPLANE_INFRA_HOST)")
 	fs.StringVar(&cfg.AdvertiseHost, "advertise-host", daemon.Env("HOSTPLANE_INFRA_ADVERTISE_HOST", ""),
@@ -138,10 +138,7 @@ func RegisterFlags(fs *flag.FlagSet) func(daemon.Base) (daemon.Runner, error) {
 	fs.DurationVar(&cfg.HealthInterval, "lb-health-interval", DefaultHealthInterval, "how often a load balancer probes its kube-apiserver backends' /readyz")
 	fs.StringVar(&cfg.LocalCloudURL, "localcloud-url", daemon.Env("HOSTPLANE_LOCALCLOUD_URL", ""), "the local cloud's API, unix:///abs.sock or http://host:port (HOSTPLANE_LOCALCLOUD_URL); without it machines are not provisioned")
 	fs.BoolVar(&cfg.LeaderElection, "machines-leader-election", false, "hold a Lease in the management cluster for the machines provider (several infrads)")
-	return func(base daemon.Base) (daemon.Runner, error) {
-		cfg.Base = base
-		return New(cfg)
-	}
+	return &cfg
 }
 
 // Daemon is a running infrad.

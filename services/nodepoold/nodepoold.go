@@ -105,19 +105,16 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// RegisterFlags adds nodepoold's own flags to fs and returns the constructor daemon.Main calls.
+// RegisterFlags adds nodepoold's own flags to fs and returns the Config they fill.
 // (controller-runtime registers --kubeconfig on the global flag set; nodepoold never
 // registers one: the management cluster is --management-kubeconfig.)
-func RegisterFlags(fs *flag.FlagSet) func(daemon.Base) (daemon.Runner, error) {
+func RegisterFlags(fs *flag.FlagSet) *Config {
 	var cfg Config
 	fs.StringVar(&cfg.SealKeyFile, "pki-key-file", daemon.Env("HOSTPLANE_PKI_KEY_FILE", ""),
 		"file with the key pkid seals kubeconfigs with (HOSTPLANE_PKI_KEY_FILE; default <data-dir>/pki.key)")
 	fs.StringVar(&cfg.ClusterAPI, "cluster-api", daemon.Env("HOSTPLANE_CLUSTER_API", ClusterAPIInProcess),
 		"where Cluster API's controllers run: in-process (installs its CRDs) or external (HOSTPLANE_CLUSTER_API)")
-	return func(base daemon.Base) (daemon.Runner, error) {
-		cfg.Base = base
-		return New(cfg)
-	}
+	return &cfg
 }
 
 // Daemon is a running nodepoold.

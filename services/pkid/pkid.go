@@ -77,17 +77,14 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// RegisterFlags adds pkid's own flags to fs and returns the constructor daemon.Main calls.
-func RegisterFlags(fs *flag.FlagSet) func(daemon.Base) (daemon.Runner, error) {
+// RegisterFlags adds pkid's own flags to fs and returns the Config they fill.
+func RegisterFlags(fs *flag.FlagSet) *Config {
 	var cfg Config
 	fs.StringVar(&cfg.SealKeyFile, "pki-key-file", daemon.Env("HOSTPLANE_PKI_KEY_FILE", ""),
 		"AES-256 key file sealing private keys at rest; default <data-dir>/pki.key (HOSTPLANE_PKI_KEY_FILE)")
 	fs.Float64Var(&cfg.RenewFraction, "renew-fraction", envFloat("HOSTPLANE_PKI_RENEW_FRACTION", DefaultRenewFraction),
 		"part of a leaf certificate's lifetime after which it is renewed (HOSTPLANE_PKI_RENEW_FRACTION)")
-	return func(base daemon.Base) (daemon.Runner, error) {
-		cfg.Base = base
-		return New(cfg)
-	}
+	return &cfg
 }
 
 func envFloat(key string, def float64) float64 {
