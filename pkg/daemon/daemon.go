@@ -157,6 +157,18 @@ func New(base Base, spec Spec) (*Daemon, error) {
 	return d, nil
 }
 
+// Embed is New for a service type that embeds *Daemon: it sets *core, svc's embedded field,
+// to the new Daemon and returns svc, or New's error.
+func Embed[S any](svc S, core **Daemon, base Base, spec Spec) (S, error) {
+	d, err := New(base, spec)
+	if err != nil {
+		var none S
+		return none, err
+	}
+	*core = d
+	return svc, nil
+}
+
 // Name is the daemon's name.
 func (d *Daemon) Name() string { return d.spec.Name }
 

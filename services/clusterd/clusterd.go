@@ -132,17 +132,12 @@ func New(cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	d := &Daemon{cfg: cfg, metrics: newMetrics(), mgmtErr: map[string]string{}}
-	core, err := daemon.New(cfg.Base, daemon.Spec{
+	return daemon.Embed(d, &d.Daemon, cfg.Base, daemon.Spec{
 		Name:    Name,
 		Buckets: []string{bus.BucketClusters},
 		Setup:   d.setup,
 		Routes:  d.routes,
 	})
-	if err != nil {
-		return nil, err
-	}
-	d.Daemon = core
-	return d, nil
 }
 
 // releases is the catalogue validation checks against.

@@ -252,7 +252,7 @@ func (d *Daemon) deleteBackup(w http.ResponseWriter, r *http.Request) error {
 	if err := d.removeBackup(ctx, b, rev); err != nil {
 		return err
 	}
-	d.log.InfoContext(ctx, "backup deleted", "cluster", cluster, "backup", name)
+	d.Logger().InfoContext(ctx, "backup deleted", "cluster", cluster, "backup", name)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -339,7 +339,7 @@ func (d *Daemon) restoreBackup(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	d.log.InfoContext(ctx, "in-place restore requested", "cluster", cluster, "backup", name)
+	d.Logger().InfoContext(ctx, "in-place restore requested", "cluster", cluster, "backup", name)
 	d.enqueue(cluster)
 	httpapi.WriteJSON(w, http.StatusAccepted, b)
 	return nil

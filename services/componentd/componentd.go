@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -145,7 +144,6 @@ func RegisterFlags(fs *flag.FlagSet) *Config {
 type Daemon struct {
 	*daemon.Daemon
 	cfg Config
-	log *slog.Logger
 
 	// Set up by setup, read-only afterwards.
 	rt         *daemon.Runtime
@@ -181,19 +179,17 @@ func New(cfg Config) (*Daemon, error) {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	d := &Daemon{cfg: cfg}
-	core, err := daemon.New(cfg.Base, daemon.Spec{
+	var err error
+	if d.Daemon, err = daemon.New(cfg.Base, daemon.Spec{
 		Name:    Name,
 		Buckets: []string{bus.BucketControlPlane, bus.BucketBackups},
 		Setup:   d.setup,
 		Routes:  d.routes,
 		Stop:    d.stop,
-	})
-	if err != nil {
+	}); err != nil {
 		return nil, err
 	}
-	d.Daemon = core
-	d.log = core.Logger()
-	d.proc = procruntime.New(procruntime.Config{Dir: d.dir(), Log: d.log, Enqueue: d.enqueue,
+	d.proc = procruntime.New(procruntime.Config{Dir: d.dir(), Log: d.Logger(), Enqueue: d.enqueue,
 		Restarted: func(cluster, comp string, n int) {
 			d.metrics.restarts.WithLabelValues(cluster, comp).Add(float64(n))
 		}})

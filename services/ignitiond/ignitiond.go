@@ -156,11 +156,11 @@ func envDuration(key string, def time.Duration) time.Duration {
 // Daemon is a running ignitiond.
 type Daemon struct {
 	*daemon.Daemon
-	cfg     Config
-	log     *slog.Logger
-	metrics *metrics
+	cfg Config
 
 	// Set by setup, before anything runs.
+	log        *slog.Logger
+	metrics    *metrics
 	outbox     *outbox.Outbox
 	seal       *certs.SealKey
 	guests     *guest.Clients
@@ -188,7 +188,7 @@ func New(cfg Config) (*Daemon, error) {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	d := &Daemon{cfg: cfg}
-	core, err := daemon.New(cfg.Base, daemon.Spec{
+	return daemon.Embed(d, &d.Daemon, cfg.Base, daemon.Spec{
 		Name:    Name,
 		Buckets: []string{bus.BucketIgnition},
 		Setup:   d.setup,
@@ -196,12 +196,6 @@ func New(cfg Config) (*Daemon, error) {
 		Ready:   d.ready,
 		Stop:    d.stop,
 	})
-	if err != nil {
-		return nil, err
-	}
-	d.Daemon = core
-	d.log = core.Logger()
-	return d, nil
 }
 
 func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnable, error) {
@@ -210,7 +204,7 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 		return nil, err
 	}
 	d.metrics = m
-	d.outbox = rt.Outbox
+	d.log, d.outbox = rt.Log, rt.Outbox
 	if d.seal, err = certs.LoadOrCreateSealKey(d.cfg.SealKeyFile); err != nil {
 		return nil, err
 	}

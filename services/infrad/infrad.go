@@ -31,7 +31,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -145,7 +144,6 @@ func RegisterFlags(fs *flag.FlagSet) *Config {
 type Daemon struct {
 	*daemon.Daemon
 	cfg        Config
-	log        *slog.Logger
 	metrics    *metrics
 	outbox     *outbox.Outbox
 	infra      *store.Store[api.Infra]
@@ -169,7 +167,7 @@ func New(cfg Config) (*Daemon, error) {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	d := &Daemon{cfg: cfg, lbs: map[string]*lb.LoadBalancer{}, ready: map[string]bool{}}
-	core, err := daemon.New(cfg.Base, daemon.Spec{
+	return daemon.Embed(d, &d.Daemon, cfg.Base, daemon.Spec{
 		Name:    Name,
 		Buckets: []string{bus.BucketInfra},
 		Setup:   d.setup,
@@ -177,12 +175,6 @@ func New(cfg Config) (*Daemon, error) {
 		Ready:   d.readyCheck,
 		Stop:    d.stop,
 	})
-	if err != nil {
-		return nil, err
-	}
-	d.Daemon = core
-	d.log = core.Logger()
-	return d, nil
 }
 
 func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnable, error) {
@@ -216,7 +208,7 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	runnables := []daemon.Runnable{c, in, daemon.Every(d.clock(), d.cfg.ActivityInterval, d.recordActivity)}
 	d.provider = nil
 	if d.cfg.ManagementKubeconfig == "" {
-		d.log.Info("no management cluster (HOSTPLANE_MANAGEMENT_KUBECONFIG): the machines provider is off")
+		d.Logger().Info("no management cluster (HOSTPLANE_MANAGEMENT_KUBECONFIG): the machines provider is off")
 		return runnables, nil
 	}
 	p, err := provider.New(provider.Config{
@@ -225,7 +217,7 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 		LocalCloudURL:  d.cfg.LocalCloudURL,
 		Resync:         d.cfg.MachineResync,
 		LeaderElection: d.cfg.LeaderElection,
-		Log:            d.log,
+		Log:            d.Logger(),
 		Metrics:        d.metrics.machines,
 		Outbox:         d.outbox,
 		Infra:          d.infra,

@@ -147,18 +147,13 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	d := &Daemon{cfg: cfg, metrics: newMetrics()}
 	d.checks = api.NodePoolChecks{Releases: releases, Config: cfg.CheckConfig}
-	core, err := daemon.New(cfg.Base, daemon.Spec{
+	return daemon.Embed(d, &d.Daemon, cfg.Base, daemon.Spec{
 		Name:    Name,
 		Buckets: []string{bus.BucketNodePools},
 		Setup:   d.setup,
 		Routes:  d.routes,
 		Ready:   d.ready,
 	})
-	if err != nil {
-		return nil, err
-	}
-	d.Daemon = core
-	return d, nil
 }
 
 // releases is the catalogue validation checks against.
