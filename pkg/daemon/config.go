@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
@@ -231,6 +232,14 @@ func (b *Base) authenticator() (*auth.Authenticator, error) {
 		return nil, ErrNoTokens
 	}
 	return nil, nil
+}
+
+// PositiveOr returns d, or def when d is zero or negative: a Config's duration left unset.
+func PositiveOr(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
 }
 
 // Env returns the environment variable key, or def when it is unset or empty.

@@ -25,6 +25,7 @@ package clusterd
 import (
 	"github.com/robfig/cron/v3"
 
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -74,18 +75,10 @@ func (c *Config) Validate() error {
 	if err := c.Base.Validate(); err != nil {
 		return err
 	}
-	if c.SealKeyFile == "" {
-		c.SealKeyFile = filepath.Join(c.DataDir, "pki.key")
-	}
-	if c.Requeue <= 0 {
-		c.Requeue = DefaultRequeue
-	}
-	if c.DeletingRequeue <= 0 {
-		c.DeletingRequeue = DefaultDeletingRequeue
-	}
-	if c.HibernationTick <= 0 {
-		c.HibernationTick = DefaultHibernationTick
-	}
+	c.SealKeyFile = cmp.Or(c.SealKeyFile, filepath.Join(c.DataDir, "pki.key"))
+	c.Requeue = daemon.PositiveOr(c.Requeue, DefaultRequeue)
+	c.DeletingRequeue = daemon.PositiveOr(c.DeletingRequeue, DefaultDeletingRequeue)
+	c.HibernationTick = daemon.PositiveOr(c.HibernationTick, DefaultHibernationTick)
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package componentd
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -85,12 +86,8 @@ func (c *Config) defaults() error {
 		return fmt.Errorf("data dir: %w", err)
 	}
 	c.DataDir = abs
-	if c.SealKeyFile == "" {
-		c.SealKeyFile = filepath.Join(c.DataDir, "pki.key")
-	}
-	if c.Runtime == "" {
-		c.Runtime = RuntimeProcess
-	}
+	c.SealKeyFile = cmp.Or(c.SealKeyFile, filepath.Join(c.DataDir, "pki.key"))
+	c.Runtime = cmp.Or(c.Runtime, RuntimeProcess)
 	switch c.Runtime {
 	case RuntimeProcess:
 	case RuntimeKubernetes:
@@ -103,18 +100,12 @@ func (c *Config) defaults() error {
 	if c.KarpenterBinary == "" {
 		c.KarpenterBinary = findKarpenter()
 	}
-	if c.KarpenterImage == "" {
-		c.KarpenterImage = DefaultKarpenterImage
-	}
+	c.KarpenterImage = cmp.Or(c.KarpenterImage, DefaultKarpenterImage)
 	if c.tuning, err = release.ParseSelection(c.Tuning); err != nil {
 		return err
 	}
-	if c.ProgressInterval <= 0 {
-		c.ProgressInterval = 750 * time.Millisecond
-	}
-	if c.SteadyInterval <= 0 {
-		c.SteadyInterval = 10 * time.Second
-	}
+	c.ProgressInterval = daemon.PositiveOr(c.ProgressInterval, 750*time.Millisecond)
+	c.SteadyInterval = daemon.PositiveOr(c.SteadyInterval, 10*time.Second)
 	return nil
 }
 

@@ -39,6 +39,7 @@
 package ignitiond
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -111,21 +112,11 @@ func (c *Config) Validate() error {
 	if err := c.Base.Validate(); err != nil {
 		return err
 	}
-	if c.TokenTTL == 0 {
-		c.TokenTTL = DefaultTokenTTL
-	}
-	if c.Grace == 0 {
-		c.Grace = DefaultGrace
-	}
-	if c.GuestRetry <= 0 {
-		c.GuestRetry = DefaultGuestRetry
-	}
-	if c.GuestCleanupTimeout <= 0 {
-		c.GuestCleanupTimeout = DefaultGuestClean
-	}
-	if c.SealKeyFile == "" {
-		c.SealKeyFile = filepath.Join(c.DataDir, "pki.key")
-	}
+	c.TokenTTL = cmp.Or(c.TokenTTL, DefaultTokenTTL)
+	c.Grace = cmp.Or(c.Grace, DefaultGrace)
+	c.GuestRetry = daemon.PositiveOr(c.GuestRetry, DefaultGuestRetry)
+	c.GuestCleanupTimeout = daemon.PositiveOr(c.GuestCleanupTimeout, DefaultGuestClean)
+	c.SealKeyFile = cmp.Or(c.SealKeyFile, filepath.Join(c.DataDir, "pki.key"))
 	if c.TokenTTL < 0 || c.Grace < 0 {
 		return fmt.Errorf("%w: token TTL %v and grace %v must be positive", ErrInvalidConfig, c.TokenTTL, c.Grace)
 	}

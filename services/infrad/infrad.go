@@ -27,6 +27,7 @@
 package infrad
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -106,21 +107,11 @@ type Config struct {
 }
 
 func (c *Config) defaults() error {
-	if c.Host == "" {
-		c.Host = DefaultHost
-	}
-	if c.HealthInterval <= 0 {
-		c.HealthInterval = DefaultHealthInterval
-	}
-	if c.DeletePoll <= 0 {
-		c.DeletePoll = DefaultDeletePoll
-	}
-	if c.ActivityInterval <= 0 {
-		c.ActivityInterval = DefaultActivityInterval
-	}
-	if c.MachineResync <= 0 {
-		c.MachineResync = DefaultMachineResync
-	}
+	c.Host = cmp.Or(c.Host, DefaultHost)
+	c.HealthInterval = daemon.PositiveOr(c.HealthInterval, DefaultHealthInterval)
+	c.DeletePoll = daemon.PositiveOr(c.DeletePoll, DefaultDeletePoll)
+	c.ActivityInterval = daemon.PositiveOr(c.ActivityInterval, DefaultActivityInterval)
+	c.MachineResync = daemon.PositiveOr(c.MachineResync, DefaultMachineResync)
 	return nil
 }
 

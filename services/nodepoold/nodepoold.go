@@ -15,6 +15,7 @@
 package nodepoold
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -80,9 +81,7 @@ func (c *Config) Validate() error {
 	if err := c.Base.Validate(); err != nil {
 		return err
 	}
-	if c.SealKeyFile == "" {
-		c.SealKeyFile = filepath.Join(c.DataDir, "pki.key")
-	}
+	c.SealKeyFile = cmp.Or(c.SealKeyFile, filepath.Join(c.DataDir, "pki.key"))
 	switch c.ClusterAPI {
 	case "":
 		c.ClusterAPI = ClusterAPIInProcess
@@ -90,15 +89,9 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("%w: %q (want %s or %s)", ErrClusterAPIMode, c.ClusterAPI, ClusterAPIInProcess, ClusterAPIExternal)
 	}
-	if c.Requeue <= 0 {
-		c.Requeue = DefaultRequeue
-	}
-	if c.ProgressRequeue <= 0 {
-		c.ProgressRequeue = DefaultProgressRequeue
-	}
-	if c.JoinGrace <= 0 {
-		c.JoinGrace = DefaultJoinGrace
-	}
+	c.Requeue = daemon.PositiveOr(c.Requeue, DefaultRequeue)
+	c.ProgressRequeue = daemon.PositiveOr(c.ProgressRequeue, DefaultProgressRequeue)
+	c.JoinGrace = daemon.PositiveOr(c.JoinGrace, DefaultJoinGrace)
 	if c.CheckConfig == nil {
 		c.CheckConfig = checkConfigDocument
 	}

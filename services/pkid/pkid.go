@@ -1,6 +1,7 @@
 package pkid
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -56,21 +57,13 @@ func (c *Config) Validate() error {
 	if err := c.Base.Validate(); err != nil {
 		return err
 	}
-	if c.SealKeyFile == "" {
-		c.SealKeyFile = filepath.Join(c.DataDir, SealKeyFileName)
-	}
-	if c.RenewFraction == 0 {
-		c.RenewFraction = DefaultRenewFraction
-	}
+	c.SealKeyFile = cmp.Or(c.SealKeyFile, filepath.Join(c.DataDir, SealKeyFileName))
+	c.RenewFraction = cmp.Or(c.RenewFraction, DefaultRenewFraction)
 	if c.RenewFraction <= 0 || c.RenewFraction >= 1 {
 		return fmt.Errorf("%w: renew fraction %v must be between 0 and 1", ErrInvalidConfig, c.RenewFraction)
 	}
-	if c.CALifetime == 0 {
-		c.CALifetime = DefaultCALifetime
-	}
-	if c.LeafLifetime == 0 {
-		c.LeafLifetime = DefaultLeafLifetime
-	}
+	c.CALifetime = cmp.Or(c.CALifetime, DefaultCALifetime)
+	c.LeafLifetime = cmp.Or(c.LeafLifetime, DefaultLeafLifetime)
 	if c.CALifetime < 0 || c.LeafLifetime < 0 {
 		return fmt.Errorf("%w: lifetimes must be positive", ErrInvalidConfig)
 	}
