@@ -245,6 +245,15 @@ func PositiveOr(d, def time.Duration) time.Duration {
 // Env returns the environment variable key, or def when it is unset or empty.
 func Env(key, def string) string { return env(key, def) }
 
+// EnvAs returns the environment variable key as parse reads it, or def when it is unset or
+// does not parse.
+func EnvAs[T any](key string, def T, parse func(string) (T, error)) T {
+	if v, err := parse(os.Getenv(key)); err == nil {
+		return v
+	}
+	return def
+}
+
 func env(key, def string) string {
 	if v := os.Getenv(key); v != "" {
 		return v

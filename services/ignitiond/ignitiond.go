@@ -126,22 +126,15 @@ func (c *Config) Validate() error {
 // RegisterFlags adds ignitiond's own flags to fs and returns the Config they fill.
 func RegisterFlags(fs *flag.FlagSet) *Config {
 	var cfg Config
-	fs.DurationVar(&cfg.TokenTTL, "token-ttl", envDuration(EnvTokenTTL, DefaultTokenTTL),
+	fs.DurationVar(&cfg.TokenTTL, "token-ttl", daemon.EnvAs(EnvTokenTTL, DefaultTokenTTL, time.ParseDuration),
 		"lifetime of an Ignition bearer token; rotated at half of it ("+EnvTokenTTL+")")
-	fs.DurationVar(&cfg.Grace, "token-grace", envDuration(EnvTokenGrace, DefaultGrace),
+	fs.DurationVar(&cfg.Grace, "token-grace", daemon.EnvAs(EnvTokenGrace, DefaultGrace, time.ParseDuration),
 		"how long a replaced Ignition token stays valid ("+EnvTokenGrace+")")
 	fs.StringVar(&cfg.SealKeyFile, "pki-key-file", daemon.Env(EnvSealKey, ""),
 		"key that opens the sealed PKI ("+EnvSealKey+"; default <data dir>/pki.key)")
 	fs.StringVar(&cfg.ListenHost, "listen-host", daemon.Env("HOSTPLANE_IGNITIOND_LISTEN_HOST", ""),
 		"where the Ignition listeners listen, at their recorded ports, when the recorded host is a name for the leading ignitiond (HOSTPLANE_IGNITIOND_LISTEN_HOST)")
 	return &cfg
-}
-
-func envDuration(key string, def time.Duration) time.Duration {
-	if d, err := time.ParseDuration(daemon.Env(key, "")); err == nil {
-		return d
-	}
-	return def
 }
 
 // Daemon is a running ignitiond.

@@ -75,17 +75,12 @@ func RegisterFlags(fs *flag.FlagSet) *Config {
 	var cfg Config
 	fs.StringVar(&cfg.SealKeyFile, "pki-key-file", daemon.Env("HOSTPLANE_PKI_KEY_FILE", ""),
 		"AES-256 key file sealing private keys at rest; default <data-dir>/pki.key (HOSTPLANE_PKI_KEY_FILE)")
-	fs.Float64Var(&cfg.RenewFraction, "renew-fraction", envFloat("HOSTPLANE_PKI_RENEW_FRACTION", DefaultRenewFraction),
+	fs.Float64Var(&cfg.RenewFraction, "renew-fraction", daemon.EnvAs("HOSTPLANE_PKI_RENEW_FRACTION", DefaultRenewFraction, parseFloat),
 		"part of a leaf certificate's lifetime after which it is renewed (HOSTPLANE_PKI_RENEW_FRACTION)")
 	return &cfg
 }
 
-func envFloat(key string, def float64) float64 {
-	if f, err := strconv.ParseFloat(daemon.Env(key, ""), 64); err == nil {
-		return f
-	}
-	return def
-}
+func parseFloat(s string) (float64, error) { return strconv.ParseFloat(s, 64) }
 
 // Daemon is a running pkid.
 type Daemon struct {
@@ -93,7 +88,7 @@ type Daemon struct {
 	cfg     Config
 	metrics *metrics
 
-	// Set by setup, before the runtime is published (handlers check Runtime first).
+	// Set by setup, before the runtime is published (handlers run behind daemon.Started).
 	seal         *certs.SealKey
 	pki          *store.Store[api.ClusterPKI]
 	clusters     *store.Store[api.Cluster]
