@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
@@ -233,8 +234,25 @@ func (b *Base) authenticator() (*auth.Authenticator, error) {
 	return nil, nil
 }
 
+// PositiveOr returns d, or def when d is zero or negative: a Config's duration left unset.
+func PositiveOr(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
 // Env returns the environment variable key, or def when it is unset or empty.
 func Env(key, def string) string { return env(key, def) }
+
+// EnvAs returns the environment variable key as parse reads it, or def when it is unset or
+// does not parse.
+func EnvAs[T any](key string, def T, parse func(string) (T, error)) T {
+	if v, err := parse(os.Getenv(key)); err == nil {
+		return v
+	}
+	return def
+}
 
 func env(key, def string) string {
 	if v := os.Getenv(key); v != "" {

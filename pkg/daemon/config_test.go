@@ -4,6 +4,7 @@ import (
 	"flag"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hostplane/hostplane/pkg/daemon"
 )
@@ -84,6 +85,14 @@ func TestBase_LeaderService_NeedsNamespaceNameAndThePodAddress(t *testing.T) {
 	} {
 		if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "HOSTPLANE_LEADER_SERVICE") {
 			t.Errorf("%s: %v, want an error naming HOSTPLANE_LEADER_SERVICE", name, err)
+		}
+	}
+}
+
+func TestPositiveOr_KeepsAPositiveDuration_ElseTheDefault(t *testing.T) {
+	for _, tc := range []struct{ d, want time.Duration }{{0, time.Minute}, {-time.Second, time.Minute}, {time.Second, time.Second}} {
+		if got := daemon.PositiveOr(tc.d, time.Minute); got != tc.want {
+			t.Errorf("PositiveOr(%v, 1m) = %v, want %v", tc.d, got, tc.want)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -99,7 +100,8 @@ type Spec struct {
 	// servers, timers). It must not block.
 	Setup func(ctx context.Context, rt *Runtime) ([]Runnable, error)
 	// Routes registers the daemon's /v1 routes (full paths, {cluster} for the cluster name).
-	// Handlers run before Setup finished answer 503; use Daemon.Runtime.
+	// A route that needs Setup's work registers through Daemon.Started, so it answers 503
+	// until then.
 	Routes func(r chi.Router)
 	// Ready adds a daemon-specific readiness check (nil: ready once every controller runs).
 	Ready func(ctx context.Context) error
@@ -155,6 +157,18 @@ func New(base Base, spec Spec) (*Daemon, error) {
 	return d, nil
 }
 
+// Embed is New for a service type that embeds *Daemon: it sets *core, svc's embedded field,
+// to the new Daemon and returns svc, or New's error.
+func Embed[S any](svc S, core **Daemon, base Base, spec Spec) (S, error) {
+	d, err := New(base, spec)
+	if err != nil {
+		var none S
+		return none, err
+	}
+	*core = d
+	return svc, nil
+}
+
 // Name is the daemon's name.
 func (d *Daemon) Name() string { return d.spec.Name }
 
@@ -170,6 +184,18 @@ func (d *Daemon) Runtime() (*Runtime, error) {
 		return nil, api.Errorf(api.CodeUnavailable, "this %s replica stands by (%s leads); retry shortly", d.spec.Name, *holder)
 	}
 	return nil, api.Errorf(api.CodeUnavailable, "%s is starting; retry shortly", d.spec.Name)
+}
+
+// Started is the middleware of the routes that need the daemon set up: until Run has set it
+// up, and while this replica stands by, they answer Runtime's Unavailable error (503).
+func (d *Daemon) Started(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := d.Runtime(); err != nil {
+			httpapi.WriteProblem(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Routes registers the daemon's /v1 routes on r, a router that is not the daemon's own (hostplane

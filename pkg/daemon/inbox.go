@@ -1,8 +1,12 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
+	"errors"
+	"fmt"
 
+	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/inbox"
 )
@@ -33,4 +37,23 @@ func (rt *Runtime) Inbox(ctx context.Context, handlers map[string]inbox.Handler,
 		Log:            rt.Log,
 		TracerProvider: rt.TracerProvider,
 	})
+}
+
+// InboundResult turns the outcome of an inbound change made as the API makes it into the
+// inbox's answer: the caller's mistakes are rejections (a missing resource's says notFound,
+// or the error's own message when it is ""); any other error is retried, wrapped in what.
+func InboundResult(err error, notFound, what string) error {
+	var ae *api.Error
+	if errors.As(err, &ae) {
+		switch ae.Code {
+		case api.CodeNotFound:
+			return inbox.Rejectf("%s", cmp.Or(notFound, ae.Message))
+		case api.CodeInvalid, api.CodeConflict:
+			return inbox.Rejectf("%s", ae.Error())
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
 }

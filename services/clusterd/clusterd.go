@@ -25,6 +25,7 @@ package clusterd
 import (
 	"github.com/robfig/cron/v3"
 
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -74,30 +75,19 @@ func (c *Config) Validate() error {
 	if err := c.Base.Validate(); err != nil {
 		return err
 	}
-	if c.SealKeyFile == "" {
-		c.SealKeyFile = filepath.Join(c.DataDir, "pki.key")
-	}
-	if c.Requeue <= 0 {
-		c.Requeue = DefaultRequeue
-	}
-	if c.DeletingRequeue <= 0 {
-		c.DeletingRequeue = DefaultDeletingRequeue
-	}
-	if c.HibernationTick <= 0 {
-		c.HibernationTick = DefaultHibernationTick
-	}
+	c.SealKeyFile = cmp.Or(c.SealKeyFile, filepath.Join(c.DataDir, "pki.key"))
+	c.Requeue = daemon.PositiveOr(c.Requeue, DefaultRequeue)
+	c.DeletingRequeue = daemon.PositiveOr(c.DeletingRequeue, DefaultDeletingRequeue)
+	c.HibernationTick = daemon.PositiveOr(c.HibernationTick, DefaultHibernationTick)
 	return nil
 }
 
-// RegisterFlags adds clusterd's own flags to fs and returns the constructor daemon.Main calls.
-func RegisterFlags(fs *flag.FlagSet) func(daemon.Base) (daemon.Runner, error) {
+// RegisterFlags adds clusterd's own flags to fs and returns the Config they fill.
+func RegisterFlags(fs *flag.FlagSet) *Config {
 	var cfg Config
 	fs.StringVar(&cfg.SealKeyFile, "pki-key-file", daemon.Env("HOSTPLANE_PKI_KEY_FILE", ""),
 		"file with the key pkid seals kubeconfigs with (HOSTPLANE_PKI_KEY_FILE; default <data-dir>/pki.key)")
-	return func(base daemon.Base) (daemon.Runner, error) {
-		cfg.Base = base
-		return New(cfg)
-	}
+	return &cfg
 }
 
 // Daemon is a running clusterd.
@@ -107,7 +97,7 @@ type Daemon struct {
 	metrics *metrics
 
 	// Set in setup, before the runtime is published; handlers reach them only after
-	// d.Runtime() succeeded.
+	// daemon.Started let the request through.
 	clusters   *store.Store[api.Cluster]
 	infra      *store.Store[api.Infra]
 	pki        *store.Store[api.ClusterPKI]
@@ -135,17 +125,12 @@ func New(cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	d := &Daemon{cfg: cfg, metrics: newMetrics(), mgmtErr: map[string]string{}}
-	core, err := daemon.New(cfg.Base, daemon.Spec{
+	return daemon.Embed(d, &d.Daemon, cfg.Base, daemon.Spec{
 		Name:    Name,
 		Buckets: []string{bus.BucketClusters},
 		Setup:   d.setup,
 		Routes:  d.routes,
 	})
-	if err != nil {
-		return nil, err
-	}
-	d.Daemon = core
-	return d, nil
 }
 
 // releases is the catalogue validation checks against.

@@ -35,6 +35,7 @@ const (
 const ContentTypeYAML = "application/yaml"
 
 func (d *Daemon) routes(r chi.Router) {
+	r = r.With(d.Started)
 	r.Post("/v1/clusters", httpapi.Handle(d.createCluster))
 	r.Get("/v1/clusters", httpapi.Handle(d.listClusters))
 	r.Get("/v1/clusters/{cluster}", httpapi.Handle(d.getCluster))
@@ -44,16 +45,7 @@ func (d *Daemon) routes(r chi.Router) {
 	r.Get(PathEvents, httpapi.Handle(d.streamEvents))
 }
 
-// started returns an Unavailable error until Run has set the daemon up.
-func (d *Daemon) started() error {
-	_, err := d.Runtime()
-	return err
-}
-
 func (d *Daemon) createCluster(w http.ResponseWriter, r *http.Request) error {
-	if err := d.started(); err != nil {
-		return err
-	}
 	var in api.Cluster
 	if err := httpapi.DecodeJSON(r, &in); err != nil {
 		return err
@@ -90,9 +82,6 @@ func (d *Daemon) createCluster(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (d *Daemon) listClusters(w http.ResponseWriter, r *http.Request) error {
-	if err := d.started(); err != nil {
-		return err
-	}
 	entries, err := d.clusters.List(r.Context())
 	if err != nil {
 		return err
@@ -109,9 +98,6 @@ func (d *Daemon) listClusters(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (d *Daemon) getCluster(w http.ResponseWriter, r *http.Request) error {
-	if err := d.started(); err != nil {
-		return err
-	}
 	c, _, err := d.lookup(r.Context(), chi.URLParam(r, "cluster"))
 	if err != nil {
 		return err
@@ -124,9 +110,6 @@ func (d *Daemon) getCluster(w http.ResponseWriter, r *http.Request) error {
 // either the spec itself ({"release":{"version":"1.34.4"}}) or the object with only a spec
 // ({"spec":{"release":{"version":"1.34.4"}}}), as kubectl sends it.
 func (d *Daemon) patchCluster(w http.ResponseWriter, r *http.Request) error {
-	if err := d.started(); err != nil {
-		return err
-	}
 	var patch json.RawMessage
 	if err := httpapi.DecodeJSON(r, &patch); err != nil {
 		return err
@@ -200,9 +183,6 @@ func (d *Daemon) updateSpec(ctx context.Context, name, reason string, change fun
 }
 
 func (d *Daemon) deleteCluster(w http.ResponseWriter, r *http.Request) error {
-	if err := d.started(); err != nil {
-		return err
-	}
 	ctx := r.Context()
 	name := chi.URLParam(r, "cluster")
 	if _, _, err := d.lookup(ctx, name); err != nil {
@@ -243,9 +223,6 @@ func (d *Daemon) deleteCluster(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (d *Daemon) getKubeconfig(w http.ResponseWriter, r *http.Request) error {
-	if err := d.started(); err != nil {
-		return err
-	}
 	ctx := r.Context()
 	name := chi.URLParam(r, "cluster")
 	c, _, err := d.lookup(ctx, name)

@@ -2,8 +2,6 @@ package clusterd
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/daemon"
@@ -53,20 +51,8 @@ func (d *Daemon) inboundHibernate(ctx context.Context, cluster string, ev events
 	return inboundResult(cluster, "hibernate", err)
 }
 
-// inboundResult turns the outcome of an inbound change into the inbox's answer: the
-// caller's mistakes are rejections, anything else is retried.
+// inboundResult is the inbox's answer to the inbound change what (upgrade, hibernate) of
+// cluster.
 func inboundResult(cluster, what string, err error) error {
-	var ae *api.Error
-	if errors.As(err, &ae) {
-		switch ae.Code {
-		case api.CodeNotFound:
-			return inbox.Rejectf("cluster %s does not exist", cluster)
-		case api.CodeInvalid, api.CodeConflict:
-			return inbox.Rejectf("%s", ae.Error())
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("%s cluster %s: %w", what, cluster, err)
-	}
-	return nil
+	return daemon.InboundResult(err, "cluster "+cluster+" does not exist", what+" cluster "+cluster)
 }

@@ -101,9 +101,6 @@ func (d *Daemon) liveCluster(ctx context.Context, name string) (*api.Cluster, er
 // createBackup answers POST /v1/clusters/{cluster}/backups {"name": …} with 202 and the new
 // backup (Complete False, InProgress); the cluster's reconcile takes the snapshot.
 func (d *Daemon) createBackup(w http.ResponseWriter, r *http.Request) error {
-	if _, err := d.Runtime(); err != nil {
-		return err
-	}
 	cluster, err := clusterParam(r)
 	if err != nil {
 		return err
@@ -192,9 +189,6 @@ func (d *Daemon) clusterBackups(ctx context.Context, cluster string) ([]store.En
 // listBackups answers GET /v1/clusters/{cluster}/backups, newest first. A deleted cluster's
 // backups stay listed (they are what a new cluster restores from).
 func (d *Daemon) listBackups(w http.ResponseWriter, r *http.Request) error {
-	if _, err := d.Runtime(); err != nil {
-		return err
-	}
 	cluster, err := clusterParam(r)
 	if err != nil {
 		return err
@@ -228,9 +222,6 @@ func (d *Daemon) lookupBackup(ctx context.Context, cluster, name string) (*api.B
 
 // getBackup answers GET /v1/clusters/{cluster}/backups/{backup}.
 func (d *Daemon) getBackup(w http.ResponseWriter, r *http.Request) error {
-	if _, err := d.Runtime(); err != nil {
-		return err
-	}
 	cluster, name, err := backupParam(r)
 	if err != nil {
 		return err
@@ -246,9 +237,6 @@ func (d *Daemon) getBackup(w http.ResponseWriter, r *http.Request) error {
 // deleteBackup answers DELETE /v1/clusters/{cluster}/backups/{backup}: the snapshot and the
 // record are removed (204). A backup being taken cannot be deleted yet (409).
 func (d *Daemon) deleteBackup(w http.ResponseWriter, r *http.Request) error {
-	if _, err := d.Runtime(); err != nil {
-		return err
-	}
 	cluster, name, err := backupParam(r)
 	if err != nil {
 		return err
@@ -264,7 +252,7 @@ func (d *Daemon) deleteBackup(w http.ResponseWriter, r *http.Request) error {
 	if err := d.removeBackup(ctx, b, rev); err != nil {
 		return err
 	}
-	d.log.InfoContext(ctx, "backup deleted", "cluster", cluster, "backup", name)
+	d.Logger().InfoContext(ctx, "backup deleted", "cluster", cluster, "backup", name)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -326,9 +314,6 @@ func (d *Daemon) withRestoredKeys(ctx context.Context, pki *api.ClusterPKI, from
 // plane, restores every etcd member's data and starts it again; the etcd component says
 // RestoringFromBackup meanwhile and backup.restored is published when the data is back.
 func (d *Daemon) restoreBackup(w http.ResponseWriter, r *http.Request) error {
-	if _, err := d.Runtime(); err != nil {
-		return err
-	}
 	cluster, name, err := backupParam(r)
 	if err != nil {
 		return err
@@ -354,7 +339,7 @@ func (d *Daemon) restoreBackup(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	d.log.InfoContext(ctx, "in-place restore requested", "cluster", cluster, "backup", name)
+	d.Logger().InfoContext(ctx, "in-place restore requested", "cluster", cluster, "backup", name)
 	d.enqueue(cluster)
 	httpapi.WriteJSON(w, http.StatusAccepted, b)
 	return nil

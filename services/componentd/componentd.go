@@ -1,10 +1,10 @@
 package componentd
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -86,12 +86,8 @@ func (c *Config) defaults() error {
 		return fmt.Errorf("data dir: %w", err)
 	}
 	c.DataDir = abs
-	if c.SealKeyFile == "" {
-		c.SealKeyFile = filepath.Join(c.DataDir, "pki.key")
-	}
-	if c.Runtime == "" {
-		c.Runtime = RuntimeProcess
-	}
+	c.SealKeyFile = cmp.Or(c.SealKeyFile, filepath.Join(c.DataDir, "pki.key"))
+	c.Runtime = cmp.Or(c.Runtime, RuntimeProcess)
 	switch c.Runtime {
 	case RuntimeProcess:
 	case RuntimeKubernetes:
@@ -104,23 +100,17 @@ func (c *Config) defaults() error {
 	if c.KarpenterBinary == "" {
 		c.KarpenterBinary = findKarpenter()
 	}
-	if c.KarpenterImage == "" {
-		c.KarpenterImage = DefaultKarpenterImage
-	}
+	c.KarpenterImage = cmp.Or(c.KarpenterImage, DefaultKarpenterImage)
 	if c.tuning, err = release.ParseSelection(c.Tuning); err != nil {
 		return err
 	}
-	if c.ProgressInterval <= 0 {
-		c.ProgressInterval = 750 * time.Millisecond
-	}
-	if c.SteadyInterval <= 0 {
-		c.SteadyInterval = 10 * time.Second
-	}
+	c.ProgressInterval = daemon.PositiveOr(c.ProgressInterval, 750*time.Millisecond)
+	c.SteadyInterval = daemon.PositiveOr(c.SteadyInterval, 10*time.Second)
 	return nil
 }
 
-// RegisterFlags adds componentd's own flags to fs and returns the constructor daemon.Main calls.
-func RegisterFlags(fs *flag.FlagSet) func(daemon.Base) (daemon.Runner, error) {
+// RegisterFlags adds componentd's own flags to fs and returns the Config they fill.
+func RegisterFlags(fs *flag.FlagSet) *Config {
 	var cfg Config
 	fs.StringVar(&cfg.SealKeyFile, "pki-key-file", daemon.Env("HOSTPLANE_PKI_KEY_FILE", ""),
 		"key that opens the sealed PKI (HOSTPLANE_PKI_KEY_FILE; default <data dir>/pki.key)")
@@ -138,17 +128,13 @@ func RegisterFlags(fs *flag.FlagSet) func(daemon.Base) (daemon.Runner, error) {
 		"the backup bucket's region (HOSTPLANE_BACKUP_STORE_REGION; default: asked of the store)")
 	fs.StringVar(&cfg.Runtime, "runtime", daemon.Env("HOSTPLANE_COMPONENTD_RUNTIME", RuntimeProcess),
 		"control-plane runtime: process or kubernetes (HOSTPLANE_COMPONENTD_RUNTIME)")
-	return func(base daemon.Base) (daemon.Runner, error) {
-		cfg.Base = base
-		return New(cfg)
-	}
+	return &cfg
 }
 
 // Daemon is a running componentd.
 type Daemon struct {
 	*daemon.Daemon
 	cfg Config
-	log *slog.Logger
 
 	// Set up by setup, read-only afterwards.
 	rt         *daemon.Runtime
@@ -184,19 +170,17 @@ func New(cfg Config) (*Daemon, error) {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	d := &Daemon{cfg: cfg}
-	core, err := daemon.New(cfg.Base, daemon.Spec{
+	var err error
+	if d.Daemon, err = daemon.New(cfg.Base, daemon.Spec{
 		Name:    Name,
 		Buckets: []string{bus.BucketControlPlane, bus.BucketBackups},
 		Setup:   d.setup,
 		Routes:  d.routes,
 		Stop:    d.stop,
-	})
-	if err != nil {
+	}); err != nil {
 		return nil, err
 	}
-	d.Daemon = core
-	d.log = core.Logger()
-	d.proc = procruntime.New(procruntime.Config{Dir: d.dir(), Log: d.log, Enqueue: d.enqueue,
+	d.proc = procruntime.New(procruntime.Config{Dir: d.dir(), Log: d.Logger(), Enqueue: d.enqueue,
 		Restarted: func(cluster, comp string, n int) {
 			d.metrics.restarts.WithLabelValues(cluster, comp).Add(float64(n))
 		}})

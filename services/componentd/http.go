@@ -28,8 +28,11 @@ const (
 )
 
 func (d *Daemon) routes(r chi.Router) {
-	r.Get("/v1/clusters/{cluster}/components", httpapi.Handle(d.listComponents))
+	// The process runtime's logs are files in the data dir (d.proc exists from New): they
+	// answer before Run set up.
 	r.Get("/v1/clusters/{cluster}/components/{name}/logs", httpapi.Handle(d.componentLogs))
+	r = r.With(d.Started)
+	r.Get("/v1/clusters/{cluster}/components", httpapi.Handle(d.listComponents))
 	r.Get("/v1/clusters/{cluster}/audit", httpapi.Handle(d.auditEvents))
 	r.Get("/v1/releases", httpapi.Handle(d.listReleases))
 	r.Post("/v1/clusters/{cluster}/backups", httpapi.Handle(d.createBackup))
@@ -50,9 +53,6 @@ func clusterParam(r *http.Request) (string, error) {
 // listComponents answers GET /v1/clusters/{cluster}/components with an api.ComponentList in
 // dependency order.
 func (d *Daemon) listComponents(w http.ResponseWriter, r *http.Request) error {
-	if _, err := d.Runtime(); err != nil {
-		return err
-	}
 	cluster, err := clusterParam(r)
 	if err != nil {
 		return err

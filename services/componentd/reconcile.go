@@ -48,7 +48,7 @@ func (d *Daemon) reconcile(ctx context.Context, name string) (reconcile.Result, 
 	if d.halted.Load() {
 		return reconcile.Result{}, nil
 	}
-	res, err := d.reconcileCluster(ctx, d.log.With("cluster", name), name)
+	res, err := d.reconcileCluster(ctx, d.Logger().With("cluster", name), name)
 	if errors.Is(err, ErrStopped) {
 		return reconcile.Result{}, nil // shutting down; the next componentd carries on
 	}

@@ -25,9 +25,6 @@ const releaseBuildPoll = 5 * time.Second
 // listReleases answers GET /v1/releases: every known release and whether this runtime can
 // run it now.
 func (d *Daemon) listReleases(w http.ResponseWriter, _ *http.Request) error {
-	if _, err := d.Runtime(); err != nil {
-		return err // not started yet
-	}
 	latest := release.Latest().Version
 	var list api.ReleaseList
 	for _, v := range release.Versions() {

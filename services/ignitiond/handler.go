@@ -8,7 +8,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/hostplane/hostplane/pkg/httpapi"
 	"github.com/hostplane/hostplane/pkg/ignition"
 )
 
@@ -36,13 +35,7 @@ const PathGatewayIgnition = "/ignition/{cluster}"
 
 // routes registers the gateway's Ignition route on the admin router.
 func (d *Daemon) routes(r chi.Router) {
-	r.Get(PathGatewayIgnition, func(w http.ResponseWriter, r *http.Request) {
-		if _, err := d.Runtime(); err != nil {
-			httpapi.WriteProblem(w, r, err)
-			return
-		}
-		d.serveGatewayIgnition(w, r)
-	})
+	r.With(d.Started).Get(PathGatewayIgnition, d.serveGatewayIgnition)
 }
 
 // serveGatewayIgnition answers GET /ignition/{cluster} of the admin router for the cluster the

@@ -39,6 +39,7 @@
 package ignitiond
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -111,59 +112,39 @@ func (c *Config) Validate() error {
 	if err := c.Base.Validate(); err != nil {
 		return err
 	}
-	if c.TokenTTL == 0 {
-		c.TokenTTL = DefaultTokenTTL
-	}
-	if c.Grace == 0 {
-		c.Grace = DefaultGrace
-	}
-	if c.GuestRetry <= 0 {
-		c.GuestRetry = DefaultGuestRetry
-	}
-	if c.GuestCleanupTimeout <= 0 {
-		c.GuestCleanupTimeout = DefaultGuestClean
-	}
-	if c.SealKeyFile == "" {
-		c.SealKeyFile = filepath.Join(c.DataDir, "pki.key")
-	}
+	c.TokenTTL = cmp.Or(c.TokenTTL, DefaultTokenTTL)
+	c.Grace = cmp.Or(c.Grace, DefaultGrace)
+	c.GuestRetry = daemon.PositiveOr(c.GuestRetry, DefaultGuestRetry)
+	c.GuestCleanupTimeout = daemon.PositiveOr(c.GuestCleanupTimeout, DefaultGuestClean)
+	c.SealKeyFile = cmp.Or(c.SealKeyFile, filepath.Join(c.DataDir, "pki.key"))
 	if c.TokenTTL < 0 || c.Grace < 0 {
 		return fmt.Errorf("%w: token TTL %v and grace %v must be positive", ErrInvalidConfig, c.TokenTTL, c.Grace)
 	}
 	return nil
 }
 
-// RegisterFlags adds ignitiond's own flags to fs and returns the constructor daemon.Main calls.
-func RegisterFlags(fs *flag.FlagSet) func(daemon.Base) (daemon.Runner, error) {
+// RegisterFlags adds ignitiond's own flags to fs and returns the Config they fill.
+func RegisterFlags(fs *flag.FlagSet) *Config {
 	var cfg Config
-	fs.DurationVar(&cfg.TokenTTL, "token-ttl", envDuration(EnvTokenTTL, DefaultTokenTTL),
+	fs.DurationVar(&cfg.TokenTTL, "token-ttl", daemon.EnvAs(EnvTokenTTL, DefaultTokenTTL, time.ParseDuration),
 		"lifetime of an Ignition bearer token; rotated at half of it ("+EnvTokenTTL+")")
-	fs.DurationVar(&cfg.Grace, "token-grace", envDuration(EnvTokenGrace, DefaultGrace),
+	fs.DurationVar(&cfg.Grace, "token-grace", daemon.EnvAs(EnvTokenGrace, DefaultGrace, time.ParseDuration),
 		"how long a replaced Ignition token stays valid ("+EnvTokenGrace+")")
 	fs.StringVar(&cfg.SealKeyFile, "pki-key-file", daemon.Env(EnvSealKey, ""),
 		"key that opens the sealed PKI ("+EnvSealKey+"; default <data dir>/pki.key)")
 	fs.StringVar(&cfg.ListenHost, "listen-host", daemon.Env("HOSTPLANE_IGNITIOND_LISTEN_HOST", ""),
 		"where the Ignition listeners listen, at their recorded ports, when the recorded host is a name for the leading ignitiond (HOSTPLANE_IGNITIOND_LISTEN_HOST)")
-	return func(base daemon.Base) (daemon.Runner, error) {
-		cfg.Base = base
-		return New(cfg)
-	}
-}
-
-func envDuration(key string, def time.Duration) time.Duration {
-	if d, err := time.ParseDuration(daemon.Env(key, "")); err == nil {
-		return d
-	}
-	return def
+	return &cfg
 }
 
 // Daemon is a running ignitiond.
 type Daemon struct {
 	*daemon.Daemon
-	cfg     Config
-	log     *slog.Logger
-	metrics *metrics
+	cfg Config
 
 	// Set by setup, before anything runs.
+	log        *slog.Logger
+	metrics    *metrics
 	outbox     *outbox.Outbox
 	seal       *certs.SealKey
 	guests     *guest.Clients
@@ -191,7 +172,7 @@ func New(cfg Config) (*Daemon, error) {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	d := &Daemon{cfg: cfg}
-	core, err := daemon.New(cfg.Base, daemon.Spec{
+	return daemon.Embed(d, &d.Daemon, cfg.Base, daemon.Spec{
 		Name:    Name,
 		Buckets: []string{bus.BucketIgnition},
 		Setup:   d.setup,
@@ -199,12 +180,6 @@ func New(cfg Config) (*Daemon, error) {
 		Ready:   d.ready,
 		Stop:    d.stop,
 	})
-	if err != nil {
-		return nil, err
-	}
-	d.Daemon = core
-	d.log = core.Logger()
-	return d, nil
 }
 
 func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnable, error) {
@@ -213,7 +188,7 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 		return nil, err
 	}
 	d.metrics = m
-	d.outbox = rt.Outbox
+	d.log, d.outbox = rt.Log, rt.Outbox
 	if d.seal, err = certs.LoadOrCreateSealKey(d.cfg.SealKeyFile); err != nil {
 		return nil, err
 	}

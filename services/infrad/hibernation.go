@@ -154,7 +154,7 @@ func (d *Daemon) recordActivity(ctx context.Context) {
 			return nil
 		})
 		if err != nil && !errors.Is(err, store.ErrNotFound) && ctx.Err() == nil {
-			d.log.Warn("record the endpoint's last connection", "cluster", cluster, "err", err)
+			d.Logger().Warn("record the endpoint's last connection", "cluster", cluster, "err", err)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 )
 
 func (d *Daemon) routes(r chi.Router) {
+	r = r.With(d.Started)
 	r.Get("/v1/clusters/{cluster}/infra", httpapi.Handle(d.getInfra))
 	r.Get("/v1/clusters/{cluster}/machines", httpapi.Handle(d.listMachines))
 	r.Post("/v1/clusters/{cluster}/machines/{machine}/fault", httpapi.Handle(d.faultMachine))
@@ -23,18 +24,12 @@ func (d *Daemon) routes(r chi.Router) {
 // catalogue (api.LocalInstanceTypes, the one the local cloud serves too). It needs no
 // cluster, management cluster or local cloud; like every route it answers once infrad runs.
 func (d *Daemon) listInstanceTypes(w http.ResponseWriter, _ *http.Request) error {
-	if _, err := d.Runtime(); err != nil {
-		return err
-	}
 	httpapi.WriteJSON(w, http.StatusOK, api.InstanceTypeList{Items: api.LocalInstanceTypes()})
 	return nil
 }
 
 // getInfra answers GET /v1/clusters/{cluster}/infra with the cluster's api.Infra.
 func (d *Daemon) getInfra(w http.ResponseWriter, r *http.Request) error {
-	if _, err := d.Runtime(); err != nil {
-		return err
-	}
 	cluster := chi.URLParam(r, "cluster")
 	if len(validation.IsDNS1123Label(cluster)) > 0 { // not a cluster name: cannot have a record
 		return api.Errorf(api.CodeNotFound, "cluster %q has no infrastructure", cluster)

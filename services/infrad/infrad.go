@@ -27,11 +27,11 @@
 package infrad
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -107,26 +107,16 @@ type Config struct {
 }
 
 func (c *Config) defaults() error {
-	if c.Host == "" {
-		c.Host = DefaultHost
-	}
-	if c.HealthInterval <= 0 {
-		c.HealthInterval = DefaultHealthInterval
-	}
-	if c.DeletePoll <= 0 {
-		c.DeletePoll = DefaultDeletePoll
-	}
-	if c.ActivityInterval <= 0 {
-		c.ActivityInterval = DefaultActivityInterval
-	}
-	if c.MachineResync <= 0 {
-		c.MachineResync = DefaultMachineResync
-	}
+	c.Host = cmp.Or(c.Host, DefaultHost)
+	c.HealthInterval = daemon.PositiveOr(c.HealthInterval, DefaultHealthInterval)
+	c.DeletePoll = daemon.PositiveOr(c.DeletePoll, DefaultDeletePoll)
+	c.ActivityInterval = daemon.PositiveOr(c.ActivityInterval, DefaultActivityInterval)
+	c.MachineResync = daemon.PositiveOr(c.MachineResync, DefaultMachineResync)
 	return nil
 }
 
-// RegisterFlags adds infrad's own flags to fs and returns the constructor daemon.Main calls.
-func RegisterFlags(fs *flag.FlagSet) func(daemon.Base) (daemon.Runner, error) {
+// RegisterFlags adds infrad's own flags to fs and returns the Config they fill.
+func RegisterFlags(fs *flag.FlagSet) *Config {
 	var cfg Config
 	fs.StringVar(&cfg.Host, "endpoint-host", daemon.Env("HOSTPLANE_INFRA_HOST", DefaultHost), "address of the control planes' endpoints and load balancers (HOSTPLANE_INFRA_HOST)")
 	fs.StringVar(&cfg.AdvertiseHost, "advertise-host", daemon.Env("HOSTPLANE_INFRA_ADVERTISE_HOST", ""),
@@ -138,17 +128,13 @@ func RegisterFlags(fs *flag.FlagSet) func(daemon.Base) (daemon.Runner, error) {
 	fs.DurationVar(&cfg.HealthInterval, "lb-health-interval", DefaultHealthInterval, "how often a load balancer probes its kube-apiserver backends' /readyz")
 	fs.StringVar(&cfg.LocalCloudURL, "localcloud-url", daemon.Env("HOSTPLANE_LOCALCLOUD_URL", ""), "the local cloud's API, unix:///abs.sock or http://host:port (HOSTPLANE_LOCALCLOUD_URL); without it machines are not provisioned")
 	fs.BoolVar(&cfg.LeaderElection, "machines-leader-election", false, "hold a Lease in the management cluster for the machines provider (several infrads)")
-	return func(base daemon.Base) (daemon.Runner, error) {
-		cfg.Base = base
-		return New(cfg)
-	}
+	return &cfg
 }
 
 // Daemon is a running infrad.
 type Daemon struct {
 	*daemon.Daemon
 	cfg        Config
-	log        *slog.Logger
 	metrics    *metrics
 	outbox     *outbox.Outbox
 	infra      *store.Store[api.Infra]
@@ -172,7 +158,7 @@ func New(cfg Config) (*Daemon, error) {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	d := &Daemon{cfg: cfg, lbs: map[string]*lb.LoadBalancer{}, ready: map[string]bool{}}
-	core, err := daemon.New(cfg.Base, daemon.Spec{
+	return daemon.Embed(d, &d.Daemon, cfg.Base, daemon.Spec{
 		Name:    Name,
 		Buckets: []string{bus.BucketInfra},
 		Setup:   d.setup,
@@ -180,12 +166,6 @@ func New(cfg Config) (*Daemon, error) {
 		Ready:   d.readyCheck,
 		Stop:    d.stop,
 	})
-	if err != nil {
-		return nil, err
-	}
-	d.Daemon = core
-	d.log = core.Logger()
-	return d, nil
 }
 
 func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnable, error) {
@@ -219,7 +199,7 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	runnables := []daemon.Runnable{c, in, daemon.Every(d.clock(), d.cfg.ActivityInterval, d.recordActivity)}
 	d.provider = nil
 	if d.cfg.ManagementKubeconfig == "" {
-		d.log.Info("no management cluster (HOSTPLANE_MANAGEMENT_KUBECONFIG): the machines provider is off")
+		d.Logger().Info("no management cluster (HOSTPLANE_MANAGEMENT_KUBECONFIG): the machines provider is off")
 		return runnables, nil
 	}
 	p, err := provider.New(provider.Config{
@@ -228,7 +208,7 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 		LocalCloudURL:  d.cfg.LocalCloudURL,
 		Resync:         d.cfg.MachineResync,
 		LeaderElection: d.cfg.LeaderElection,
-		Log:            d.log,
+		Log:            d.Logger(),
 		Metrics:        d.metrics.machines,
 		Outbox:         d.outbox,
 		Infra:          d.infra,

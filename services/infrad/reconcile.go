@@ -31,7 +31,7 @@ const (
 
 // reconcile converges the infrastructure of one cluster (key = cluster name).
 func (d *Daemon) reconcile(ctx context.Context, cluster string) (reconcile.Result, error) {
-	log := d.log.With("cluster", cluster)
+	log := d.Logger().With("cluster", cluster)
 	c, _, err := d.clusters.Get(ctx, cluster)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -306,7 +306,7 @@ func (d *Daemon) ensureLB(cluster string, inf *api.Infra) error {
 		d.closeLB(cluster)
 	}
 	cfg := lb.Config{Cluster: cluster, Addr: addr, InternalAddr: internal, Backends: backends,
-		HealthInterval: d.cfg.HealthInterval, Metrics: d.metrics.lb, Log: d.log}
+		HealthInterval: d.cfg.HealthInterval, Metrics: d.metrics.lb, Log: d.Logger()}
 	if len(inf.APIServers) == 1 || internal != "" { // the daemons do not come through the endpoint
 		cfg.Wake = func() error { return d.requestWake(cluster) }
 		cfg.Now = d.clock().Now
@@ -356,7 +356,7 @@ func (d *Daemon) closeLB(cluster string) {
 	d.mu.Unlock()
 	if b != nil {
 		if err := b.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
-			d.log.Warn("close load balancer", "cluster", cluster, "err", err)
+			d.Logger().Warn("close load balancer", "cluster", cluster, "err", err)
 		}
 	}
 }

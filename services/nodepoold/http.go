@@ -35,6 +35,7 @@ const (
 )
 
 func (d *Daemon) routes(r chi.Router) {
+	r = r.With(d.Started)
 	r.Post(PathNodePools, httpapi.Handle(d.createNodePool))
 	r.Get(PathNodePools, httpapi.Handle(d.listNodePools))
 	r.Get(PathNodePool, httpapi.Handle(d.getNodePool))
@@ -42,16 +43,7 @@ func (d *Daemon) routes(r chi.Router) {
 	r.Delete(PathNodePool, httpapi.Handle(d.deleteNodePool))
 }
 
-// started returns an Unavailable error until Run has set the daemon up.
-func (d *Daemon) started() error {
-	_, err := d.Runtime()
-	return err
-}
-
 func (d *Daemon) createNodePool(w http.ResponseWriter, r *http.Request) error {
-	if err := d.started(); err != nil {
-		return err
-	}
 	var in api.NodePool
 	if err := httpapi.DecodeJSON(r, &in); err != nil {
 		return err
@@ -96,9 +88,6 @@ func (d *Daemon) createNodePool(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (d *Daemon) listNodePools(w http.ResponseWriter, r *http.Request) error {
-	if err := d.started(); err != nil {
-		return err
-	}
 	ctx := r.Context()
 	cluster := chi.URLParam(r, "cluster")
 	if api.ValidateClusterName(cluster) != nil {
@@ -126,9 +115,6 @@ func (d *Daemon) listNodePools(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (d *Daemon) getNodePool(w http.ResponseWriter, r *http.Request) error {
-	if err := d.started(); err != nil {
-		return err
-	}
 	np, err := d.lookup(r.Context(), chi.URLParam(r, "cluster"), chi.URLParam(r, "nodepool"))
 	if err != nil {
 		return err
@@ -140,9 +126,6 @@ func (d *Daemon) getNodePool(w http.ResponseWriter, r *http.Request) error {
 // patchNodePool applies a JSON merge patch (RFC 7386) to the pool's spec: either the spec
 // itself ({"replicas":5}) or the object with only a spec ({"spec":{"replicas":5}}).
 func (d *Daemon) patchNodePool(w http.ResponseWriter, r *http.Request) error {
-	if err := d.started(); err != nil {
-		return err
-	}
 	if err := refuseAutoNode(chi.URLParam(r, "cluster"), chi.URLParam(r, "nodepool")); err != nil {
 		return err
 	}
@@ -220,9 +203,6 @@ func (d *Daemon) updateSpec(ctx context.Context, cluster, pool string, change fu
 }
 
 func (d *Daemon) deleteNodePool(w http.ResponseWriter, r *http.Request) error {
-	if err := d.started(); err != nil {
-		return err
-	}
 	ctx := r.Context()
 	cluster, pool := chi.URLParam(r, "cluster"), chi.URLParam(r, "nodepool")
 	if _, err := d.lookup(ctx, cluster, pool); err != nil {

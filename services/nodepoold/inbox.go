@@ -2,7 +2,6 @@ package nodepoold
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/hostplane/hostplane/pkg/api"
@@ -38,17 +37,5 @@ func (d *Daemon) inboundScale(ctx context.Context, cluster string, ev events.Eve
 		spec.Replicas = &data.Replicas
 		return spec, nil
 	})
-	var ae *api.Error
-	if errors.As(err, &ae) {
-		switch ae.Code {
-		case api.CodeNotFound:
-			return inbox.Rejectf("%s", ae.Message)
-		case api.CodeInvalid, api.CodeConflict:
-			return inbox.Rejectf("%s", ae.Error())
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("scale node pool %s/%s: %w", cluster, data.NodePool, err)
-	}
-	return nil
+	return daemon.InboundResult(err, "", fmt.Sprintf("scale node pool %s/%s", cluster, data.NodePool))
 }

@@ -15,6 +15,7 @@
 package nodepoold
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -80,9 +81,7 @@ func (c *Config) Validate() error {
 	if err := c.Base.Validate(); err != nil {
 		return err
 	}
-	if c.SealKeyFile == "" {
-		c.SealKeyFile = filepath.Join(c.DataDir, "pki.key")
-	}
+	c.SealKeyFile = cmp.Or(c.SealKeyFile, filepath.Join(c.DataDir, "pki.key"))
 	switch c.ClusterAPI {
 	case "":
 		c.ClusterAPI = ClusterAPIInProcess
@@ -90,34 +89,25 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("%w: %q (want %s or %s)", ErrClusterAPIMode, c.ClusterAPI, ClusterAPIInProcess, ClusterAPIExternal)
 	}
-	if c.Requeue <= 0 {
-		c.Requeue = DefaultRequeue
-	}
-	if c.ProgressRequeue <= 0 {
-		c.ProgressRequeue = DefaultProgressRequeue
-	}
-	if c.JoinGrace <= 0 {
-		c.JoinGrace = DefaultJoinGrace
-	}
+	c.Requeue = daemon.PositiveOr(c.Requeue, DefaultRequeue)
+	c.ProgressRequeue = daemon.PositiveOr(c.ProgressRequeue, DefaultProgressRequeue)
+	c.JoinGrace = daemon.PositiveOr(c.JoinGrace, DefaultJoinGrace)
 	if c.CheckConfig == nil {
 		c.CheckConfig = checkConfigDocument
 	}
 	return nil
 }
 
-// RegisterFlags adds nodepoold's own flags to fs and returns the constructor daemon.Main calls.
+// RegisterFlags adds nodepoold's own flags to fs and returns the Config they fill.
 // (controller-runtime registers --kubeconfig on the global flag set; nodepoold never
 // registers one: the management cluster is --management-kubeconfig.)
-func RegisterFlags(fs *flag.FlagSet) func(daemon.Base) (daemon.Runner, error) {
+func RegisterFlags(fs *flag.FlagSet) *Config {
 	var cfg Config
 	fs.StringVar(&cfg.SealKeyFile, "pki-key-file", daemon.Env("HOSTPLANE_PKI_KEY_FILE", ""),
 		"file with the key pkid seals kubeconfigs with (HOSTPLANE_PKI_KEY_FILE; default <data-dir>/pki.key)")
 	fs.StringVar(&cfg.ClusterAPI, "cluster-api", daemon.Env("HOSTPLANE_CLUSTER_API", ClusterAPIInProcess),
 		"where Cluster API's controllers run: in-process (installs its CRDs) or external (HOSTPLANE_CLUSTER_API)")
-	return func(base daemon.Base) (daemon.Runner, error) {
-		cfg.Base = base
-		return New(cfg)
-	}
+	return &cfg
 }
 
 // Daemon is a running nodepoold.
@@ -128,7 +118,7 @@ type Daemon struct {
 	checks  api.NodePoolChecks
 
 	// Set in setup, before the runtime is published; handlers reach them only after
-	// d.Runtime() succeeded.
+	// daemon.Started let the request through.
 	pools      *store.Store[api.NodePool]
 	clusters   *store.Store[api.Cluster]
 	ignition   *store.Store[api.IgnitionTokens]
@@ -150,18 +140,13 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	d := &Daemon{cfg: cfg, metrics: newMetrics()}
 	d.checks = api.NodePoolChecks{Releases: releases, Config: cfg.CheckConfig}
-	core, err := daemon.New(cfg.Base, daemon.Spec{
+	return daemon.Embed(d, &d.Daemon, cfg.Base, daemon.Spec{
 		Name:    Name,
 		Buckets: []string{bus.BucketNodePools},
 		Setup:   d.setup,
 		Routes:  d.routes,
 		Ready:   d.ready,
 	})
-	if err != nil {
-		return nil, err
-	}
-	d.Daemon = core
-	return d, nil
 }
 
 // releases is the catalogue validation checks against.

@@ -20,6 +20,7 @@ const (
 )
 
 func (d *Daemon) routes(r chi.Router) {
+	r = r.With(d.Started)
 	r.Get(PathPKI, httpapi.Handle(d.getPKI))
 	r.Post(PathPKIRotate, httpapi.Handle(d.rotatePKI))
 	r.Post(PathReseal, httpapi.Handle(d.reseal))
@@ -28,7 +29,7 @@ func (d *Daemon) routes(r chi.Router) {
 // getPKI answers the cluster's api.PKIStatus: certificates and rotation state, never key
 // material.
 func (d *Daemon) getPKI(w http.ResponseWriter, r *http.Request) error {
-	name, err := d.clusterParam(r)
+	name, err := clusterParam(r)
 	if err != nil {
 		return err
 	}
@@ -45,7 +46,7 @@ func (d *Daemon) getPKI(w http.ResponseWriter, r *http.Request) error {
 // (stepKeyRotation).
 // It answers 202 with the status showing the pending request.
 func (d *Daemon) rotatePKI(w http.ResponseWriter, r *http.Request) error {
-	name, err := d.clusterParam(r)
+	name, err := clusterParam(r)
 	if err != nil {
 		return err
 	}
@@ -84,12 +85,9 @@ func (d *Daemon) rotatePKI(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// clusterParam returns the {cluster} path parameter once the daemon runs. A name that
-// cannot be a cluster's cannot have a PKI either: 404.
-func (d *Daemon) clusterParam(r *http.Request) (string, error) {
-	if _, err := d.Runtime(); err != nil {
-		return "", err
-	}
+// clusterParam returns the {cluster} path parameter. A name that cannot be a cluster's
+// cannot have a PKI either: 404.
+func clusterParam(r *http.Request) (string, error) {
 	name := chi.URLParam(r, "cluster")
 	if _, err := events.Subject(name, events.ResourcePKI, VerbReady); err != nil {
 		return "", api.Errorf(api.CodeNotFound, "cluster %q has no PKI", name)

@@ -1,6 +1,7 @@
 package pkid
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -56,46 +57,30 @@ func (c *Config) Validate() error {
 	if err := c.Base.Validate(); err != nil {
 		return err
 	}
-	if c.SealKeyFile == "" {
-		c.SealKeyFile = filepath.Join(c.DataDir, SealKeyFileName)
-	}
-	if c.RenewFraction == 0 {
-		c.RenewFraction = DefaultRenewFraction
-	}
+	c.SealKeyFile = cmp.Or(c.SealKeyFile, filepath.Join(c.DataDir, SealKeyFileName))
+	c.RenewFraction = cmp.Or(c.RenewFraction, DefaultRenewFraction)
 	if c.RenewFraction <= 0 || c.RenewFraction >= 1 {
 		return fmt.Errorf("%w: renew fraction %v must be between 0 and 1", ErrInvalidConfig, c.RenewFraction)
 	}
-	if c.CALifetime == 0 {
-		c.CALifetime = DefaultCALifetime
-	}
-	if c.LeafLifetime == 0 {
-		c.LeafLifetime = DefaultLeafLifetime
-	}
+	c.CALifetime = cmp.Or(c.CALifetime, DefaultCALifetime)
+	c.LeafLifetime = cmp.Or(c.LeafLifetime, DefaultLeafLifetime)
 	if c.CALifetime < 0 || c.LeafLifetime < 0 {
 		return fmt.Errorf("%w: lifetimes must be positive", ErrInvalidConfig)
 	}
 	return nil
 }
 
-// RegisterFlags adds pkid's own flags to fs and returns the constructor daemon.Main calls.
-func RegisterFlags(fs *flag.FlagSet) func(daemon.Base) (daemon.Runner, error) {
+// RegisterFlags adds pkid's own flags to fs and returns the Config they fill.
+func RegisterFlags(fs *flag.FlagSet) *Config {
 	var cfg Config
 	fs.StringVar(&cfg.SealKeyFile, "pki-key-file", daemon.Env("HOSTPLANE_PKI_KEY_FILE", ""),
 		"AES-256 key file sealing private keys at rest; default <data-dir>/pki.key (HOSTPLANE_PKI_KEY_FILE)")
-	fs.Float64Var(&cfg.RenewFraction, "renew-fraction", envFloat("HOSTPLANE_PKI_RENEW_FRACTION", DefaultRenewFraction),
+	fs.Float64Var(&cfg.RenewFraction, "renew-fraction", daemon.EnvAs("HOSTPLANE_PKI_RENEW_FRACTION", DefaultRenewFraction, parseFloat),
 		"part of a leaf certificate's lifetime after which it is renewed (HOSTPLANE_PKI_RENEW_FRACTION)")
-	return func(base daemon.Base) (daemon.Runner, error) {
-		cfg.Base = base
-		return New(cfg)
-	}
+	return &cfg
 }
 
-func envFloat(key string, def float64) float64 {
-	if f, err := strconv.ParseFloat(daemon.Env(key, ""), 64); err == nil {
-		return f
-	}
-	return def
-}
+func parseFloat(s string) (float64, error) { return strconv.ParseFloat(s, 64) }
 
 // Daemon is a running pkid.
 type Daemon struct {
@@ -103,7 +88,7 @@ type Daemon struct {
 	cfg     Config
 	metrics *metrics
 
-	// Set by setup, before the runtime is published (handlers check Runtime first).
+	// Set by setup, before the runtime is published (handlers run behind daemon.Started).
 	seal         *certs.SealKey
 	pki          *store.Store[api.ClusterPKI]
 	clusters     *store.Store[api.Cluster]
@@ -123,17 +108,12 @@ func New(cfg Config) (*Daemon, error) {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	d := &Daemon{cfg: cfg, metrics: newMetrics()}
-	core, err := daemon.New(cfg.Base, daemon.Spec{
+	return daemon.Embed(d, &d.Daemon, cfg.Base, daemon.Spec{
 		Name:    Name,
 		Buckets: []string{bus.BucketPKI},
 		Setup:   d.setup,
 		Routes:  d.routes,
 	})
-	if err != nil {
-		return nil, err
-	}
-	d.Daemon = core
-	return d, nil
 }
 
 func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnable, error) {

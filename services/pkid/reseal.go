@@ -18,9 +18,6 @@ const PathReseal = "/v1/pki/reseal"
 // and answers Reseal's count.
 func (d *Daemon) reseal(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
-	if _, err := d.Runtime(); err != nil {
-		return err // starting, or standing by: the leading replica reseals
-	}
 	if err := d.seal.Reload(ctx); err != nil {
 		return fmt.Errorf("read the seal keys again: %w", err)
 	}

@@ -9,4 +9,4 @@ import (
 	"github.com/hostplane/hostplane/services/clusterd"
 )
 
-func main() { os.Exit(daemon.Main(clusterd.Name, clusterd.RegisterFlags)) }
+func main() { os.Exit(daemon.Main(clusterd.Name, clusterd.RegisterFlags, clusterd.New)) }

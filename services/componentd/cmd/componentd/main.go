@@ -9,4 +9,4 @@ import (
 	"github.com/hostplane/hostplane/services/componentd"
 )
 
-func main() { os.Exit(daemon.Main(componentd.Name, componentd.RegisterFlags)) }
+func main() { os.Exit(daemon.Main(componentd.Name, componentd.RegisterFlags, componentd.New)) }

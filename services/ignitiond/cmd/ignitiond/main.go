@@ -9,4 +9,4 @@ import (
 	"github.com/hostplane/hostplane/services/ignitiond"
 )
 
-func main() { os.Exit(daemon.Main(ignitiond.Name, ignitiond.RegisterFlags)) }
+func main() { os.Exit(daemon.Main(ignitiond.Name, ignitiond.RegisterFlags, ignitiond.New)) }

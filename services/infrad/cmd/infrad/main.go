@@ -9,4 +9,4 @@ import (
 	"github.com/hostplane/hostplane/services/infrad"
 )
 
-func main() { os.Exit(daemon.Main(infrad.Name, infrad.RegisterFlags)) }
+func main() { os.Exit(daemon.Main(infrad.Name, infrad.RegisterFlags, infrad.New)) }

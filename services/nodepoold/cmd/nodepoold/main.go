@@ -9,4 +9,4 @@ import (
 	"github.com/hostplane/hostplane/services/nodepoold"
 )
 
-func main() { os.Exit(daemon.Main(nodepoold.Name, nodepoold.RegisterFlags)) }
+func main() { os.Exit(daemon.Main(nodepoold.Name, nodepoold.RegisterFlags, nodepoold.New)) }

@@ -9,4 +9,4 @@ import (
 	"github.com/hostplane/hostplane/services/pkid"
 )
 
-func main() { os.Exit(daemon.Main(pkid.Name, pkid.RegisterFlags)) }
+func main() { os.Exit(daemon.Main(pkid.Name, pkid.RegisterFlags, pkid.New)) }
