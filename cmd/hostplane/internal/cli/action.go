@@ -78,7 +78,7 @@ func (a action) command(o *Options, cmd *cobra.Command) *cobra.Command {
 			w = o.Out
 		}
 		fmt.Fprintln(w, s.said)
-		done, answer, err := s.until(ctx(cmd), timeout)
+		done, answer, err := s.until(cmd.Context(), timeout)
 		if err != nil || done == "" {
 			return err
 		}

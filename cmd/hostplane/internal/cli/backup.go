@@ -25,7 +25,7 @@ func newCreateBackupCommand(o *Options) *cobra.Command {
 	cmd := action{
 		do: func(cmd *cobra.Command, c *client.Client, args []string) (step, error) {
 			var b api.Backup
-			if err := c.Do(ctx(cmd), http.MethodPost, client.ClusterPath(cluster, "backups"), map[string]string{"name": args[0]}, &b); err != nil {
+			if err := c.Do(cmd.Context(), http.MethodPost, client.ClusterPath(cluster, "backups"), map[string]string{"name": args[0]}, &b); err != nil {
 				return step{}, notServed(err, routeBackups)
 			}
 			return step{said: fmt.Sprintf("backup/%s of cluster %s requested", b.Name, cluster), answer: &b,
@@ -139,7 +139,7 @@ func newDeleteBackupCommand(o *Options) *cobra.Command {
 	var cluster string
 	cmd := action{
 		do: func(cmd *cobra.Command, c *client.Client, args []string) (step, error) {
-			if err := c.Do(ctx(cmd), http.MethodDelete, client.ClusterPath(cluster, "backups", args[0]), nil, nil); err != nil {
+			if err := c.Do(cmd.Context(), http.MethodDelete, client.ClusterPath(cluster, "backups", args[0]), nil, nil); err != nil {
 				return step{}, notServed(err, routeBackups)
 			}
 			return step{said: fmt.Sprintf("backup/%s of cluster %s deleted", args[0], cluster)}, nil
@@ -164,7 +164,7 @@ func newRestoreCommand(o *Options) *cobra.Command {
 			return nil
 		},
 		do: func(cmd *cobra.Command, c *client.Client, args []string) (step, error) {
-			if err := c.Do(ctx(cmd), http.MethodPost, client.ClusterPath(args[0], "backups", backup, "restore"), nil, nil); err != nil {
+			if err := c.Do(cmd.Context(), http.MethodPost, client.ClusterPath(args[0], "backups", backup, "restore"), nil, nil); err != nil {
 				return step{}, notServed(err, routeBackups)
 			}
 			return step{said: fmt.Sprintf("cluster/%s: restore from backup %s requested", args[0], backup), kept: true,

@@ -12,9 +12,8 @@ import (
 )
 
 func newCreateCommand(o *Options) *cobra.Command {
-	cmd := group("create", "Create a cluster, a node pool or an etcd backup")
-	cmd.AddCommand(newCreateClusterCommand(o), newCreateNodePoolCommand(o), newCreateBackupCommand(o))
-	return cmd
+	return group("create", "Create a cluster, a node pool or an etcd backup",
+		newCreateClusterCommand(o), newCreateNodePoolCommand(o), newCreateBackupCommand(o))
 }
 
 func newCreateClusterCommand(o *Options) *cobra.Command {
@@ -65,7 +64,7 @@ func newCreateClusterCommand(o *Options) *cobra.Command {
 				in.Spec.AutoNode = &api.AutoNode{ProvisionerConfig: api.ProvisionerConfig{Name: api.ProvisionerKarpenter}}
 			}
 			in.Name = args[0]
-			cl, err := c.CreateCluster(ctx(cmd), in)
+			cl, err := c.CreateCluster(cmd.Context(), in)
 			if err != nil {
 				return step{}, err
 			}
@@ -100,16 +99,15 @@ func newCreateClusterCommand(o *Options) *cobra.Command {
 }
 
 func newDeleteCommand(o *Options) *cobra.Command {
-	cmd := group("delete", "Delete a cluster, a node pool or an etcd backup")
-	cmd.AddCommand(newDeleteClusterCommand(o), newDeleteNodePoolCommand(o), newDeleteBackupCommand(o))
-	return cmd
+	return group("delete", "Delete a cluster, a node pool or an etcd backup",
+		newDeleteClusterCommand(o), newDeleteNodePoolCommand(o), newDeleteBackupCommand(o))
 }
 
 func newDeleteClusterCommand(o *Options) *cobra.Command {
 	return action{
 		do: func(cmd *cobra.Command, c *client.Client, args []string) (step, error) {
 			name := args[0]
-			if _, err := c.DeleteCluster(ctx(cmd), name); err != nil {
+			if _, err := c.DeleteCluster(cmd.Context(), name); err != nil {
 				return step{}, err
 			}
 			spec := waitSpec{
@@ -133,9 +131,7 @@ func newDeleteClusterCommand(o *Options) *cobra.Command {
 }
 
 func newUpgradeCommand(o *Options) *cobra.Command {
-	cmd := group("upgrade", "Move a cluster or a node pool to another Kubernetes release")
-	cmd.AddCommand(newUpgradeClusterCommand(o), newUpgradeNodePoolCommand(o))
-	return cmd
+	return group("upgrade", "Move a cluster or a node pool to another Kubernetes release", newUpgradeClusterCommand(o), newUpgradeNodePoolCommand(o))
 }
 
 func newUpgradeClusterCommand(o *Options) *cobra.Command {
@@ -145,7 +141,7 @@ func newUpgradeClusterCommand(o *Options) *cobra.Command {
 		do: func(cmd *cobra.Command, c *client.Client, args []string) (step, error) {
 			name := args[0]
 			patch := map[string]any{"spec": map[string]any{"release": map[string]any{"version": rel}}}
-			cl, err := c.PatchCluster(ctx(cmd), name, patch)
+			cl, err := c.PatchCluster(cmd.Context(), name, patch)
 			if err != nil {
 				return step{}, err
 			}

@@ -18,7 +18,9 @@ import (
 )
 
 func newGetCommand(o *Options) *cobra.Command {
-	cmd := group("get", "Show clusters, components, PKI, infrastructure, node pools, machines, releases or audit events")
+	cmd := group("get", "Show clusters, components, PKI, infrastructure, node pools, machines, releases or audit events",
+		newGetClustersCommand(o), newGetComponentsCommand(o), newGetPKICommand(o), newGetInfraCommand(o), newGetNodePoolsCommand(o),
+		newGetMachinesCommand(o), newGetReleasesCommand(o), newGetAuditCommand(o), newGetBackupsCommand(o))
 	cmd.Long = `Show one or many resources.
 
 Resources: clusters (cluster), components CLUSTER, pki CLUSTER, infra CLUSTER,
@@ -26,9 +28,6 @@ nodepools CLUSTER, machines CLUSTER, releases, audit CLUSTER, backups CLUSTER.`
 	cmd.Example = `  hostplane get clusters
   hostplane get cluster demo -o yaml
   hostplane get components demo -o wide`
-	cmd.AddCommand(newGetClustersCommand(o), newGetComponentsCommand(o), newGetPKICommand(o),
-		newGetInfraCommand(o), newGetNodePoolsCommand(o), newGetMachinesCommand(o), newGetReleasesCommand(o),
-		newGetAuditCommand(o), newGetBackupsCommand(o))
 	return cmd
 }
 
@@ -63,7 +62,7 @@ func (g getter[T]) command(o *Options, cmd *cobra.Command) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		answer, rows, err := g.fetch(ctx(cmd), c, args)
+		answer, rows, err := g.fetch(cmd.Context(), c, args)
 		if err != nil {
 			return err
 		}

@@ -10,15 +10,11 @@ import (
 )
 
 func newHibernateCommand(o *Options) *cobra.Command {
-	cmd := group("hibernate", "Stop a cluster's control plane and machines, keeping its data (docs/hibernation.md)")
-	cmd.AddCommand(newHibernationCommand(o, true))
-	return cmd
+	return group("hibernate", "Stop a cluster's control plane and machines, keeping its data (docs/hibernation.md)", newHibernationCommand(o, true))
 }
 
 func newResumeCommand(o *Options) *cobra.Command {
-	cmd := group("resume", "Wake a hibernated cluster: the same control plane and Nodes come back")
-	cmd.AddCommand(newHibernationCommand(o, false))
-	return cmd
+	return group("resume", "Wake a hibernated cluster: the same control plane and Nodes come back", newHibernationCommand(o, false))
 }
 
 // newHibernationCommand is `hibernate cluster NAME` (hibernate) or `resume cluster NAME`:
@@ -34,7 +30,7 @@ func newHibernationCommand(o *Options, hibernate bool) *cobra.Command {
 		do: func(cmd *cobra.Command, c *client.Client, args []string) (step, error) {
 			name := args[0]
 			patch := map[string]any{"spec": map[string]any{"hibernation": map[string]any{"enabled": hibernate}}}
-			if _, err := c.PatchCluster(ctx(cmd), name, patch); err != nil {
+			if _, err := c.PatchCluster(cmd.Context(), name, patch); err != nil {
 				return step{}, err
 			}
 			spec := waitSpec{

@@ -22,7 +22,7 @@ func (o *Options) nodePoolStep(c *client.Client, said string, spec waitSpec) ste
 // patchNodePool sends a merge patch of the pool's spec and returns the pool's generation.
 func patchNodePool(cmd *cobra.Command, c *client.Client, cluster, name string, spec map[string]any) (int64, error) {
 	var pool api.NodePool
-	if err := c.Do(ctx(cmd), http.MethodPatch, client.ClusterPath(cluster, "nodepools", name), map[string]any{"spec": spec}, &pool); err != nil {
+	if err := c.Do(cmd.Context(), http.MethodPatch, client.ClusterPath(cluster, "nodepools", name), map[string]any{"spec": spec}, &pool); err != nil {
 		return 0, notServed(err, routeNodePools)
 	}
 	return pool.Generation, nil
@@ -52,7 +52,7 @@ func newCreateNodePoolCommand(o *Options) *cobra.Command {
 		do: func(cmd *cobra.Command, c *client.Client, args []string) (step, error) {
 			if rel == "" {
 				// Default to the cluster's release, as HyperShift does.
-				cl, err := c.GetCluster(ctx(cmd), cluster)
+				cl, err := c.GetCluster(cmd.Context(), cluster)
 				if err != nil {
 					return step{}, err
 				}
@@ -86,7 +86,7 @@ func newCreateNodePoolCommand(o *Options) *cobra.Command {
 				body["spec"].(map[string]any)["platform"] = map[string]any{"local": api.LocalNodePoolPlatform{InstanceType: instanceType}}
 			}
 			var np api.NodePool
-			if err := c.Do(ctx(cmd), http.MethodPost, client.ClusterPath(cluster, "nodepools"), body, &np); err != nil {
+			if err := c.Do(cmd.Context(), http.MethodPost, client.ClusterPath(cluster, "nodepools"), body, &np); err != nil {
 				return step{}, notServed(err, routeNodePools)
 			}
 			return o.nodePoolStep(c, fmt.Sprintf("nodepool/%s created in cluster %s", args[0], cluster),
@@ -120,7 +120,7 @@ func newDeleteNodePoolCommand(o *Options) *cobra.Command {
 	var cluster string
 	cmd := action{
 		do: func(cmd *cobra.Command, c *client.Client, args []string) (step, error) {
-			if err := c.Do(ctx(cmd), http.MethodDelete, client.ClusterPath(cluster, "nodepools", args[0]), nil, nil); err != nil {
+			if err := c.Do(cmd.Context(), http.MethodDelete, client.ClusterPath(cluster, "nodepools", args[0]), nil, nil); err != nil {
 				return step{}, notServed(err, routeNodePools)
 			}
 			return o.nodePoolStep(c, "nodepool/"+args[0]+" deleting", nodePoolGoneSpec(cluster, args[0])), nil
@@ -138,7 +138,6 @@ func newDeleteNodePoolCommand(o *Options) *cobra.Command {
 }
 
 func newScaleCommand(o *Options) *cobra.Command {
-	cmd := group("scale", "Change the number of machines of a node pool")
 	var (
 		cluster  string
 		replicas int
@@ -169,8 +168,7 @@ func newScaleCommand(o *Options) *cobra.Command {
 	})
 	addClusterFlag(o, np, &cluster, "the node pool's cluster (required)")
 	np.Flags().IntVar(&replicas, "replicas", 0, "number of machines (required)")
-	cmd.AddCommand(np)
-	return cmd
+	return group("scale", "Change the number of machines of a node pool", np)
 }
 
 func newUpgradeNodePoolCommand(o *Options) *cobra.Command {

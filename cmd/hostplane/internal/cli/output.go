@@ -45,18 +45,11 @@ func checkOutput(cmd *cobra.Command, out string) error {
 func printObject(w io.Writer, format string, v any) (bool, error) {
 	switch format {
 	case OutputJSON:
-		b, err := json.MarshalIndent(v, "", "  ")
-		if err != nil {
-			return true, err
-		}
-		_, err = w.Write(append(b, '\n'))
-		return true, err
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return true, enc.Encode(v)
 	case OutputYAML:
-		b, err := json.Marshal(v)
-		if err != nil {
-			return true, err
-		}
-		y, err := yaml.JSONToYAML(b)
+		y, err := yaml.Marshal(v)
 		if err != nil {
 			return true, err
 		}

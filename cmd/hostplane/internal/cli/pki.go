@@ -27,7 +27,7 @@ Rotating it (docs/operations.md):
 	}
 	reseal := action{
 		do: func(cmd *cobra.Command, c *client.Client, _ []string) (step, error) {
-			st, err := c.ResealPKI(ctx(cmd))
+			st, err := c.ResealPKI(cmd.Context())
 			if err != nil {
 				return step{}, err
 			}
