@@ -302,32 +302,8 @@ func notServed(err error, route string) error {
 	return err
 }
 
-// nodePoolView is what the table shows of a NodePool (decoded loosely: the json and yaml
-// outputs print the server's answer as it is).
-type nodePoolView struct {
-	Name              string    `json:"name"`
-	CreationTimestamp time.Time `json:"creationTimestamp"`
-	Spec              struct {
-		Replicas   *int        `json:"replicas"`
-		Release    api.Release `json:"release"`
-		Management struct {
-			UpgradeType string `json:"upgradeType"`
-		} `json:"management"`
-		AutoScaling *struct {
-			Min int `json:"min"`
-			Max int `json:"max"`
-		} `json:"autoScaling"`
-	} `json:"spec"`
-	Status struct {
-		Replicas      int            `json:"replicas"`
-		ReadyReplicas int            `json:"readyReplicas"`
-		Version       string         `json:"version"`
-		Conditions    api.Conditions `json:"conditions"`
-	} `json:"status"`
-}
-
-// nodePoolAnswer is the server's answer to get nodepools, as it came: one pool when NAME was
-// given, else the list.
+// nodePoolAnswer is the server's answer to get nodepools, as it came (what the json and yaml
+// outputs print): one pool when NAME was given, else the list.
 type nodePoolAnswer struct {
 	raw json.RawMessage
 	one bool
@@ -359,17 +335,15 @@ func newGetNodePoolsCommand(o *Options) *cobra.Command {
 			return raw, nodePoolAnswer{raw: raw, one: len(args) == 2}, nil
 		},
 		table: func(s Streams, wide bool, pools nodePoolAnswer) error {
-			var items []nodePoolView
+			var items []api.NodePool
 			if pools.one {
-				var np nodePoolView
+				var np api.NodePool
 				if err := json.Unmarshal(pools.raw, &np); err != nil {
 					return err
 				}
-				items = []nodePoolView{np}
+				items = []api.NodePool{np}
 			} else {
-				var l struct {
-					Items []nodePoolView `json:"items"`
-				}
+				var l api.NodePoolList
 				if err := json.Unmarshal(pools.raw, &l); err != nil {
 					return err
 				}
@@ -388,9 +362,9 @@ func newGetNodePoolsCommand(o *Options) *cobra.Command {
 			for _, np := range items {
 				desired := ""
 				if np.Spec.Replicas != nil {
-					desired = strconv.Itoa(*np.Spec.Replicas)
+					desired = strconv.Itoa(int(*np.Spec.Replicas))
 				}
-				row := []string{np.Name, desired, strconv.Itoa(np.Status.Replicas), strconv.Itoa(np.Status.ReadyReplicas),
+				row := []string{np.Name, desired, strconv.Itoa(int(np.Status.Replicas)), strconv.Itoa(int(np.Status.ReadyReplicas)),
 					np.Status.Version, age(np.CreationTimestamp, now)}
 				if wide {
 					as := ""
