@@ -104,11 +104,8 @@ func newGetBackupsCommand(o *Options) *cobra.Command {
 				fmt.Fprintln(s.ErrOut, "No backups found.")
 				return nil
 			}
-			header := []string{"NAME", "COMPLETE", "REVISION", "SIZE", "TRIGGER", "AGE"}
-			if wide {
-				header = append(header, "MEMBER", "VERSION", "MESSAGE")
-			}
-			t := newTable(s.Out, header...)
+			t := newTable(s.Out, columns(wide, []string{"NAME", "COMPLETE", "REVISION", "SIZE", "TRIGGER", "AGE"},
+				"MEMBER", "VERSION", "MESSAGE")...)
 			now := time.Now()
 			for _, b := range items {
 				cond, _ := b.Status.Conditions.Get(api.ConditionComplete)

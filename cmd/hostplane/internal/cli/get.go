@@ -107,11 +107,7 @@ func printClusters(s Streams, wide bool, items []api.Cluster) error {
 		fmt.Fprintln(s.ErrOut, "No clusters found.")
 		return nil
 	}
-	header := []string{"NAME", "VERSION", "AVAILABLE", "PROGRESSING", "AGE"}
-	if wide {
-		header = append(header, "ENDPOINT", "MESSAGE")
-	}
-	t := newTable(s.Out, header...)
+	t := newTable(s.Out, columns(wide, []string{"NAME", "VERSION", "AVAILABLE", "PROGRESSING", "AGE"}, "ENDPOINT", "MESSAGE")...)
 	now := time.Now()
 	for i := range items {
 		c := &items[i]
@@ -163,11 +159,8 @@ func printComponents(s Streams, wide bool, items []api.ControlPlaneComponent) er
 		fmt.Fprintln(s.ErrOut, "No components found.")
 		return nil
 	}
-	header := []string{"NAME", "VERSION", "READY", "AVAILABLE", "PROGRESSING", "AGE"}
-	if wide {
-		header = append(header, "DEPENDS-ON", "CONFIG", "RESTARTS", "MESSAGE")
-	}
-	t := newTable(s.Out, header...)
+	t := newTable(s.Out, columns(wide, []string{"NAME", "VERSION", "READY", "AVAILABLE", "PROGRESSING", "AGE"},
+		"DEPENDS-ON", "CONFIG", "RESTARTS", "MESSAGE")...)
 	now := time.Now()
 	for _, c := range items {
 		row := []string{c.Name, c.Status.Version, fmt.Sprintf("%d/%d", c.Status.ReadyReplicas, c.Spec.Replicas),
@@ -236,11 +229,7 @@ func newGetPKICommand(o *Options) *cobra.Command {
 			return p, p.Certificates, nil
 		},
 		table: func(s Streams, wide bool, certs []api.CertInfo) error {
-			header := []string{"NAME", "CA", "NOT-AFTER", "EXPIRES-IN"}
-			if wide {
-				header = append(header, "SUBJECT", "ISSUER")
-			}
-			t := newTable(s.Out, header...)
+			t := newTable(s.Out, columns(wide, []string{"NAME", "CA", "NOT-AFTER", "EXPIRES-IN"}, "SUBJECT", "ISSUER")...)
 			now := time.Now()
 			for _, ci := range certs {
 				row := []string{ci.Name, strconv.FormatBool(ci.IsCA), ci.NotAfter.UTC().Format(time.RFC3339), humanDuration(ci.NotAfter.Sub(now))}
@@ -271,11 +260,8 @@ func newGetInfraCommand(o *Options) *cobra.Command {
 			return inf, inf, nil
 		},
 		table: func(s Streams, wide bool, inf *api.Infra) error {
-			header := []string{"CLUSTER", "PLATFORM", "ENDPOINT", "READY", "AGE"}
-			if wide {
-				header = append(header, "APISERVERS", "ETCD", "MESSAGE")
-			}
-			t := newTable(s.Out, header...)
+			t := newTable(s.Out, columns(wide, []string{"CLUSTER", "PLATFORM", "ENDPOINT", "READY", "AGE"},
+				"APISERVERS", "ETCD", "MESSAGE")...)
 			row := []string{inf.Name, inf.Platform, endpointURL(&inf.Endpoint), strconv.FormatBool(inf.Ready), age(inf.CreationTimestamp, time.Now())}
 			if wide {
 				var apis, etcd []string
@@ -353,11 +339,8 @@ func newGetNodePoolsCommand(o *Options) *cobra.Command {
 				fmt.Fprintln(s.ErrOut, "No node pools found.")
 				return nil
 			}
-			header := []string{"NAME", "DESIRED", "CURRENT", "READY", "VERSION", "AGE"}
-			if wide {
-				header = append(header, "UPGRADE-TYPE", "AUTOSCALING", "MESSAGE")
-			}
-			t := newTable(s.Out, header...)
+			t := newTable(s.Out, columns(wide, []string{"NAME", "DESIRED", "CURRENT", "READY", "VERSION", "AGE"},
+				"UPGRADE-TYPE", "AUTOSCALING", "MESSAGE")...)
 			now := time.Now()
 			for _, np := range items {
 				desired := ""
@@ -418,11 +401,8 @@ func newGetMachinesCommand(o *Options) *cobra.Command {
 // ZONE: the local instance type and zone); wide adds CAPACITY (on-demand or spot), NODECLAIM
 // (Karpenter's, if any), PROVIDER-ID, CONFIG-HASH and MESSAGE (the fault injected, if any, before the message).
 func machineTable(w io.Writer, wide bool, ms []api.Machine, now time.Time) error {
-	header := []string{"NAME", "NODEPOOL", "PHASE", "NODE", "TYPE", "ZONE", "VERSION", "AGE"}
-	if wide {
-		header = append(header, "CAPACITY", "NODECLAIM", "PROVIDER-ID", "CONFIG-HASH", "MESSAGE")
-	}
-	t := newTable(w, header...)
+	t := newTable(w, columns(wide, []string{"NAME", "NODEPOOL", "PHASE", "NODE", "TYPE", "ZONE", "VERSION", "AGE"},
+		"CAPACITY", "NODECLAIM", "PROVIDER-ID", "CONFIG-HASH", "MESSAGE")...)
 	for _, m := range ms {
 		row := []string{m.Name, m.NodePool, m.Phase, m.NodeName, m.InstanceType, m.Zone, m.Version, age(m.CreatedAt, now)}
 		if wide {

@@ -59,6 +59,14 @@ func printObject(w io.Writer, format string, v any) (bool, error) {
 	return false, nil
 }
 
+// columns is header, followed by the columns of -o wide when wide.
+func columns(wide bool, header []string, wideColumns ...string) []string {
+	if wide {
+		return append(header, wideColumns...)
+	}
+	return header
+}
+
 // table writes kubectl-style columns.
 type table struct{ tw *tabwriter.Writer }
 
