@@ -120,14 +120,19 @@ func newDeleteClusterCommand(o *Options) *cobra.Command {
 			return step{said: "cluster/" + name + " deleting", until: o.waitFor(c, spec, "cluster/"+name+" deleted")}, nil
 		},
 		waits: "everything of the cluster is gone",
-	}.command(o, &cobra.Command{
-		Use:               "cluster NAME",
+	}.command(o, o.onCluster("cluster NAME", "Delete a cluster: its control plane, infrastructure and certificates", "  hostplane delete cluster demo --wait"))
+}
+
+// onCluster is the command of a change to one cluster, `VERB cluster NAME`.
+func (o *Options) onCluster(use, short, example string) *cobra.Command {
+	return &cobra.Command{
+		Use:               use,
 		Aliases:           []string{"hostedcluster", "hc"},
-		Short:             "Delete a cluster: its control plane, infrastructure and certificates",
-		Example:           "  hostplane delete cluster demo --wait",
+		Short:             short,
+		Example:           example,
 		Args:              exactArgs("NAME"),
 		ValidArgsFunction: o.completeClusters,
-	})
+	}
 }
 
 func newUpgradeCommand(o *Options) *cobra.Command {
@@ -173,14 +178,8 @@ func newUpgradeClusterCommand(o *Options) *cobra.Command {
 			return step{said: "cluster/" + name + " upgrading to " + rel, until: o.waitFor(c, spec, "cluster/"+name+" runs "+rel)}, nil
 		},
 		waits: "every component runs the release",
-	}.command(o, &cobra.Command{
-		Use:               "cluster NAME --release VERSION",
-		Aliases:           []string{"hostedcluster", "hc"},
-		Short:             "Roll a cluster's control plane to another release, one component at a time",
-		Example:           "  hostplane upgrade cluster demo --release 1.34.4 --wait",
-		Args:              exactArgs("NAME"),
-		ValidArgsFunction: o.completeClusters,
-	})
+	}.command(o, o.onCluster("cluster NAME --release VERSION", "Roll a cluster's control plane to another release, one component at a time",
+		"  hostplane upgrade cluster demo --release 1.34.4 --wait"))
 	cmd.Flags().StringVar(&rel, "release", "", "release to move to (required)")
 	_ = cmd.RegisterFlagCompletionFunc("release", completeReleases)
 	return cmd

@@ -55,12 +55,5 @@ func newHibernationCommand(o *Options, hibernate bool) *cobra.Command {
 			return step{said: "cluster/" + name + " " + verb, until: o.waitFor(c, spec, "cluster/"+name+" "+done)}, nil
 		},
 		waits: goal,
-	}.command(o, &cobra.Command{
-		Use:               "cluster NAME",
-		Aliases:           []string{"hostedcluster", "hc"},
-		Short:             short,
-		Example:           example,
-		Args:              exactArgs("NAME"),
-		ValidArgsFunction: o.completeClusters,
-	})
+	}.command(o, o.onCluster("cluster NAME", short, example))
 }

@@ -118,7 +118,7 @@ func newCreateNodePoolCommand(o *Options) *cobra.Command {
 
 func newDeleteNodePoolCommand(o *Options) *cobra.Command {
 	var cluster string
-	cmd := action{
+	return action{
 		do: func(cmd *cobra.Command, c *client.Client, args []string) (step, error) {
 			if err := c.Do(cmd.Context(), http.MethodDelete, client.ClusterPath(cluster, "nodepools", args[0]), nil, nil); err != nil {
 				return step{}, notServed(err, routeNodePools)
@@ -126,14 +126,21 @@ func newDeleteNodePoolCommand(o *Options) *cobra.Command {
 			return o.nodePoolStep(c, "nodepool/"+args[0]+" deleting", nodePoolGoneSpec(cluster, args[0])), nil
 		},
 		waits: "its machines are gone",
-	}.command(o, &cobra.Command{
-		Use:               "nodepool NAME --cluster CLUSTER",
+	}.command(o, o.onNodePool("nodepool NAME --cluster CLUSTER", "Delete a node pool: drain and remove its machines", "", &cluster))
+}
+
+// onNodePool is the command of a change to one node pool, `VERB nodepool NAME --cluster
+// CLUSTER`; it adds --cluster, which fills cluster.
+func (o *Options) onNodePool(use, short, example string, cluster *string) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:               use,
 		Aliases:           []string{"np"},
-		Short:             "Delete a node pool: drain and remove its machines",
+		Short:             short,
+		Example:           example,
 		Args:              exactArgs("NAME"),
-		ValidArgsFunction: o.completeNodePools(&cluster),
-	})
-	addClusterFlag(o, cmd, &cluster, "the node pool's cluster (required)")
+		ValidArgsFunction: o.completeNodePools(cluster),
+	}
+	addClusterFlag(o, cmd, cluster, "the node pool's cluster (required)")
 	return cmd
 }
 
@@ -158,15 +165,8 @@ func newScaleCommand(o *Options) *cobra.Command {
 				nodePoolReadySpec(cluster, args[0], gen, fmt.Sprintf("node pool %s at %d machines", args[0], replicas))), nil
 		},
 		waits: "the pool has that many Ready machines",
-	}.command(o, &cobra.Command{
-		Use:               "nodepool NAME --cluster CLUSTER --replicas N",
-		Aliases:           []string{"np"},
-		Short:             "Set a node pool's replicas",
-		Example:           "  hostplane scale nodepool workers --cluster demo --replicas 5",
-		Args:              exactArgs("NAME"),
-		ValidArgsFunction: o.completeNodePools(&cluster),
-	})
-	addClusterFlag(o, np, &cluster, "the node pool's cluster (required)")
+	}.command(o, o.onNodePool("nodepool NAME --cluster CLUSTER --replicas N", "Set a node pool's replicas",
+		"  hostplane scale nodepool workers --cluster demo --replicas 5", &cluster))
 	np.Flags().IntVar(&replicas, "replicas", 0, "number of machines (required)")
 	return group("scale", "Change the number of machines of a node pool", np)
 }
@@ -183,14 +183,7 @@ func newUpgradeNodePoolCommand(o *Options) *cobra.Command {
 			return o.nodePoolStep(c, "nodepool/"+args[0]+" upgrading to "+rel, nodePoolReadySpec(cluster, args[0], gen, "node pool "+args[0]+" at "+rel)), nil
 		},
 		waits: "every machine runs the release",
-	}.command(o, &cobra.Command{
-		Use:               "nodepool NAME --cluster CLUSTER --release VERSION",
-		Aliases:           []string{"np"},
-		Short:             "Roll a node pool's machines to another release",
-		Args:              exactArgs("NAME"),
-		ValidArgsFunction: o.completeNodePools(&cluster),
-	})
-	addClusterFlag(o, cmd, &cluster, "the node pool's cluster (required)")
+	}.command(o, o.onNodePool("nodepool NAME --cluster CLUSTER --release VERSION", "Roll a node pool's machines to another release", "", &cluster))
 	cmd.Flags().StringVar(&rel, "release", "", "release to move to (required)")
 	_ = cmd.RegisterFlagCompletionFunc("release", completeReleases)
 	return cmd
