@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -68,7 +69,8 @@ type credsFlags struct {
 func (f *credsFlags) clientTLS() natsauth.TLS {
 	t := f.tls
 	if t.CAFile == "" {
-		if ca := filepath.Join(filepath.Dir(f.dir), dev.NATSTLSDir, natsauth.TLSCAFile); fileExists(ca) {
+		ca := filepath.Join(filepath.Dir(f.dir), dev.NATSTLSDir, natsauth.TLSCAFile)
+		if fi, err := os.Stat(ca); err == nil && fi.Mode().IsRegular() {
 			t.CAFile = ca
 		}
 	}
@@ -97,7 +99,7 @@ func newCredsCreateCommand(f *credsFlags) *cobra.Command {
 
 // newCredsRevokeCommand revokes a minted identity.
 func newCredsRevokeCommand(f *credsFlags) *cobra.Command {
-	revoke := &cobra.Command{
+	return &cobra.Command{
 		Use:   "revoke NAME",
 		Short: "Revoke an identity minted for another system: its seed is deleted and the server refuses it",
 		Args:  cobra.ExactArgs(1),
@@ -109,12 +111,11 @@ func newCredsRevokeCommand(f *credsFlags) *cobra.Command {
 			return nil
 		},
 	}
-	return revoke
 }
 
 // newCredsListCommand lists the minted identities.
 func newCredsListCommand(f *credsFlags) *cobra.Command {
-	list := &cobra.Command{
+	return &cobra.Command{
 		Use:   "list",
 		Short: "List the identities minted for other systems",
 		Args:  cobra.NoArgs,
@@ -126,16 +127,11 @@ func newCredsListCommand(f *credsFlags) *cobra.Command {
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "NAME\tKIND\tCLUSTERS\tCREATED")
 			for _, m := range minted {
-				cl := strings.Join(m.Clusters, ",")
-				if cl == "" {
-					cl = "*"
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", m.Name, m.Kind, cl, m.Created.Format(time.RFC3339))
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", m.Name, m.Kind, cmp.Or(strings.Join(m.Clusters, ","), "*"), m.Created.Format(time.RFC3339))
 			}
 			return w.Flush()
 		},
 	}
-	return list
 }
 
 // newCredsInitCommand creates the built-in identities, the seal key and, on request, the TLS material.
@@ -289,10 +285,7 @@ const credsMgmtTLSDir = "mgmt-tls"
 const sealKeyFileName = "pki.key"
 
 func sealKeyPath(dir, flag string) string {
-	if flag != "" {
-		return flag
-	}
-	return filepath.Join(dir, sealKeyFileName)
+	return cmp.Or(flag, filepath.Join(dir, sealKeyFileName))
 }
 
 // daemonNames are the six daemons, in natsauth's table order.
@@ -415,10 +408,4 @@ func printMinted(w io.Writer, c *natsauth.Credentials, tls natsauth.TLS, kind, n
 		fmt.Fprintf(w, "read      %s consumer add HOSTPLANE_EVENTS %s --pull --deliver all --ack explicit --defaults\n          %s consumer next HOSTPLANE_EVENTS %s --count 10\n", common, name, common, name)
 	}
 	fmt.Fprintln(w, "hostplane dev accepts it within a second; a standalone nats-server once it reloads its configuration (SIGHUP).")
-}
-
-// fileExists reports whether path is an existing file.
-func fileExists(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.Mode().IsRegular()
 }

@@ -78,11 +78,8 @@ AUDIT-ID; -o json or yaml print the events with their request bodies.`,
 // auditTable prints events as TIME USER VERB RESOURCE NAMESPACE/NAME CODE; wide adds LEVEL,
 // SOURCE (the first source IP) and AUDIT-ID.
 func auditTable(w io.Writer, wide bool, evs []api.AuditEvent) error {
-	header := []string{"TIME", "USER", "VERB", "RESOURCE", "NAMESPACE/NAME", "CODE"}
-	if wide {
-		header = append(header, "LEVEL", "SOURCE", "AUDIT-ID")
-	}
-	t := newTable(w, header...)
+	t := newTable(w, columns(wide, []string{"TIME", "USER", "VERB", "RESOURCE", "NAMESPACE/NAME", "CODE"},
+		"LEVEL", "SOURCE", "AUDIT-ID")...)
 	for _, e := range evs {
 		user := e.User.Username
 		if e.ImpersonatedUser != nil {

@@ -21,45 +21,32 @@ const routeBackups = "/v1/clusters/{c}/backups"
 const backupPollInterval = 500 * time.Millisecond
 
 func newCreateBackupCommand(o *Options) *cobra.Command {
-	var (
-		cluster, out string
-		wait         bool
-		timeout      time.Duration
-	)
-	cmd := &cobra.Command{
+	var cluster string
+	cmd := action{
+		do: func(cmd *cobra.Command, c *client.Client, args []string) (step, error) {
+			var b api.Backup
+			if err := c.Do(cmd.Context(), http.MethodPost, client.ClusterPath(cluster, "backups"), map[string]string{"name": args[0]}, &b); err != nil {
+				return step{}, notServed(err, routeBackups)
+			}
+			return step{said: fmt.Sprintf("backup/%s of cluster %s requested", b.Name, cluster), answer: &b,
+				until: func(cx context.Context, timeout time.Duration) (string, any, error) {
+					done, err := waitBackup(cx, c, cluster, b.Name, timeout)
+					if err != nil {
+						return "", nil, err
+					}
+					return fmt.Sprintf("backup/%s complete: etcd revision %d, %s", done.Name, done.Status.Revision, humanBytes(done.Status.SizeBytes)), done, nil
+				}}, nil
+		},
+		waits:  "the backup is Complete",
+		output: "print the backup as json or yaml instead of a message",
+	}.command(o, &cobra.Command{
 		Use:               "backup NAME --cluster CLUSTER",
 		Short:             "Take an etcd backup of a cluster (a snapshot in the management plane's object store)",
 		Example:           "  hostplane create backup before-upgrade --cluster demo --wait\n  hostplane create cluster demo2 --release 1.34.4 --restore-from demo/before-upgrade",
 		Args:              exactArgs("NAME"),
 		ValidArgsFunction: cobra.NoFileCompletions,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if out != "" {
-				if err := checkOutput(cmd, out); err != nil {
-					return err
-				}
-			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			var b api.Backup
-			if err := c.Do(ctx(cmd), http.MethodPost, client.ClusterPath(cluster, "backups"), map[string]string{"name": args[0]}, &b); err != nil {
-				return notServed(err, routeBackups)
-			}
-			if !wait {
-				return printResult(o, out, &b, "backup/%s of cluster %s requested", b.Name, cluster)
-			}
-			fmt.Fprintf(o.ErrOut, "backup/%s of cluster %s requested\n", b.Name, cluster)
-			done, err := waitBackup(ctx(cmd), c, cluster, b.Name, timeout)
-			if err != nil {
-				return err
-			}
-			return printResult(o, out, done, "backup/%s complete: etcd revision %d, %s", done.Name, done.Status.Revision, humanBytes(done.Status.SizeBytes))
-		},
-	}
+	})
 	addClusterFlag(o, cmd, &cluster, "the cluster to back up (required)")
-	addWaitFlags(cmd, &wait, &timeout, "the backup is Complete")
-	cmd.Flags().StringVarP(&out, "output", "o", "", "print the backup as json or yaml instead of a message")
 	return cmd
 }
 
@@ -117,11 +104,8 @@ func newGetBackupsCommand(o *Options) *cobra.Command {
 				fmt.Fprintln(s.ErrOut, "No backups found.")
 				return nil
 			}
-			header := []string{"NAME", "COMPLETE", "REVISION", "SIZE", "TRIGGER", "AGE"}
-			if wide {
-				header = append(header, "MEMBER", "VERSION", "MESSAGE")
-			}
-			t := newTable(s.Out, header...)
+			t := newTable(s.Out, columns(wide, []string{"NAME", "COMPLETE", "REVISION", "SIZE", "TRIGGER", "AGE"},
+				"MEMBER", "VERSION", "MESSAGE")...)
 			now := time.Now()
 			for _, b := range items {
 				cond, _ := b.Status.Conditions.Get(api.ConditionComplete)
@@ -150,34 +134,47 @@ func newGetBackupsCommand(o *Options) *cobra.Command {
 
 func newDeleteBackupCommand(o *Options) *cobra.Command {
 	var cluster string
-	cmd := &cobra.Command{
+	cmd := action{
+		do: func(cmd *cobra.Command, c *client.Client, args []string) (step, error) {
+			if err := c.Do(cmd.Context(), http.MethodDelete, client.ClusterPath(cluster, "backups", args[0]), nil, nil); err != nil {
+				return step{}, notServed(err, routeBackups)
+			}
+			return step{said: fmt.Sprintf("backup/%s of cluster %s deleted", args[0], cluster)}, nil
+		},
+	}.command(o, &cobra.Command{
 		Use:               "backup NAME --cluster CLUSTER",
 		Short:             "Delete an etcd backup and its snapshot",
 		Args:              exactArgs("NAME"),
 		ValidArgsFunction: cobra.NoFileCompletions,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			if err := c.Do(ctx(cmd), http.MethodDelete, client.ClusterPath(cluster, "backups", args[0]), nil, nil); err != nil {
-				return notServed(err, routeBackups)
-			}
-			fmt.Fprintf(o.Out, "backup/%s of cluster %s deleted\n", args[0], cluster)
-			return nil
-		},
-	}
+	})
 	addClusterFlag(o, cmd, &cluster, "the backup's cluster (required)")
 	return cmd
 }
 
 func newRestoreCommand(o *Options) *cobra.Command {
-	var (
-		backup  string
-		wait    bool
-		timeout time.Duration
-	)
-	cmd := &cobra.Command{
+	var backup string
+	cmd := action{
+		check: func(cmd *cobra.Command) error {
+			if backup == "" {
+				return usagef(cmd, "--backup is required")
+			}
+			return nil
+		},
+		do: func(cmd *cobra.Command, c *client.Client, args []string) (step, error) {
+			if err := c.Do(cmd.Context(), http.MethodPost, client.ClusterPath(args[0], "backups", backup, "restore"), nil, nil); err != nil {
+				return step{}, notServed(err, routeBackups)
+			}
+			return step{said: fmt.Sprintf("cluster/%s: restore from backup %s requested", args[0], backup), kept: true,
+				until: func(cx context.Context, timeout time.Duration) (string, any, error) {
+					cl, err := c.GetCluster(cx, args[0])
+					if err != nil {
+						return "", nil, err
+					}
+					return "", nil, o.wait(cx, c, availableSpec(cl.Name, cl.Generation), timeout)
+				}}, nil
+		},
+		waits: "the cluster is Available again",
+	}.command(o, &cobra.Command{
 		Use:   "restore CLUSTER --backup NAME",
 		Short: "Restore a cluster's etcd in place from one of its backups (for lost or damaged etcd data)",
 		Long: `Restore a cluster's etcd in place: the control plane is stopped, every etcd member is
@@ -187,30 +184,8 @@ backup is lost. To restore into a new cluster instead, use
 		Example:           "  hostplane restore demo --backup before-upgrade --wait",
 		Args:              exactArgs("CLUSTER"),
 		ValidArgsFunction: o.completeClusters,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if backup == "" {
-				return usagef(cmd, "--backup is required")
-			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			if err := c.Do(ctx(cmd), http.MethodPost, client.ClusterPath(args[0], "backups", backup, "restore"), nil, nil); err != nil {
-				return notServed(err, routeBackups)
-			}
-			fmt.Fprintf(o.Out, "cluster/%s: restore from backup %s requested\n", args[0], backup)
-			if !wait {
-				return nil
-			}
-			cl, err := c.GetCluster(ctx(cmd), args[0])
-			if err != nil {
-				return err
-			}
-			return o.wait(ctx(cmd), c, availableSpec(cl.Name, cl.Generation), timeout)
-		},
-	}
+	})
 	cmd.Flags().StringVar(&backup, "backup", "", "the backup to restore (required)")
-	addWaitFlags(cmd, &wait, &timeout, "the cluster is Available again")
 	return cmd
 }
 

@@ -5,7 +5,6 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -202,8 +201,8 @@ func unknownSubcommand(cmd *cobra.Command, arg string) error {
 
 // group returns a command that only holds subcommands (get, create, ...): without a
 // subcommand it says what it needs, with an unknown one it suggests the nearest.
-func group(use, short string) *cobra.Command {
-	return &cobra.Command{
+func group(use, short string, subs ...*cobra.Command) *cobra.Command {
+	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
 		Args:  cobra.ArbitraryArgs,
@@ -221,6 +220,8 @@ func group(use, short string) *cobra.Command {
 		},
 		ValidArgsFunction: cobra.NoFileCompletions,
 	}
+	cmd.AddCommand(subs...)
+	return cmd
 }
 
 // exactArgs requires exactly the named positional arguments.
@@ -274,14 +275,6 @@ func firstNonEmpty(s ...string) string {
 		}
 	}
 	return ""
-}
-
-// ctx returns the command's context.
-func ctx(cmd *cobra.Command) context.Context {
-	if c := cmd.Context(); c != nil {
-		return c
-	}
-	return context.Background()
 }
 
 // suggestionDistance is the largest edit distance of a suggested command.

@@ -1,32 +1,28 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hostplane/hostplane/pkg/api"
-	"github.com/hostplane/hostplane/pkg/release"
+	"github.com/hostplane/hostplane/pkg/client"
 )
 
-// DefaultTimeout bounds --wait.
-const DefaultTimeout = 10 * time.Minute
-
 func newCreateCommand(o *Options) *cobra.Command {
-	cmd := group("create", "Create a cluster, a node pool or an etcd backup")
-	cmd.AddCommand(newCreateClusterCommand(o), newCreateNodePoolCommand(o), newCreateBackupCommand(o))
-	return cmd
+	return group("create", "Create a cluster, a node pool or an etcd backup",
+		newCreateClusterCommand(o), newCreateNodePoolCommand(o), newCreateBackupCommand(o))
 }
 
 func newCreateClusterCommand(o *Options) *cobra.Command {
 	var (
 		rel, platform, availability string
 		restoreFrom                 string
-		wait, scaleUpOnly, autoNode bool
-		timeout, unneeded           time.Duration
+		scaleUpOnly, autoNode       bool
+		unneeded                    time.Duration
 		maxNodes                    int32
-		out                         string
 	)
 	cmd := &cobra.Command{
 		Use:     "cluster NAME --release VERSION",
@@ -36,19 +32,10 @@ func newCreateClusterCommand(o *Options) *cobra.Command {
   hostplane create cluster ha --release 1.34.4 --availability HighlyAvailable`,
 		Args:              exactArgs("NAME"),
 		ValidArgsFunction: cobra.NoFileCompletions,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if rel == "" {
-				return usagef(cmd, "--release is required (one of %v)", release.Versions())
-			}
-			if out != "" {
-				if err := checkOutput(cmd, out); err != nil {
-					return err
-				}
-			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
+	}
+	action{
+		check: requireRelease(&rel),
+		do: func(cmd *cobra.Command, c *client.Client, args []string) (step, error) {
 			in := &api.Cluster{Spec: api.ClusterSpec{
 				Release:                      api.Release{Version: rel},
 				Platform:                     api.Platform{Type: platform},
@@ -68,38 +55,37 @@ func newCreateClusterCommand(o *Options) *cobra.Command {
 				}
 			}
 			if restoreFrom != "" {
+				var err error
 				if in.Spec.RestoreFrom, err = parseRestoreFrom(cmd, restoreFrom); err != nil {
-					return err
+					return step{}, err
 				}
 			}
 			if autoNode {
 				in.Spec.AutoNode = &api.AutoNode{ProvisionerConfig: api.ProvisionerConfig{Name: api.ProvisionerKarpenter}}
 			}
 			in.Name = args[0]
-			cl, err := c.CreateCluster(ctx(cmd), in)
+			cl, err := c.CreateCluster(cmd.Context(), in)
 			if err != nil {
-				return err
+				return step{}, err
 			}
-			if !wait {
-				return printResult(o, out, cl, "cluster/%s created", cl.Name)
-			}
-			fmt.Fprintf(o.ErrOut, "cluster/%s created\n", cl.Name)
-			if err := o.wait(ctx(cmd), c, availableSpec(cl.Name, cl.Generation), timeout); err != nil {
-				return err
-			}
-			cl, err = c.GetCluster(ctx(cmd), cl.Name)
-			if err != nil {
-				return err
-			}
-			return printResult(o, out, cl, "cluster/%s is Available at %s", cl.Name, endpointURL(cl.Status.ControlPlaneEndpoint))
+			return step{said: "cluster/" + cl.Name + " created", answer: cl, until: func(cx context.Context, timeout time.Duration) (string, any, error) {
+				if err := o.wait(cx, c, availableSpec(cl.Name, cl.Generation), timeout); err != nil {
+					return "", nil, err
+				}
+				cl, err := c.GetCluster(cx, cl.Name)
+				if err != nil {
+					return "", nil, err
+				}
+				return fmt.Sprintf("cluster/%s is Available at %s", cl.Name, endpointURL(cl.Status.ControlPlaneEndpoint)), cl, nil
+			}}, nil
 		},
-	}
+		waits:  "Available",
+		output: "print the created cluster as json or yaml instead of a message",
+	}.command(o, cmd)
 	f := cmd.Flags()
 	f.StringVar(&rel, "release", "", "Kubernetes release to run (required)")
 	f.StringVar(&platform, "platform", api.PlatformLocal, "platform of the worker machines: local or none")
 	f.StringVar(&availability, "availability", api.SingleReplica, "control-plane availability: SingleReplica or HighlyAvailable")
-	addWaitFlags(cmd, &wait, &timeout, "Available")
-	f.StringVarP(&out, "output", "o", "", "print the created cluster as json or yaml instead of a message")
 	f.DurationVar(&unneeded, "scale-down-unneeded-time", 10*time.Minute, "autoscaled pools: how long an added node is unneeded before it goes (spec.autoscaling.scaleDown)")
 	f.Int32Var(&maxNodes, "max-nodes-total", 0, "autoscaling and autoprovisioning add no machine beyond this many in the cluster (spec.autoscaling.maxNodesTotal)")
 	f.StringVar(&restoreFrom, "restore-from", "", "start the cluster's etcd from a complete backup, CLUSTER/BACKUP (spec.restoreFrom; docs/backups.md)")
@@ -112,53 +98,18 @@ func newCreateClusterCommand(o *Options) *cobra.Command {
 	return cmd
 }
 
-func addWaitFlags(cmd *cobra.Command, wait *bool, timeout *time.Duration, what string) {
-	cmd.Flags().BoolVar(wait, "wait", false, "wait until "+what+", showing progress")
-	cmd.Flags().DurationVar(timeout, "timeout", DefaultTimeout, "how long --wait waits before giving up (exit code 4)")
-}
-
-// printResult prints obj as json/yaml when asked, else the message.
-func printResult(o *Options, format string, obj any, msg string, args ...any) error {
-	if format == OutputJSON || format == OutputYAML {
-		_, err := printObject(o.Out, format, obj)
-		return err
-	}
-	fmt.Fprintf(o.Out, msg+"\n", args...)
-	return nil
-}
-
 func newDeleteCommand(o *Options) *cobra.Command {
-	cmd := group("delete", "Delete a cluster, a node pool or an etcd backup")
-	cmd.AddCommand(newDeleteClusterCommand(o), newDeleteNodePoolCommand(o), newDeleteBackupCommand(o))
-	return cmd
+	return group("delete", "Delete a cluster, a node pool or an etcd backup",
+		newDeleteClusterCommand(o), newDeleteNodePoolCommand(o), newDeleteBackupCommand(o))
 }
 
 func newDeleteClusterCommand(o *Options) *cobra.Command {
-	var (
-		wait    bool
-		timeout time.Duration
-	)
-	cmd := &cobra.Command{
-		Use:               "cluster NAME",
-		Aliases:           []string{"hostedcluster", "hc"},
-		Short:             "Delete a cluster: its control plane, infrastructure and certificates",
-		Example:           "  hostplane delete cluster demo --wait",
-		Args:              exactArgs("NAME"),
-		ValidArgsFunction: o.completeClusters,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
+	return action{
+		do: func(cmd *cobra.Command, c *client.Client, args []string) (step, error) {
 			name := args[0]
-			if _, err := c.DeleteCluster(ctx(cmd), name); err != nil {
-				return err
+			if _, err := c.DeleteCluster(cmd.Context(), name); err != nil {
+				return step{}, err
 			}
-			if !wait {
-				fmt.Fprintf(o.Out, "cluster/%s deleting\n", name)
-				return nil
-			}
-			fmt.Fprintf(o.ErrOut, "cluster/%s deleting\n", name)
 			spec := waitSpec{
 				goal: "deletion", cluster: name,
 				done: func(obs observation) (bool, error) { return obs.cluster == nil, nil },
@@ -166,55 +117,39 @@ func newDeleteClusterCommand(o *Options) *cobra.Command {
 					return firstNonEmpty(conditionMessage(obs.cluster, api.ConditionDeleting), "deletion requested")
 				},
 			}
-			if err := o.wait(ctx(cmd), c, spec, timeout); err != nil {
-				return err
-			}
-			fmt.Fprintf(o.Out, "cluster/%s deleted\n", name)
-			return nil
+			return step{said: "cluster/" + name + " deleting", until: o.waitFor(c, spec, "cluster/"+name+" deleted")}, nil
 		},
+		waits: "everything of the cluster is gone",
+	}.command(o, o.onCluster("cluster NAME", "Delete a cluster: its control plane, infrastructure and certificates", "  hostplane delete cluster demo --wait"))
+}
+
+// onCluster is the command of a change to one cluster, `VERB cluster NAME`.
+func (o *Options) onCluster(use, short, example string) *cobra.Command {
+	return &cobra.Command{
+		Use:               use,
+		Aliases:           []string{"hostedcluster", "hc"},
+		Short:             short,
+		Example:           example,
+		Args:              exactArgs("NAME"),
+		ValidArgsFunction: o.completeClusters,
 	}
-	addWaitFlags(cmd, &wait, &timeout, "everything of the cluster is gone")
-	return cmd
 }
 
 func newUpgradeCommand(o *Options) *cobra.Command {
-	cmd := group("upgrade", "Move a cluster or a node pool to another Kubernetes release")
-	cmd.AddCommand(newUpgradeClusterCommand(o), newUpgradeNodePoolCommand(o))
-	return cmd
+	return group("upgrade", "Move a cluster or a node pool to another Kubernetes release", newUpgradeClusterCommand(o), newUpgradeNodePoolCommand(o))
 }
 
 func newUpgradeClusterCommand(o *Options) *cobra.Command {
-	var (
-		rel     string
-		wait    bool
-		timeout time.Duration
-	)
-	cmd := &cobra.Command{
-		Use:               "cluster NAME --release VERSION",
-		Aliases:           []string{"hostedcluster", "hc"},
-		Short:             "Roll a cluster's control plane to another release, one component at a time",
-		Example:           "  hostplane upgrade cluster demo --release 1.34.4 --wait",
-		Args:              exactArgs("NAME"),
-		ValidArgsFunction: o.completeClusters,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if rel == "" {
-				return usagef(cmd, "--release is required (one of %v)", release.Versions())
-			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
+	var rel string
+	cmd := action{
+		check: requireRelease(&rel),
+		do: func(cmd *cobra.Command, c *client.Client, args []string) (step, error) {
 			name := args[0]
 			patch := map[string]any{"spec": map[string]any{"release": map[string]any{"version": rel}}}
-			cl, err := c.PatchCluster(ctx(cmd), name, patch)
+			cl, err := c.PatchCluster(cmd.Context(), name, patch)
 			if err != nil {
-				return err
+				return step{}, err
 			}
-			if !wait {
-				fmt.Fprintf(o.Out, "cluster/%s upgrading to %s\n", name, rel)
-				return nil
-			}
-			fmt.Fprintf(o.ErrOut, "cluster/%s upgrading to %s\n", name, rel)
 			gen := cl.Generation
 			spec := waitSpec{
 				goal: "release " + rel, cluster: name, components: true,
@@ -240,15 +175,12 @@ func newUpgradeClusterCommand(o *Options) *cobra.Command {
 					return conditionMessage(obs.cluster, api.ConditionProgressing)
 				},
 			}
-			if err := o.wait(ctx(cmd), c, spec, timeout); err != nil {
-				return err
-			}
-			fmt.Fprintf(o.Out, "cluster/%s runs %s\n", name, rel)
-			return nil
+			return step{said: "cluster/" + name + " upgrading to " + rel, until: o.waitFor(c, spec, "cluster/"+name+" runs "+rel)}, nil
 		},
-	}
+		waits: "every component runs the release",
+	}.command(o, o.onCluster("cluster NAME --release VERSION", "Roll a cluster's control plane to another release, one component at a time",
+		"  hostplane upgrade cluster demo --release 1.34.4 --wait"))
 	cmd.Flags().StringVar(&rel, "release", "", "release to move to (required)")
 	_ = cmd.RegisterFlagCompletionFunc("release", completeReleases)
-	addWaitFlags(cmd, &wait, &timeout, "every component runs the release")
 	return cmd
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strings"
 	"time"
@@ -30,7 +29,7 @@ func (o *Options) clusterNames(cmd *cobra.Command, prefix string) []string {
 	if err != nil {
 		return nil
 	}
-	cx, cancel := context.WithTimeout(ctx(cmd), completionTimeout)
+	cx, cancel := context.WithTimeout(cmd.Context(), completionTimeout)
 	defer cancel()
 	l, err := c.ListClusters(cx)
 	if err != nil {
@@ -51,18 +50,14 @@ func (o *Options) nodePoolNames(cmd *cobra.Command, cluster, prefix string) []st
 	if err != nil || cluster == "" {
 		return nil
 	}
-	cx, cancel := context.WithTimeout(ctx(cmd), completionTimeout)
+	cx, cancel := context.WithTimeout(cmd.Context(), completionTimeout)
 	defer cancel()
 	var l struct {
 		Items []struct {
 			Name string `json:"name"`
 		} `json:"items"`
 	}
-	var raw json.RawMessage
-	if err := c.Do(cx, http.MethodGet, client.ClusterPath(cluster, "nodepools"), nil, &raw); err != nil {
-		return nil
-	}
-	if json.Unmarshal(raw, &l) != nil {
+	if err := c.Do(cx, http.MethodGet, client.ClusterPath(cluster, "nodepools"), nil, &l); err != nil {
 		return nil
 	}
 	var names []string

@@ -88,8 +88,25 @@ func redact(s string) string {
 	return s[:4] + "…REDACTED"
 }
 
+// setConfig sets key (server or token) to value in the config file and returns the file's
+// path.
+func (o *Options) setConfig(cmd *cobra.Command, key, value string) (string, error) {
+	cfg, path, err := o.loadConfig()
+	if err != nil {
+		return "", err
+	}
+	switch key {
+	case "server":
+		cfg.Server = value
+	case "token":
+		cfg.Token = value
+	default:
+		return "", usagef(cmd, "unknown key %q: want one of %s", key, strings.Join(configKeys, ", "))
+	}
+	return path, saveConfig(path, cfg)
+}
+
 func newConfigCommand(o *Options) *cobra.Command {
-	cmd := group("config", "Show or change the config file (server and token)")
 	set := &cobra.Command{
 		Use:       "set server|token VALUE",
 		Short:     "Set the server URL or the bearer token in the config file",
@@ -97,20 +114,9 @@ func newConfigCommand(o *Options) *cobra.Command {
 		Args:      exactArgs("KEY (server or token)", "VALUE"),
 		ValidArgs: configKeys,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, path, err := o.loadConfig()
-			if err != nil {
-				return err
-			}
 			key, value := args[0], strings.TrimSpace(args[1])
-			switch key {
-			case "server":
-				cfg.Server = value
-			case "token":
-				cfg.Token = value
-			default:
-				return usagef(cmd, "unknown key %q: want one of %s", key, strings.Join(configKeys, ", "))
-			}
-			if err := saveConfig(path, cfg); err != nil {
+			path, err := o.setConfig(cmd, key, value)
+			if err != nil {
 				return err
 			}
 			shown := value
@@ -128,26 +134,13 @@ func newConfigCommand(o *Options) *cobra.Command {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 	unset := &cobra.Command{
-		Use:   "unset server|token",
-		Short: "Remove the server URL or the bearer token from the config file",
-		Args:  exactArgs("KEY (server or token)"),
-		ValidArgsFunction: func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
-			return configKeys, cobra.ShellCompDirectiveNoFileComp
-		},
+		Use:               "unset server|token",
+		Short:             "Remove the server URL or the bearer token from the config file",
+		Args:              exactArgs("KEY (server or token)"),
+		ValidArgsFunction: cobra.FixedCompletions(configKeys, cobra.ShellCompDirectiveNoFileComp),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, path, err := o.loadConfig()
+			path, err := o.setConfig(cmd, args[0], "")
 			if err != nil {
-				return err
-			}
-			switch args[0] {
-			case "server":
-				cfg.Server = ""
-			case "token":
-				cfg.Token = ""
-			default:
-				return usagef(cmd, "unknown key %q: want one of %s", args[0], strings.Join(configKeys, ", "))
-			}
-			if err := saveConfig(path, cfg); err != nil {
 				return err
 			}
 			fmt.Fprintf(o.Out, "%s removed from %s\n", args[0], path)
@@ -178,6 +171,5 @@ func newConfigCommand(o *Options) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(set, unset, view)
-	return cmd
+	return group("config", "Show or change the config file (server and token)", set, unset, view)
 }

@@ -19,7 +19,6 @@ import (
 const describeEvents = 15
 
 func newDescribeCommand(o *Options) *cobra.Command {
-	cmd := group("describe", "Show a cluster or a node pool in detail")
 	var since time.Duration
 	cl := &cobra.Command{
 		Use:               "cluster NAME",
@@ -32,7 +31,7 @@ func newDescribeCommand(o *Options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cx := ctx(cmd)
+			cx := cmd.Context()
 			cluster, err := c.GetCluster(cx, args[0])
 			if err != nil {
 				return err
@@ -46,8 +45,7 @@ func newDescribeCommand(o *Options) *cobra.Command {
 		},
 	}
 	cl.Flags().DurationVar(&since, "events-since", time.Hour, "show the events of this last period (at most 15)")
-	cmd.AddCommand(cl, newDescribeNodePoolCommand(o))
-	return cmd
+	return group("describe", "Show a cluster or a node pool in detail", cl, newDescribeNodePoolCommand(o))
 }
 
 func newDescribeNodePoolCommand(o *Options) *cobra.Command {
@@ -64,7 +62,7 @@ func newDescribeNodePoolCommand(o *Options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cx := ctx(cmd)
+			cx := cmd.Context()
 			var np api.NodePool
 			if err := c.Do(cx, http.MethodGet, client.ClusterPath(cluster, "nodepools", args[0]), nil, &np); err != nil {
 				return notServed(err, routeNodePools)

@@ -54,7 +54,7 @@ each CloudEvent as one JSON line.`,
 			}
 			print := eventPrinter(o, out)
 			if !follow {
-				evs, err := recentEvents(ctx(cmd), c, cluster, start, 0)
+				evs, err := recentEvents(cmd.Context(), c, cluster, start, 0)
 				if err != nil {
 					return notServed(err, routeEvents)
 				}
@@ -78,7 +78,7 @@ each CloudEvent as one JSON line.`,
 					fmt.Fprintf(o.ErrOut, "# disconnected (%s); reconnecting in %s\n", reason, wait)
 				},
 			}
-			err = c.Follow(ctx(cmd), cluster, opts, print)
+			err = c.Follow(cmd.Context(), cluster, opts, print)
 			return notServed(err, routeEvents)
 		},
 	}

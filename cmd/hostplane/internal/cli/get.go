@@ -18,7 +18,9 @@ import (
 )
 
 func newGetCommand(o *Options) *cobra.Command {
-	cmd := group("get", "Show clusters, components, PKI, infrastructure, node pools, machines, releases or audit events")
+	cmd := group("get", "Show clusters, components, PKI, infrastructure, node pools, machines, releases or audit events",
+		newGetClustersCommand(o), newGetComponentsCommand(o), newGetPKICommand(o), newGetInfraCommand(o), newGetNodePoolsCommand(o),
+		newGetMachinesCommand(o), newGetReleasesCommand(o), newGetAuditCommand(o), newGetBackupsCommand(o))
 	cmd.Long = `Show one or many resources.
 
 Resources: clusters (cluster), components CLUSTER, pki CLUSTER, infra CLUSTER,
@@ -26,9 +28,6 @@ nodepools CLUSTER, machines CLUSTER, releases, audit CLUSTER, backups CLUSTER.`
 	cmd.Example = `  hostplane get clusters
   hostplane get cluster demo -o yaml
   hostplane get components demo -o wide`
-	cmd.AddCommand(newGetClustersCommand(o), newGetComponentsCommand(o), newGetPKICommand(o),
-		newGetInfraCommand(o), newGetNodePoolsCommand(o), newGetMachinesCommand(o), newGetReleasesCommand(o),
-		newGetAuditCommand(o), newGetBackupsCommand(o))
 	return cmd
 }
 
@@ -63,7 +62,7 @@ func (g getter[T]) command(o *Options, cmd *cobra.Command) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		answer, rows, err := g.fetch(ctx(cmd), c, args)
+		answer, rows, err := g.fetch(cmd.Context(), c, args)
 		if err != nil {
 			return err
 		}
@@ -108,11 +107,7 @@ func printClusters(s Streams, wide bool, items []api.Cluster) error {
 		fmt.Fprintln(s.ErrOut, "No clusters found.")
 		return nil
 	}
-	header := []string{"NAME", "VERSION", "AVAILABLE", "PROGRESSING", "AGE"}
-	if wide {
-		header = append(header, "ENDPOINT", "MESSAGE")
-	}
-	t := newTable(s.Out, header...)
+	t := newTable(s.Out, columns(wide, []string{"NAME", "VERSION", "AVAILABLE", "PROGRESSING", "AGE"}, "ENDPOINT", "MESSAGE")...)
 	now := time.Now()
 	for i := range items {
 		c := &items[i]
@@ -164,11 +159,8 @@ func printComponents(s Streams, wide bool, items []api.ControlPlaneComponent) er
 		fmt.Fprintln(s.ErrOut, "No components found.")
 		return nil
 	}
-	header := []string{"NAME", "VERSION", "READY", "AVAILABLE", "PROGRESSING", "AGE"}
-	if wide {
-		header = append(header, "DEPENDS-ON", "CONFIG", "RESTARTS", "MESSAGE")
-	}
-	t := newTable(s.Out, header...)
+	t := newTable(s.Out, columns(wide, []string{"NAME", "VERSION", "READY", "AVAILABLE", "PROGRESSING", "AGE"},
+		"DEPENDS-ON", "CONFIG", "RESTARTS", "MESSAGE")...)
 	now := time.Now()
 	for _, c := range items {
 		row := []string{c.Name, c.Status.Version, fmt.Sprintf("%d/%d", c.Status.ReadyReplicas, c.Spec.Replicas),
@@ -237,11 +229,7 @@ func newGetPKICommand(o *Options) *cobra.Command {
 			return p, p.Certificates, nil
 		},
 		table: func(s Streams, wide bool, certs []api.CertInfo) error {
-			header := []string{"NAME", "CA", "NOT-AFTER", "EXPIRES-IN"}
-			if wide {
-				header = append(header, "SUBJECT", "ISSUER")
-			}
-			t := newTable(s.Out, header...)
+			t := newTable(s.Out, columns(wide, []string{"NAME", "CA", "NOT-AFTER", "EXPIRES-IN"}, "SUBJECT", "ISSUER")...)
 			now := time.Now()
 			for _, ci := range certs {
 				row := []string{ci.Name, strconv.FormatBool(ci.IsCA), ci.NotAfter.UTC().Format(time.RFC3339), humanDuration(ci.NotAfter.Sub(now))}
@@ -272,11 +260,8 @@ func newGetInfraCommand(o *Options) *cobra.Command {
 			return inf, inf, nil
 		},
 		table: func(s Streams, wide bool, inf *api.Infra) error {
-			header := []string{"CLUSTER", "PLATFORM", "ENDPOINT", "READY", "AGE"}
-			if wide {
-				header = append(header, "APISERVERS", "ETCD", "MESSAGE")
-			}
-			t := newTable(s.Out, header...)
+			t := newTable(s.Out, columns(wide, []string{"CLUSTER", "PLATFORM", "ENDPOINT", "READY", "AGE"},
+				"APISERVERS", "ETCD", "MESSAGE")...)
 			row := []string{inf.Name, inf.Platform, endpointURL(&inf.Endpoint), strconv.FormatBool(inf.Ready), age(inf.CreationTimestamp, time.Now())}
 			if wide {
 				var apis, etcd []string
@@ -303,32 +288,8 @@ func notServed(err error, route string) error {
 	return err
 }
 
-// nodePoolView is what the table shows of a NodePool (decoded loosely: the json and yaml
-// outputs print the server's answer as it is).
-type nodePoolView struct {
-	Name              string    `json:"name"`
-	CreationTimestamp time.Time `json:"creationTimestamp"`
-	Spec              struct {
-		Replicas   *int        `json:"replicas"`
-		Release    api.Release `json:"release"`
-		Management struct {
-			UpgradeType string `json:"upgradeType"`
-		} `json:"management"`
-		AutoScaling *struct {
-			Min int `json:"min"`
-			Max int `json:"max"`
-		} `json:"autoScaling"`
-	} `json:"spec"`
-	Status struct {
-		Replicas      int            `json:"replicas"`
-		ReadyReplicas int            `json:"readyReplicas"`
-		Version       string         `json:"version"`
-		Conditions    api.Conditions `json:"conditions"`
-	} `json:"status"`
-}
-
-// nodePoolAnswer is the server's answer to get nodepools, as it came: one pool when NAME was
-// given, else the list.
+// nodePoolAnswer is the server's answer to get nodepools, as it came (what the json and yaml
+// outputs print): one pool when NAME was given, else the list.
 type nodePoolAnswer struct {
 	raw json.RawMessage
 	one bool
@@ -360,17 +321,15 @@ func newGetNodePoolsCommand(o *Options) *cobra.Command {
 			return raw, nodePoolAnswer{raw: raw, one: len(args) == 2}, nil
 		},
 		table: func(s Streams, wide bool, pools nodePoolAnswer) error {
-			var items []nodePoolView
+			var items []api.NodePool
 			if pools.one {
-				var np nodePoolView
+				var np api.NodePool
 				if err := json.Unmarshal(pools.raw, &np); err != nil {
 					return err
 				}
-				items = []nodePoolView{np}
+				items = []api.NodePool{np}
 			} else {
-				var l struct {
-					Items []nodePoolView `json:"items"`
-				}
+				var l api.NodePoolList
 				if err := json.Unmarshal(pools.raw, &l); err != nil {
 					return err
 				}
@@ -380,18 +339,15 @@ func newGetNodePoolsCommand(o *Options) *cobra.Command {
 				fmt.Fprintln(s.ErrOut, "No node pools found.")
 				return nil
 			}
-			header := []string{"NAME", "DESIRED", "CURRENT", "READY", "VERSION", "AGE"}
-			if wide {
-				header = append(header, "UPGRADE-TYPE", "AUTOSCALING", "MESSAGE")
-			}
-			t := newTable(s.Out, header...)
+			t := newTable(s.Out, columns(wide, []string{"NAME", "DESIRED", "CURRENT", "READY", "VERSION", "AGE"},
+				"UPGRADE-TYPE", "AUTOSCALING", "MESSAGE")...)
 			now := time.Now()
 			for _, np := range items {
 				desired := ""
 				if np.Spec.Replicas != nil {
-					desired = strconv.Itoa(*np.Spec.Replicas)
+					desired = strconv.Itoa(int(*np.Spec.Replicas))
 				}
-				row := []string{np.Name, desired, strconv.Itoa(np.Status.Replicas), strconv.Itoa(np.Status.ReadyReplicas),
+				row := []string{np.Name, desired, strconv.Itoa(int(np.Status.Replicas)), strconv.Itoa(int(np.Status.ReadyReplicas)),
 					np.Status.Version, age(np.CreationTimestamp, now)}
 				if wide {
 					as := ""
@@ -445,11 +401,8 @@ func newGetMachinesCommand(o *Options) *cobra.Command {
 // ZONE: the local instance type and zone); wide adds CAPACITY (on-demand or spot), NODECLAIM
 // (Karpenter's, if any), PROVIDER-ID, CONFIG-HASH and MESSAGE (the fault injected, if any, before the message).
 func machineTable(w io.Writer, wide bool, ms []api.Machine, now time.Time) error {
-	header := []string{"NAME", "NODEPOOL", "PHASE", "NODE", "TYPE", "ZONE", "VERSION", "AGE"}
-	if wide {
-		header = append(header, "CAPACITY", "NODECLAIM", "PROVIDER-ID", "CONFIG-HASH", "MESSAGE")
-	}
-	t := newTable(w, header...)
+	t := newTable(w, columns(wide, []string{"NAME", "NODEPOOL", "PHASE", "NODE", "TYPE", "ZONE", "VERSION", "AGE"},
+		"CAPACITY", "NODECLAIM", "PROVIDER-ID", "CONFIG-HASH", "MESSAGE")...)
 	for _, m := range ms {
 		row := []string{m.Name, m.NodePool, m.Phase, m.NodeName, m.InstanceType, m.Zone, m.Version, age(m.CreatedAt, now)}
 		if wide {

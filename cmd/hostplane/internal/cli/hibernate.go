@@ -2,60 +2,37 @@ package cli
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/client"
 )
 
 func newHibernateCommand(o *Options) *cobra.Command {
-	cmd := group("hibernate", "Stop a cluster's control plane and machines, keeping its data (docs/hibernation.md)")
-	cmd.AddCommand(newHibernationCommand(o, true))
-	return cmd
+	return group("hibernate", "Stop a cluster's control plane and machines, keeping its data (docs/hibernation.md)", newHibernationCommand(o, true))
 }
 
 func newResumeCommand(o *Options) *cobra.Command {
-	cmd := group("resume", "Wake a hibernated cluster: the same control plane and Nodes come back")
-	cmd.AddCommand(newHibernationCommand(o, false))
-	return cmd
+	return group("resume", "Wake a hibernated cluster: the same control plane and Nodes come back", newHibernationCommand(o, false))
 }
 
 // newHibernationCommand is `hibernate cluster NAME` (hibernate) or `resume cluster NAME`:
 // PATCH spec.hibernation.enabled, and with --wait wait for the Hibernated condition (or
 // Available, for resume).
 func newHibernationCommand(o *Options, hibernate bool) *cobra.Command {
-	var (
-		wait    bool
-		timeout time.Duration
-	)
 	short, example, goal, verb, done := "Hibernate a cluster: no control-plane process or machine of it runs until it is resumed or a client connects",
 		"  hostplane hibernate cluster demo --wait", "Hibernated", "hibernating", "hibernated"
 	if !hibernate {
 		short, example, goal, verb, done = "Resume a hibernated cluster", "  hostplane resume cluster demo --wait", "Available", "resuming", "resumed"
 	}
-	cmd := &cobra.Command{
-		Use:               "cluster NAME",
-		Aliases:           []string{"hostedcluster", "hc"},
-		Short:             short,
-		Example:           example,
-		Args:              exactArgs("NAME"),
-		ValidArgsFunction: o.completeClusters,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
+	return action{
+		do: func(cmd *cobra.Command, c *client.Client, args []string) (step, error) {
 			name := args[0]
 			patch := map[string]any{"spec": map[string]any{"hibernation": map[string]any{"enabled": hibernate}}}
-			if _, err := c.PatchCluster(ctx(cmd), name, patch); err != nil {
-				return err
+			if _, err := c.PatchCluster(cmd.Context(), name, patch); err != nil {
+				return step{}, err
 			}
-			if !wait {
-				fmt.Fprintf(o.Out, "cluster/%s %s\n", name, verb)
-				return nil
-			}
-			fmt.Fprintf(o.ErrOut, "cluster/%s %s\n", name, verb)
 			spec := waitSpec{
 				goal: goal, cluster: name,
 				done: func(obs observation) (bool, error) {
@@ -75,13 +52,8 @@ func newHibernationCommand(o *Options, hibernate bool) *cobra.Command {
 					return firstNonEmpty(conditionMessage(obs.cluster, api.ConditionHibernated), verb)
 				},
 			}
-			if err := o.wait(ctx(cmd), c, spec, timeout); err != nil {
-				return err
-			}
-			fmt.Fprintf(o.Out, "cluster/%s %s\n", name, done)
-			return nil
+			return step{said: "cluster/" + name + " " + verb, until: o.waitFor(c, spec, "cluster/"+name+" "+done)}, nil
 		},
-	}
-	addWaitFlags(cmd, &wait, &timeout, goal)
-	return cmd
+		waits: goal,
+	}.command(o, o.onCluster("cluster NAME", short, example))
 }

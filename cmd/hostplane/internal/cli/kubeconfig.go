@@ -22,7 +22,7 @@ func newKubeconfigCommand(o *Options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			kc, err := c.Kubeconfig(ctx(cmd), args[0])
+			kc, err := c.Kubeconfig(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}

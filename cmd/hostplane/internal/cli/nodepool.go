@@ -4,28 +4,28 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/client"
-	"github.com/hostplane/hostplane/pkg/release"
 )
 
 // Node pool commands speak the NodePool API of ARCHITECTURE 5a (a server without
 // /v1/clusters/{c}/nodepools gets "not available yet", exit code 1).
 
-// waitNodePool waits for spec when --wait was given, then says so.
-func (o *Options) waitNodePool(cmd *cobra.Command, c *client.Client, wait bool, spec waitSpec, timeout time.Duration) error {
-	if !wait {
-		return nil
+// nodePoolStep says on stdout what was done to a node pool; --wait then waits for spec.
+func (o *Options) nodePoolStep(c *client.Client, said string, spec waitSpec) step {
+	return step{said: said, kept: true, until: o.waitFor(c, spec, spec.goal+": done")}
+}
+
+// patchNodePool sends a merge patch of the pool's spec and returns the pool's generation.
+func patchNodePool(cmd *cobra.Command, c *client.Client, cluster, name string, spec map[string]any) (int64, error) {
+	var pool api.NodePool
+	if err := c.Do(cmd.Context(), http.MethodPatch, client.ClusterPath(cluster, "nodepools", name), map[string]any{"spec": spec}, &pool); err != nil {
+		return 0, notServed(err, routeNodePools)
 	}
-	if err := o.wait(ctx(cmd), c, spec, timeout); err != nil {
-		return err
-	}
-	fmt.Fprintf(o.Out, "%s: done\n", spec.goal)
-	return nil
+	return pool.Generation, nil
 }
 
 // addClusterFlag adds -c/--cluster, which cmd requires: without it, cmd fails with a usage
@@ -46,35 +46,24 @@ func newCreateNodePoolCommand(o *Options) *cobra.Command {
 		cluster, rel, upgradeType  string
 		instanceType               string
 		replicas, minSize, maxSize int
-		autoRepair, wait           bool
-		timeout                    time.Duration
+		autoRepair                 bool
 	)
-	cmd := &cobra.Command{
-		Use:               "nodepool NAME --cluster CLUSTER (--replicas N | --min N --max M)",
-		Aliases:           []string{"np"},
-		Short:             "Create a node pool: worker machines that join the cluster",
-		Example:           "  hostplane create nodepool workers --cluster demo --replicas 3\n  hostplane create nodepool big --cluster demo --replicas 1 --instance-type local.large\n  hostplane create nodepool auto --cluster demo --min 1 --max 5   # autoscaled: see docs/autoscaling.md",
-		Args:              exactArgs("NAME"),
-		ValidArgsFunction: cobra.NoFileCompletions,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
+	cmd := action{
+		do: func(cmd *cobra.Command, c *client.Client, args []string) (step, error) {
 			if rel == "" {
 				// Default to the cluster's release, as HyperShift does.
-				cl, err := c.GetCluster(ctx(cmd), cluster)
+				cl, err := c.GetCluster(cmd.Context(), cluster)
 				if err != nil {
-					return err
+					return step{}, err
 				}
 				rel = cl.Spec.Release.Version
 			}
 			autoscaled := cmd.Flags().Changed("min") || cmd.Flags().Changed("max")
 			if autoscaled && cmd.Flags().Changed("replicas") {
-				return usagef(cmd, "--replicas cannot go with --min/--max: a pool has a fixed size or autoscales")
+				return step{}, usagef(cmd, "--replicas cannot go with --min/--max: a pool has a fixed size or autoscales")
 			}
 			if autoscaled && !(cmd.Flags().Changed("min") && cmd.Flags().Changed("max")) {
-				return usagef(cmd, "an autoscaled pool needs both --min and --max")
+				return step{}, usagef(cmd, "an autoscaled pool needs both --min and --max")
 			}
 			size := map[string]any{"replicas": replicas}
 			if autoscaled {
@@ -97,15 +86,22 @@ func newCreateNodePoolCommand(o *Options) *cobra.Command {
 				body["spec"].(map[string]any)["platform"] = map[string]any{"local": api.LocalNodePoolPlatform{InstanceType: instanceType}}
 			}
 			var np api.NodePool
-			if err := c.Do(ctx(cmd), http.MethodPost, client.ClusterPath(cluster, "nodepools"), body, &np); err != nil {
-				return notServed(err, routeNodePools)
+			if err := c.Do(cmd.Context(), http.MethodPost, client.ClusterPath(cluster, "nodepools"), body, &np); err != nil {
+				return step{}, notServed(err, routeNodePools)
 			}
-			fmt.Fprintf(o.Out, "nodepool/%s created in cluster %s\n", args[0], cluster)
-			return o.waitNodePool(cmd, c, wait, nodePoolReadySpec(cluster, args[0], np.Generation, "node pool "+args[0]+" Ready"), timeout)
+			return o.nodePoolStep(c, fmt.Sprintf("nodepool/%s created in cluster %s", args[0], cluster),
+				nodePoolReadySpec(cluster, args[0], np.Generation, "node pool "+args[0]+" Ready")), nil
 		},
-	}
+		waits: "every machine's node is Ready",
+	}.command(o, &cobra.Command{
+		Use:               "nodepool NAME --cluster CLUSTER (--replicas N | --min N --max M)",
+		Aliases:           []string{"np"},
+		Short:             "Create a node pool: worker machines that join the cluster",
+		Example:           "  hostplane create nodepool workers --cluster demo --replicas 3\n  hostplane create nodepool big --cluster demo --replicas 1 --instance-type local.large\n  hostplane create nodepool auto --cluster demo --min 1 --max 5   # autoscaled: see docs/autoscaling.md",
+		Args:              exactArgs("NAME"),
+		ValidArgsFunction: cobra.NoFileCompletions,
+	})
 	addClusterFlag(o, cmd, &cluster, "the node pool's cluster (required)")
-	addWaitFlags(cmd, &wait, &timeout, "every machine's node is Ready")
 	f := cmd.Flags()
 	f.IntVar(&replicas, "replicas", 1, "number of machines")
 	f.IntVar(&minSize, "min", 0, "autoscale the pool: fewest machines (with --max; not with --replicas)")
@@ -121,104 +117,73 @@ func newCreateNodePoolCommand(o *Options) *cobra.Command {
 }
 
 func newDeleteNodePoolCommand(o *Options) *cobra.Command {
-	var (
-		cluster string
-		wait    bool
-		timeout time.Duration
-	)
-	cmd := &cobra.Command{
-		Use:               "nodepool NAME --cluster CLUSTER",
-		Aliases:           []string{"np"},
-		Short:             "Delete a node pool: drain and remove its machines",
-		Args:              exactArgs("NAME"),
-		ValidArgsFunction: o.completeNodePools(&cluster),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client()
-			if err != nil {
-				return err
+	var cluster string
+	return action{
+		do: func(cmd *cobra.Command, c *client.Client, args []string) (step, error) {
+			if err := c.Do(cmd.Context(), http.MethodDelete, client.ClusterPath(cluster, "nodepools", args[0]), nil, nil); err != nil {
+				return step{}, notServed(err, routeNodePools)
 			}
-			if err := c.Do(ctx(cmd), http.MethodDelete, client.ClusterPath(cluster, "nodepools", args[0]), nil, nil); err != nil {
-				return notServed(err, routeNodePools)
-			}
-			fmt.Fprintf(o.Out, "nodepool/%s deleting\n", args[0])
-			return o.waitNodePool(cmd, c, wait, nodePoolGoneSpec(cluster, args[0]), timeout)
+			return o.nodePoolStep(c, "nodepool/"+args[0]+" deleting", nodePoolGoneSpec(cluster, args[0])), nil
 		},
+		waits: "its machines are gone",
+	}.command(o, o.onNodePool("nodepool NAME --cluster CLUSTER", "Delete a node pool: drain and remove its machines", "", &cluster))
+}
+
+// onNodePool is the command of a change to one node pool, `VERB nodepool NAME --cluster
+// CLUSTER`; it adds --cluster, which fills cluster.
+func (o *Options) onNodePool(use, short, example string, cluster *string) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:               use,
+		Aliases:           []string{"np"},
+		Short:             short,
+		Example:           example,
+		Args:              exactArgs("NAME"),
+		ValidArgsFunction: o.completeNodePools(cluster),
 	}
-	addClusterFlag(o, cmd, &cluster, "the node pool's cluster (required)")
-	addWaitFlags(cmd, &wait, &timeout, "its machines are gone")
+	addClusterFlag(o, cmd, cluster, "the node pool's cluster (required)")
 	return cmd
 }
 
 func newScaleCommand(o *Options) *cobra.Command {
-	cmd := group("scale", "Change the number of machines of a node pool")
 	var (
 		cluster  string
 		replicas int
-		wait     bool
-		timeout  time.Duration
 	)
-	np := &cobra.Command{
-		Use:               "nodepool NAME --cluster CLUSTER --replicas N",
-		Aliases:           []string{"np"},
-		Short:             "Set a node pool's replicas",
-		Example:           "  hostplane scale nodepool workers --cluster demo --replicas 5",
-		Args:              exactArgs("NAME"),
-		ValidArgsFunction: o.completeNodePools(&cluster),
-		RunE: func(cmd *cobra.Command, args []string) error {
+	np := action{
+		check: func(cmd *cobra.Command) error {
 			if !cmd.Flags().Changed("replicas") || replicas < 0 {
 				return usagef(cmd, "--replicas N (N >= 0) is required")
 			}
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			patch := map[string]any{"spec": map[string]any{"replicas": replicas}}
-			var pool api.NodePool
-			if err := c.Do(ctx(cmd), http.MethodPatch, client.ClusterPath(cluster, "nodepools", args[0]), patch, &pool); err != nil {
-				return notServed(err, routeNodePools)
-			}
-			fmt.Fprintf(o.Out, "nodepool/%s scaled to %d\n", args[0], replicas)
-			return o.waitNodePool(cmd, c, wait, nodePoolReadySpec(cluster, args[0], pool.Generation, fmt.Sprintf("node pool %s at %d machines", args[0], replicas)), timeout)
+			return nil
 		},
-	}
-	addClusterFlag(o, np, &cluster, "the node pool's cluster (required)")
-	addWaitFlags(np, &wait, &timeout, "the pool has that many Ready machines")
+		do: func(cmd *cobra.Command, c *client.Client, args []string) (step, error) {
+			gen, err := patchNodePool(cmd, c, cluster, args[0], map[string]any{"replicas": replicas})
+			if err != nil {
+				return step{}, err
+			}
+			return o.nodePoolStep(c, fmt.Sprintf("nodepool/%s scaled to %d", args[0], replicas),
+				nodePoolReadySpec(cluster, args[0], gen, fmt.Sprintf("node pool %s at %d machines", args[0], replicas))), nil
+		},
+		waits: "the pool has that many Ready machines",
+	}.command(o, o.onNodePool("nodepool NAME --cluster CLUSTER --replicas N", "Set a node pool's replicas",
+		"  hostplane scale nodepool workers --cluster demo --replicas 5", &cluster))
 	np.Flags().IntVar(&replicas, "replicas", 0, "number of machines (required)")
-	cmd.AddCommand(np)
-	return cmd
+	return group("scale", "Change the number of machines of a node pool", np)
 }
 
 func newUpgradeNodePoolCommand(o *Options) *cobra.Command {
-	var (
-		cluster, rel string
-		wait         bool
-		timeout      time.Duration
-	)
-	cmd := &cobra.Command{
-		Use:               "nodepool NAME --cluster CLUSTER --release VERSION",
-		Aliases:           []string{"np"},
-		Short:             "Roll a node pool's machines to another release",
-		Args:              exactArgs("NAME"),
-		ValidArgsFunction: o.completeNodePools(&cluster),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if rel == "" {
-				return usagef(cmd, "--release is required (one of %v)", release.Versions())
-			}
-			c, err := o.client()
+	var cluster, rel string
+	cmd := action{
+		check: requireRelease(&rel),
+		do: func(cmd *cobra.Command, c *client.Client, args []string) (step, error) {
+			gen, err := patchNodePool(cmd, c, cluster, args[0], map[string]any{"release": api.Release{Version: rel}})
 			if err != nil {
-				return err
+				return step{}, err
 			}
-			patch := map[string]any{"spec": map[string]any{"release": api.Release{Version: rel}}}
-			var pool api.NodePool
-			if err := c.Do(ctx(cmd), http.MethodPatch, client.ClusterPath(cluster, "nodepools", args[0]), patch, &pool); err != nil {
-				return notServed(err, routeNodePools)
-			}
-			fmt.Fprintf(o.Out, "nodepool/%s upgrading to %s\n", args[0], rel)
-			return o.waitNodePool(cmd, c, wait, nodePoolReadySpec(cluster, args[0], pool.Generation, "node pool "+args[0]+" at "+rel), timeout)
+			return o.nodePoolStep(c, "nodepool/"+args[0]+" upgrading to "+rel, nodePoolReadySpec(cluster, args[0], gen, "node pool "+args[0]+" at "+rel)), nil
 		},
-	}
-	addClusterFlag(o, cmd, &cluster, "the node pool's cluster (required)")
-	addWaitFlags(cmd, &wait, &timeout, "every machine runs the release")
+		waits: "every machine runs the release",
+	}.command(o, o.onNodePool("nodepool NAME --cluster CLUSTER --release VERSION", "Roll a node pool's machines to another release", "", &cluster))
 	cmd.Flags().StringVar(&rel, "release", "", "release to move to (required)")
 	_ = cmd.RegisterFlagCompletionFunc("release", completeReleases)
 	return cmd

@@ -45,18 +45,11 @@ func checkOutput(cmd *cobra.Command, out string) error {
 func printObject(w io.Writer, format string, v any) (bool, error) {
 	switch format {
 	case OutputJSON:
-		b, err := json.MarshalIndent(v, "", "  ")
-		if err != nil {
-			return true, err
-		}
-		_, err = w.Write(append(b, '\n'))
-		return true, err
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return true, enc.Encode(v)
 	case OutputYAML:
-		b, err := json.Marshal(v)
-		if err != nil {
-			return true, err
-		}
-		y, err := yaml.JSONToYAML(b)
+		y, err := yaml.Marshal(v)
 		if err != nil {
 			return true, err
 		}
@@ -64,6 +57,14 @@ func printObject(w io.Writer, format string, v any) (bool, error) {
 		return true, err
 	}
 	return false, nil
+}
+
+// columns is header, followed by the columns of -o wide when wide.
+func columns(wide bool, header []string, wideColumns ...string) []string {
+	if wide {
+		return append(header, wideColumns...)
+	}
+	return header
 }
 
 // table writes kubectl-style columns.

@@ -27,11 +27,7 @@ now), Building (its binaries are being built; clusters at it wait and then start
 			return l, l.Items, nil
 		},
 		table: func(s Streams, wide bool, releases []api.ReleaseInfo) error {
-			header := []string{"VERSION", "STATE", "DEFAULT", "ETCD"}
-			if wide {
-				header = append(header, "MESSAGE")
-			}
-			t := newTable(s.Out, header...)
+			t := newTable(s.Out, columns(wide, []string{"VERSION", "STATE", "DEFAULT", "ETCD"}, "MESSAGE")...)
 			for _, r := range releases {
 				def := ""
 				if r.Default {
