@@ -45,9 +45,6 @@ func Command(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%w: --dir: %w", ErrUsage, err)
 	}
-	if *listen == "" {
-		*listen = unixScheme + filepath.Join(abs, DefaultSocketName)
-	}
 	c, err := New(Config{Dir: abs, Listen: *listen, Logger: observe.NewLogger(stderr, l).With("daemon", Name)})
 	if err != nil {
 		return err

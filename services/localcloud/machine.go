@@ -168,8 +168,7 @@ func (m *machine) inject(fault string) MachineStatus {
 		}
 	})
 	if fault == api.FaultCrash {
-		m.cancel()
-		<-m.done
+		m.stop()
 	}
 	m.signal()
 	m.log.Info("fault injected", "fault", fault)
@@ -185,8 +184,7 @@ func (m *machine) powerOff() MachineStatus {
 		}
 		r.Status.State, r.Status.PoweredOff, r.Status.Message = StateStopped, true, "powered off"
 	})
-	m.cancel()
-	<-m.done
+	m.stop()
 	if st.PoweredOff {
 		m.log.Info("powered off")
 	}
