@@ -188,8 +188,7 @@ func (c *Client) unreachable(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
+	if ue, ok := errors.AsType[*url.Error](err); ok {
 		err = ue.Err
 	}
 	return fmt.Errorf("%w at %s: %v (is the server running? set --server or HOSTPLANE_SERVER)", ErrUnreachable, c.base, err)

@@ -88,10 +88,11 @@ func (s shape) labels() map[string]string {
 // kubelet is a joined machine's node agent: it registers the Node, renews its Lease, posts
 // its status, reports its pods Running and applies in-place updates.
 type kubelet struct {
-	m     *machine
-	cs    kubernetes.Interface
-	ip    string
-	shape shape
+	m          *machine
+	cs         kubernetes.Interface
+	ip         string
+	providerID string
+	shape      shape
 
 	mu         sync.Mutex
 	cfg        KubeletConfig
@@ -122,7 +123,7 @@ func (m *machine) kubelet(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kubelet: %w", err) // the cloud validated the type: cannot happen
 	}
-	k := &kubelet{m: m, cs: cs, ip: ip, shape: sh, cfg: nc.Kubelet, readySince: metav1.Now()}
+	k := &kubelet{m: m, cs: cs, ip: ip, providerID: spec.ProviderID, shape: sh, cfg: nc.Kubelet, readySince: metav1.Now()}
 
 	for attempt := 1; ; attempt++ {
 		err := k.register(ctx)
@@ -145,9 +146,8 @@ func (m *machine) kubelet(ctx context.Context) error {
 	m.log.Info("node running")
 
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); k.heartbeats(ctx) }()
-	go func() { defer wg.Done(); k.pods(ctx) }()
+	wg.Go(func() { k.heartbeats(ctx) })
+	wg.Go(func() { k.pods(ctx) })
 	k.updates(ctx)
 	wg.Wait()
 	return nil
@@ -163,9 +163,6 @@ func (k *kubelet) config() KubeletConfig {
 func (k *kubelet) register(ctx context.Context) error {
 	cfg := k.config()
 	name := k.m.name
-	k.m.mu.Lock()
-	providerID := k.m.rec.Spec.ProviderID
-	k.m.mu.Unlock()
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   name,
@@ -175,7 +172,7 @@ func (k *kubelet) register(ctx context.Context) error {
 				annotationAttachByCM:        "true",
 			},
 		},
-		Spec: corev1.NodeSpec{ProviderID: providerID, Taints: cfg.Taints},
+		Spec: corev1.NodeSpec{ProviderID: k.providerID, Taints: cfg.Taints},
 	}
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

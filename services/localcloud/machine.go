@@ -210,10 +210,7 @@ func (m *machine) updateUserData(userData []byte) MachineStatus {
 // reconfigure hands a joined machine a new Ignition stub to apply in place; a machine that has
 // not joined yet boots with it instead. Userdata already applied or pending is a no-op.
 func (m *machine) reconfigure(userData []byte) MachineStatus {
-	m.mu.Lock()
-	joined := m.creds != nil
-	m.mu.Unlock()
-	if !joined {
+	if m.credentials() == nil {
 		return m.updateUserData(userData)
 	}
 	sum := digest(userData)
