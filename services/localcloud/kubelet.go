@@ -272,42 +272,33 @@ func (k *kubelet) renewLease(ctx context.Context) error {
 	var err error
 	if lease == nil {
 		lease, err = leases.Get(ctx, k.m.name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			lease = &coordinationv1.Lease{
-				ObjectMeta: metav1.ObjectMeta{
-					Name: k.m.name, Namespace: nodeLeaseNamespace,
-					OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: k.m.name, UID: uid}},
-				},
-				Spec: coordinationv1.LeaseSpec{
-					HolderIdentity:       &k.m.name,
-					LeaseDurationSeconds: ptr(int32(nodeLeaseDuration)),
-					RenewTime:            &now,
-				},
-			}
-			lease, err = leases.Create(ctx, lease, metav1.CreateOptions{})
-			k.setLease(lease, err)
-			return err
-		}
-		if err != nil {
-			return err
-		}
 	}
-	lease = lease.DeepCopy()
-	lease.Spec.RenewTime = &now
-	lease.Spec.HolderIdentity = &k.m.name
-	lease, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
-	k.setLease(lease, err)
-	return err
-}
-
-func (k *kubelet) setLease(l *coordinationv1.Lease, err error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
+	switch {
+	case apierrors.IsNotFound(err):
+		lease, err = leases.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: k.m.name, Namespace: nodeLeaseNamespace,
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: k.m.name, UID: uid}},
+			},
+			Spec: coordinationv1.LeaseSpec{
+				HolderIdentity:       &k.m.name,
+				LeaseDurationSeconds: ptr(int32(nodeLeaseDuration)),
+				RenewTime:            &now,
+			},
+		}, metav1.CreateOptions{})
+	case err == nil:
+		lease = lease.DeepCopy()
+		lease.Spec.RenewTime = &now
+		lease.Spec.HolderIdentity = &k.m.name
+		lease, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
+	}
 	if err != nil {
-		k.lease = nil // read it again next time
-		return
+		lease = nil // read it again next time
 	}
-	k.lease = l
+	k.mu.Lock()
+	k.lease = lease
+	k.mu.Unlock()
+	return err
 }
 
 // postStatus patches the node's status (a node may patch nodes/status, not read it): Ready,
