@@ -19,9 +19,6 @@ const (
 	EnvListen = "HOSTPLANE_LOCALCLOUD_LISTEN"
 )
 
-// ErrUsage is returned by Command for bad flags (exit code 2).
-var ErrUsage = errors.New("localcloud: usage")
-
 // Command is cmd/localcloud: it parses args (--dir, --listen, --log-level, defaulting to
 // HOSTPLANE_LOCALCLOUD_DIR, HOSTPLANE_LOCALCLOUD_LISTEN and HOSTPLANE_LOG_LEVEL) and runs a
 // Cloud until ctx ends. Logs go to stderr as JSON.

@@ -453,6 +453,4 @@ func (k *kubelet) reconfigure(ctx context.Context, userData []byte) error {
 	return nil
 }
 
-var errStatusNotPosted = errors.New("the apiserver did not take it")
-
 func ptr[T any](v T) *T { return &v }

@@ -44,9 +44,6 @@ type credentials struct {
 	keyPEM, certPEM []byte
 }
 
-// errSuperseded aborts a boot or an update whose userdata was replaced meanwhile.
-var errSuperseded = errors.New("superseded by newer userdata")
-
 // newMachine returns the machine of rec, with its credentials if it joined before. c.mu is
 // held and c.runCtx set.
 func (c *Cloud) newMachine(rec *record) *machine {
