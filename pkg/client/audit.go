@@ -42,6 +42,5 @@ func (c *Client) Audit(ctx context.Context, cluster string, q AuditQuery) (*api.
 	if v := q.Values(); len(v) > 0 {
 		path += "?" + v.Encode()
 	}
-	var l api.AuditEventList
-	return &l, c.Do(ctx, http.MethodGet, path, nil, &l)
+	return call[api.AuditEventList](ctx, c, http.MethodGet, path, nil)
 }

@@ -188,8 +188,7 @@ func (c *Client) unreachable(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
+	if ue, ok := errors.AsType[*url.Error](err); ok {
 		err = ue.Err
 	}
 	return fmt.Errorf("%w at %s: %v (is the server running? set --server or HOSTPLANE_SERVER)", ErrUnreachable, c.base, err)
@@ -214,16 +213,20 @@ func answerError(req *http.Request, status int, ct string, body []byte) *Error {
 	return e
 }
 
+// call sends a request with in (see Do) and decodes the JSON answer into a new T.
+func call[T any](ctx context.Context, c *Client, method, path string, in any) (*T, error) {
+	var out T
+	return &out, c.Do(ctx, method, path, in, &out)
+}
+
 // ListClusters answers GET /v1/clusters.
 func (c *Client) ListClusters(ctx context.Context) (*api.ClusterList, error) {
-	var l api.ClusterList
-	return &l, c.Do(ctx, http.MethodGet, "/v1/clusters", nil, &l)
+	return call[api.ClusterList](ctx, c, http.MethodGet, "/v1/clusters", nil)
 }
 
 // GetCluster answers GET /v1/clusters/{name}.
 func (c *Client) GetCluster(ctx context.Context, name string) (*api.Cluster, error) {
-	var cl api.Cluster
-	return &cl, c.Do(ctx, http.MethodGet, ClusterPath(name), nil, &cl)
+	return call[api.Cluster](ctx, c, http.MethodGet, ClusterPath(name), nil)
 }
 
 // CreateCluster sends POST /v1/clusters with the cluster's name and spec.
@@ -232,20 +235,17 @@ func (c *Client) CreateCluster(ctx context.Context, cl *api.Cluster) (*api.Clust
 		Name string          `json:"name"`
 		Spec api.ClusterSpec `json:"spec"`
 	}{cl.Name, cl.Spec}
-	var out api.Cluster
-	return &out, c.Do(ctx, http.MethodPost, "/v1/clusters", in, &out)
+	return call[api.Cluster](ctx, c, http.MethodPost, "/v1/clusters", in)
 }
 
 // PatchCluster sends a JSON merge patch of the cluster's spec ({"spec":{...}}).
 func (c *Client) PatchCluster(ctx context.Context, name string, patch any) (*api.Cluster, error) {
-	var out api.Cluster
-	return &out, c.Do(ctx, http.MethodPatch, ClusterPath(name), patch, &out)
+	return call[api.Cluster](ctx, c, http.MethodPatch, ClusterPath(name), patch)
 }
 
 // DeleteCluster sends DELETE /v1/clusters/{name}; the answer is the cluster, now deleting.
 func (c *Client) DeleteCluster(ctx context.Context, name string) (*api.Cluster, error) {
-	var out api.Cluster
-	return &out, c.Do(ctx, http.MethodDelete, ClusterPath(name), nil, &out)
+	return call[api.Cluster](ctx, c, http.MethodDelete, ClusterPath(name), nil)
 }
 
 // Kubeconfig returns the cluster's admin kubeconfig (YAML).
@@ -256,37 +256,31 @@ func (c *Client) Kubeconfig(ctx context.Context, name string) ([]byte, error) {
 
 // Components answers GET /v1/clusters/{name}/components.
 func (c *Client) Components(ctx context.Context, name string) (*api.ComponentList, error) {
-	var l api.ComponentList
-	return &l, c.Do(ctx, http.MethodGet, ClusterPath(name, "components"), nil, &l)
+	return call[api.ComponentList](ctx, c, http.MethodGet, ClusterPath(name, "components"), nil)
 }
 
 // PKI answers GET /v1/clusters/{name}/pki.
 func (c *Client) PKI(ctx context.Context, name string) (*api.PKIStatus, error) {
-	var p api.PKIStatus
-	return &p, c.Do(ctx, http.MethodGet, ClusterPath(name, "pki"), nil, &p)
+	return call[api.PKIStatus](ctx, c, http.MethodGet, ClusterPath(name, "pki"), nil)
 }
 
 // ResealPKI answers POST /v1/pki/reseal: pkid seals every PKI record again with its current
 // seal key.
 func (c *Client) ResealPKI(ctx context.Context) (*api.ResealStatus, error) {
-	var s api.ResealStatus
-	return &s, c.Do(ctx, http.MethodPost, "/v1/pki/reseal", nil, &s)
+	return call[api.ResealStatus](ctx, c, http.MethodPost, "/v1/pki/reseal", nil)
 }
 
 // Infra answers GET /v1/clusters/{name}/infra.
 func (c *Client) Infra(ctx context.Context, name string) (*api.Infra, error) {
-	var i api.Infra
-	return &i, c.Do(ctx, http.MethodGet, ClusterPath(name, "infra"), nil, &i)
+	return call[api.Infra](ctx, c, http.MethodGet, ClusterPath(name, "infra"), nil)
 }
 
 // Releases answers GET /v1/releases: every release and whether it can run now.
 func (c *Client) Releases(ctx context.Context) (*api.ReleaseList, error) {
-	var l api.ReleaseList
-	return &l, c.Do(ctx, http.MethodGet, "/v1/releases", nil, &l)
+	return call[api.ReleaseList](ctx, c, http.MethodGet, "/v1/releases", nil)
 }
 
 // GetNodePool answers GET /v1/clusters/{cluster}/nodepools/{name}.
 func (c *Client) GetNodePool(ctx context.Context, cluster, name string) (*api.NodePool, error) {
-	var np api.NodePool
-	return &np, c.Do(ctx, http.MethodGet, ClusterPath(cluster, "nodepools", name), nil, &np)
+	return call[api.NodePool](ctx, c, http.MethodGet, ClusterPath(cluster, "nodepools", name), nil)
 }

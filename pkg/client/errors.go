@@ -56,8 +56,7 @@ func (e *Error) RouteMissing() bool {
 
 // CodeOf returns the application error code of err when it is (or wraps) an *Error, else "".
 func CodeOf(err error) api.Code {
-	var e *Error
-	if errors.As(err, &e) {
+	if e, ok := errors.AsType[*Error](err); ok {
 		return e.Code()
 	}
 	return ""
@@ -65,12 +64,12 @@ func CodeOf(err error) api.Code {
 
 // IsNotFound reports whether err is a 404 answer for an object (not a missing route).
 func IsNotFound(err error) bool {
-	var e *Error
-	return errors.As(err, &e) && e.Code() == api.CodeNotFound && !e.RouteMissing()
+	e, ok := errors.AsType[*Error](err)
+	return ok && e.Code() == api.CodeNotFound && !e.RouteMissing()
 }
 
 // IsRouteMissing reports whether err says the server does not serve the path at all.
 func IsRouteMissing(err error) bool {
-	var e *Error
-	return errors.As(err, &e) && e.RouteMissing()
+	e, ok := errors.AsType[*Error](err)
+	return ok && e.RouteMissing()
 }

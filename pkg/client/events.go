@@ -204,8 +204,7 @@ func (c *Client) Follow(ctx context.Context, cluster string, opts FollowOptions,
 		if ctx.Err() != nil {
 			return nil
 		}
-		var ae *Error
-		if errors.As(err, &ae) && ae.Status < 500 {
+		if ae, ok := errors.AsType[*Error](err); ok && ae.Status < 500 {
 			return err
 		}
 		delay := backoff.Step()

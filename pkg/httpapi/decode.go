@@ -53,8 +53,7 @@ func DecodeJSON(r *http.Request, v any) error {
 	limit := maxBodyBytes(r.Context())
 	data, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, limit))
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
+		if tooLarge, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			return &api.Error{Code: api.CodeTooLarge, Message: fmt.Sprintf("request body is larger than %d bytes", tooLarge.Limit), Err: err}
 		}
 		return &api.Error{Code: api.CodeInvalid, Message: "request body could not be read", Err: err}

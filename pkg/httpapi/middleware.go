@@ -91,6 +91,7 @@ func markUnmatched(ctx context.Context) {
 type instrumenter struct {
 	daemon  string
 	log     *slog.Logger
+	level   slog.Level // of the request log
 	metrics *httpMetrics
 	tracer  trace.Tracer // nil: no spans
 }
@@ -145,7 +146,7 @@ func (in *instrumenter) middleware(next http.Handler) http.Handler {
 		if !trace.SpanContextFromContext(ctx).IsValid() && st.span.IsValid() {
 			ctx = trace.ContextWithSpanContext(ctx, st.span)
 		}
-		level := slog.LevelInfo
+		level := in.level
 		if route == PathLeaderz || rec.status < 400 && (route == PathHealthz || route == PathReadyz || route == PathMetrics) {
 			level = slog.LevelDebug // probes and scrapes would drown everything else (a standby's 503 to /leaderz is expected)
 		}

@@ -23,6 +23,9 @@ type Config struct {
 	Name string
 	// Logger receives request logs and the causes of 5xx answers; nil discards them.
 	Logger *slog.Logger
+	// RequestLogLevel is the level of each request's log (default Info; probes and scrapes log
+	// at Debug): a daemon polled all the time sets slog.LevelDebug.
+	RequestLogLevel slog.Level
 	// Registry receives the HTTP metrics and is served on /metrics; nil makes a fresh one.
 	Registry *prometheus.Registry
 	// MaxBodyBytes limits request bodies (default DefaultMaxBodyBytes, 1 MiB).
@@ -86,7 +89,7 @@ func NewRouter(cfg Config) chi.Router {
 	if cfg.Name == "" {
 		cfg.Name = "hostplane"
 	}
-	in := &instrumenter{daemon: cfg.Name, log: cfg.Logger, metrics: newHTTPMetrics(cfg.Registry)}
+	in := &instrumenter{daemon: cfg.Name, log: cfg.Logger, level: cfg.RequestLogLevel, metrics: newHTTPMetrics(cfg.Registry)}
 	if cfg.TracerProvider != nil {
 		in.tracer = cfg.TracerProvider.Tracer("github.com/hostplane/hostplane/pkg/httpapi")
 	}

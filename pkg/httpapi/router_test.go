@@ -192,6 +192,22 @@ func TestRouter_RequestLogAndRequestID(t *testing.T) {
 	}
 }
 
+func TestRouter_RequestLogLevel_AppliesToEveryRequestLog(t *testing.T) {
+	env := newTestEnv(t, Config{RequestLogLevel: slog.LevelDebug}, func(r chi.Router) {
+		r.Get("/machines", func(w http.ResponseWriter, _ *http.Request) { WriteJSON(w, 200, nil) })
+	})
+	env.request(t, "GET", "/machines", nil, nil)
+	for _, r := range env.logs.records(t) {
+		if r["msg"] == "http request" && r["route"] == "/machines" {
+			if r["level"] != "DEBUG" {
+				t.Fatalf("request log level = %v, want DEBUG", r["level"])
+			}
+			return
+		}
+	}
+	t.Fatal("no request log for /machines")
+}
+
 func TestRouter_MetricsUseRoutePatterns(t *testing.T) {
 	env := newTestEnv(t, Config{Name: "clusterd"}, func(r chi.Router) {
 		r.Route("/v1", func(r chi.Router) {

@@ -53,16 +53,12 @@ func NewClient(u string) (*Client, error) {
 // Create asks for a machine. It is idempotent per (cluster, name): creating an existing
 // machine returns its status (and, while it has not joined yet, gives it the new UserData).
 func (c *Client) Create(ctx context.Context, spec MachineSpec) (MachineStatus, error) {
-	var st MachineStatus
-	err := c.do(ctx, http.MethodPost, "/machines", spec, &st)
-	return st, err
+	return call[MachineStatus](ctx, c, http.MethodPost, "/machines", spec)
 }
 
 // Get returns a machine's status; the error is ErrNotFound (errors.Is) when it is absent.
 func (c *Client) Get(ctx context.Context, cluster, name string) (MachineStatus, error) {
-	var st MachineStatus
-	err := c.do(ctx, http.MethodGet, machinePath(cluster, name), nil, &st)
-	return st, err
+	return call[MachineStatus](ctx, c, http.MethodGet, machinePath(cluster, name), nil)
 }
 
 // List returns the machines of cluster, or of every cluster when cluster is "".
@@ -71,8 +67,8 @@ func (c *Client) List(ctx context.Context, cluster string) ([]MachineStatus, err
 	if cluster != "" {
 		p += "?cluster=" + url.QueryEscape(cluster)
 	}
-	var l MachineList
-	if err := c.do(ctx, http.MethodGet, p, nil, &l); err != nil {
+	l, err := call[MachineList](ctx, c, http.MethodGet, p, nil)
+	if err != nil {
 		return nil, err
 	}
 	return l.Items, nil
@@ -90,36 +86,29 @@ func (c *Client) Delete(ctx context.Context, cluster, name string) error {
 // Fault injects fault (api.FaultStopHeartbeats, api.FaultCrash or api.FaultFailNextBoot) on
 // a machine; another type is ErrUnknownFault.
 func (c *Client) Fault(ctx context.Context, cluster, name, fault string) (MachineStatus, error) {
-	var st MachineStatus
 	if !knownFault(fault) {
-		return st, fmt.Errorf("%w: %q", ErrUnknownFault, fault)
+		return MachineStatus{}, fmt.Errorf("%w: %q", ErrUnknownFault, fault)
 	}
-	err := c.do(ctx, http.MethodPost, machinePath(cluster, name)+"/fault", FaultRequest{Type: fault}, &st)
-	return st, err
+	return call[MachineStatus](ctx, c, http.MethodPost, machinePath(cluster, name)+"/fault", FaultRequest{Type: fault})
 }
 
 // Reconfigure updates a machine in place: it re-fetches its Ignition config with userData
 // (an Ignition stub), applies it and reports the new ConfigHash and KubeletVersion once done.
 // It returns at once; a call with the userData already applied or being applied is a no-op.
 func (c *Client) Reconfigure(ctx context.Context, cluster, name string, userData []byte) (MachineStatus, error) {
-	var st MachineStatus
-	err := c.do(ctx, http.MethodPost, machinePath(cluster, name)+"/userdata", UserDataRequest{UserData: userData}, &st)
-	return st, err
+	return call[MachineStatus](ctx, c, http.MethodPost, machinePath(cluster, name)+"/userdata", UserDataRequest{UserData: userData})
 }
 
 // Power powers a machine off (on false: it stops, keeping its disk, credentials and Node
 // name) or a powered-off one on again (it resumes as the same Node). A machine already in
 // that state, or one that crashed, is left as it is.
 func (c *Client) Power(ctx context.Context, cluster, name string, on bool) (MachineStatus, error) {
-	var st MachineStatus
-	err := c.do(ctx, http.MethodPost, machinePath(cluster, name)+"/power", PowerRequest{On: on}, &st)
-	return st, err
+	return call[MachineStatus](ctx, c, http.MethodPost, machinePath(cluster, name)+"/power", PowerRequest{On: on})
 }
 
 // InstanceTypes lists the machine shapes the cloud offers (api.LocalInstanceTypes).
 func (c *Client) InstanceTypes(ctx context.Context) ([]api.InstanceType, error) {
-	var l api.InstanceTypeList
-	err := c.do(ctx, http.MethodGet, "/instancetypes", nil, &l)
+	l, err := call[api.InstanceTypeList](ctx, c, http.MethodGet, "/instancetypes", nil)
 	return l.Items, err
 }
 
@@ -130,6 +119,13 @@ func (c *Client) Healthy(ctx context.Context) error {
 
 func machinePath(cluster, name string) string {
 	return "/machines/" + url.PathEscape(cluster) + "/" + url.PathEscape(name)
+}
+
+// call sends a request with in (JSON, none when nil) and decodes the answer into a T.
+func call[T any](ctx context.Context, c *Client, method, path string, in any) (T, error) {
+	var out T
+	err := c.do(ctx, method, path, in, &out)
+	return out, err
 }
 
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {

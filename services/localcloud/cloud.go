@@ -217,11 +217,7 @@ func (c *Cloud) listen(ctx context.Context) (net.Listener, string, error) {
 
 // startLocked starts m's goroutines under the run context; c.mu is held.
 func (c *Cloud) startLocked(m *machine) {
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		m.run()
-	}()
+	c.wg.Go(m.run)
 }
 
 func key(cluster, name string) string { return cluster + "/" + name }

@@ -19,9 +19,6 @@ const (
 	EnvListen = "HOSTPLANE_LOCALCLOUD_LISTEN"
 )
 
-// ErrUsage is returned by Command for bad flags (exit code 2).
-var ErrUsage = errors.New("localcloud: usage")
-
 // Command is cmd/localcloud: it parses args (--dir, --listen, --log-level, defaulting to
 // HOSTPLANE_LOCALCLOUD_DIR, HOSTPLANE_LOCALCLOUD_LISTEN and HOSTPLANE_LOG_LEVEL) and runs a
 // Cloud until ctx ends. Logs go to stderr as JSON.
@@ -44,9 +41,6 @@ func Command(ctx context.Context, args []string, stderr io.Writer) error {
 	abs, err := filepath.Abs(*dir)
 	if err != nil {
 		return fmt.Errorf("%w: --dir: %w", ErrUsage, err)
-	}
-	if *listen == "" {
-		*listen = unixScheme + filepath.Join(abs, DefaultSocketName)
 	}
 	c, err := New(Config{Dir: abs, Listen: *listen, Logger: observe.NewLogger(stderr, l).With("daemon", Name)})
 	if err != nil {

@@ -11,11 +11,17 @@ var (
 	ErrInvalid = errors.New("localcloud: invalid request")
 	// ErrNotRunning is returned by Client and Cloud calls made while the cloud is not serving.
 	ErrNotRunning = errors.New("localcloud: not running")
+	// ErrInvalidConfig is the cause of a boot or an update whose Ignition config (the stub or
+	// the fetched one) does not parse or validate; the message carries the library's report.
+	ErrInvalidConfig = errors.New("invalid Ignition config")
+	// ErrUsage is returned by Command for bad flags (exit code 2).
+	ErrUsage = errors.New("localcloud: usage")
 
 	// errBootFault is the cause of a boot failed by the FailNextBoot fault.
 	errBootFault = errors.New("boot failed: injected fault FailNextBoot")
+	// errSuperseded aborts a boot or an update whose userdata was replaced meanwhile.
+	errSuperseded = errors.New("superseded by newer userdata")
+	// errStatusNotPosted is the cause of an in-place update whose new Node status the
+	// apiserver did not take.
+	errStatusNotPosted = errors.New("the apiserver did not take it")
 )
-
-// ErrInvalidConfig is the cause of a boot or an update whose Ignition config (the stub or the
-// fetched one) does not parse or validate; the message carries the library's report.
-var ErrInvalidConfig = errors.New("invalid Ignition config")

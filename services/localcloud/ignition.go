@@ -74,13 +74,11 @@ func parseConfig(raw []byte) (igntypes.Config, error) {
 	return cfg, nil
 }
 
-// retryFunc is told about each failed fetch attempt; a non-nil answer aborts the fetch with it.
-type retryFunc func(err error) error
-
 // fetchHooks let the machine follow and cut short a fetch: retry hears of every failed
-// attempt, wake (may be nil) ends the wait before the next one.
+// attempt (a non-nil answer aborts the fetch with it), wake (may be nil) ends the wait
+// before the next one.
 type fetchHooks struct {
-	retry retryFunc
+	retry func(err error) error
 	wake  <-chan struct{}
 }
 

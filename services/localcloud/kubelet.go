@@ -88,10 +88,11 @@ func (s shape) labels() map[string]string {
 // kubelet is a joined machine's node agent: it registers the Node, renews its Lease, posts
 // its status, reports its pods Running and applies in-place updates.
 type kubelet struct {
-	m     *machine
-	cs    kubernetes.Interface
-	ip    string
-	shape shape
+	m          *machine
+	cs         kubernetes.Interface
+	ip         string
+	providerID string
+	shape      shape
 
 	mu         sync.Mutex
 	cfg        KubeletConfig
@@ -122,7 +123,7 @@ func (m *machine) kubelet(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kubelet: %w", err) // the cloud validated the type: cannot happen
 	}
-	k := &kubelet{m: m, cs: cs, ip: ip, shape: sh, cfg: nc.Kubelet, readySince: metav1.Now()}
+	k := &kubelet{m: m, cs: cs, ip: ip, providerID: spec.ProviderID, shape: sh, cfg: nc.Kubelet, readySince: metav1.Now()}
 
 	for attempt := 1; ; attempt++ {
 		err := k.register(ctx)
@@ -145,9 +146,8 @@ func (m *machine) kubelet(ctx context.Context) error {
 	m.log.Info("node running")
 
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); k.heartbeats(ctx) }()
-	go func() { defer wg.Done(); k.pods(ctx) }()
+	wg.Go(func() { k.heartbeats(ctx) })
+	wg.Go(func() { k.pods(ctx) })
 	k.updates(ctx)
 	wg.Wait()
 	return nil
@@ -163,9 +163,6 @@ func (k *kubelet) config() KubeletConfig {
 func (k *kubelet) register(ctx context.Context) error {
 	cfg := k.config()
 	name := k.m.name
-	k.m.mu.Lock()
-	providerID := k.m.rec.Spec.ProviderID
-	k.m.mu.Unlock()
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   name,
@@ -175,7 +172,7 @@ func (k *kubelet) register(ctx context.Context) error {
 				annotationAttachByCM:        "true",
 			},
 		},
-		Spec: corev1.NodeSpec{ProviderID: providerID, Taints: cfg.Taints},
+		Spec: corev1.NodeSpec{ProviderID: k.providerID, Taints: cfg.Taints},
 	}
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -275,42 +272,33 @@ func (k *kubelet) renewLease(ctx context.Context) error {
 	var err error
 	if lease == nil {
 		lease, err = leases.Get(ctx, k.m.name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			lease = &coordinationv1.Lease{
-				ObjectMeta: metav1.ObjectMeta{
-					Name: k.m.name, Namespace: nodeLeaseNamespace,
-					OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: k.m.name, UID: uid}},
-				},
-				Spec: coordinationv1.LeaseSpec{
-					HolderIdentity:       &k.m.name,
-					LeaseDurationSeconds: ptr(int32(nodeLeaseDuration)),
-					RenewTime:            &now,
-				},
-			}
-			lease, err = leases.Create(ctx, lease, metav1.CreateOptions{})
-			k.setLease(lease, err)
-			return err
-		}
-		if err != nil {
-			return err
-		}
 	}
-	lease = lease.DeepCopy()
-	lease.Spec.RenewTime = &now
-	lease.Spec.HolderIdentity = &k.m.name
-	lease, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
-	k.setLease(lease, err)
-	return err
-}
-
-func (k *kubelet) setLease(l *coordinationv1.Lease, err error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
+	switch {
+	case apierrors.IsNotFound(err):
+		lease, err = leases.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: k.m.name, Namespace: nodeLeaseNamespace,
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: k.m.name, UID: uid}},
+			},
+			Spec: coordinationv1.LeaseSpec{
+				HolderIdentity:       &k.m.name,
+				LeaseDurationSeconds: ptr(int32(nodeLeaseDuration)),
+				RenewTime:            &now,
+			},
+		}, metav1.CreateOptions{})
+	case err == nil:
+		lease = lease.DeepCopy()
+		lease.Spec.RenewTime = &now
+		lease.Spec.HolderIdentity = &k.m.name
+		lease, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
+	}
 	if err != nil {
-		k.lease = nil // read it again next time
-		return
+		lease = nil // read it again next time
 	}
-	k.lease = l
+	k.mu.Lock()
+	k.lease = lease
+	k.mu.Unlock()
+	return err
 }
 
 // postStatus patches the node's status (a node may patch nodes/status, not read it): Ready,
@@ -464,7 +452,5 @@ func (k *kubelet) reconfigure(ctx context.Context, userData []byte) error {
 	m.log.Info("in-place update applied", "configHash", nc.Kubelet.ConfigHash, "kubeletVersion", nc.Kubelet.KubeletVersion)
 	return nil
 }
-
-var errStatusNotPosted = errors.New("the apiserver did not take it")
 
 func ptr[T any](v T) *T { return &v }

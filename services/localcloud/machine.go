@@ -44,9 +44,6 @@ type credentials struct {
 	keyPEM, certPEM []byte
 }
 
-// errSuperseded aborts a boot or an update whose userdata was replaced meanwhile.
-var errSuperseded = errors.New("superseded by newer userdata")
-
 // newMachine returns the machine of rec, with its credentials if it joined before. c.mu is
 // held and c.runCtx set.
 func (c *Cloud) newMachine(rec *record) *machine {
@@ -168,8 +165,7 @@ func (m *machine) inject(fault string) MachineStatus {
 		}
 	})
 	if fault == api.FaultCrash {
-		m.cancel()
-		<-m.done
+		m.stop()
 	}
 	m.signal()
 	m.log.Info("fault injected", "fault", fault)
@@ -185,8 +181,7 @@ func (m *machine) powerOff() MachineStatus {
 		}
 		r.Status.State, r.Status.PoweredOff, r.Status.Message = StateStopped, true, "powered off"
 	})
-	m.cancel()
-	<-m.done
+	m.stop()
 	if st.PoweredOff {
 		m.log.Info("powered off")
 	}
@@ -212,10 +207,7 @@ func (m *machine) updateUserData(userData []byte) MachineStatus {
 // reconfigure hands a joined machine a new Ignition stub to apply in place; a machine that has
 // not joined yet boots with it instead. Userdata already applied or pending is a no-op.
 func (m *machine) reconfigure(userData []byte) MachineStatus {
-	m.mu.Lock()
-	joined := m.creds != nil
-	m.mu.Unlock()
-	if !joined {
+	if m.credentials() == nil {
 		return m.updateUserData(userData)
 	}
 	sum := digest(userData)

@@ -38,16 +38,11 @@ func (k *kubelet) pods(ctx context.Context) {
 	})
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		<-ctx.Done()
 		queue.ShutDown()
-	}()
-	go func() {
-		defer wg.Done()
-		ctrl.RunWithContext(ctx)
-	}()
+	})
+	wg.Go(func() { ctrl.RunWithContext(ctx) })
 	for {
 		key, shutdown := queue.Get()
 		if shutdown {

@@ -1,7 +1,6 @@
 package localcloud
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -22,44 +21,30 @@ const Name = "localcloud"
 //	GET    /machines/{cluster}/{name}             → MachineStatus
 //	DELETE /machines/{cluster}/{name}             → 204
 //	POST   /machines/{cluster}/{name}/fault       FaultRequest → MachineStatus
+//	POST   /machines/{cluster}/{name}/power       PowerRequest → MachineStatus
 //	POST   /machines/{cluster}/{name}/userdata    UserDataRequest → MachineStatus
 //	GET    /instancetypes                         → api.InstanceTypeList
 func (c *Cloud) routes() http.Handler {
 	// infrad polls every machine: request logs only at debug level, failures still show.
-	r := httpapi.NewRouter(httpapi.Config{Name: Name, Logger: slog.New(quietRequests{c.log.Handler()}),
+	r := httpapi.NewRouter(httpapi.Config{Name: Name, Logger: c.log, RequestLogLevel: slog.LevelDebug,
 		Registry: c.cfg.Registry, MaxBodyBytes: 4 << 20})
-	r.Get("/instancetypes", httpapi.Handle(func(w http.ResponseWriter, _ *http.Request) error {
-		httpapi.WriteJSON(w, http.StatusOK, api.InstanceTypeList{Items: api.LocalInstanceTypes()})
-		return nil
+	r.Get("/instancetypes", answer(func(*http.Request) (api.InstanceTypeList, error) {
+		return api.InstanceTypeList{Items: api.LocalInstanceTypes()}, nil
 	}))
-	r.Post("/machines", httpapi.Handle(func(w http.ResponseWriter, r *http.Request) error {
-		var spec MachineSpec
-		if err := httpapi.DecodeJSON(r, &spec); err != nil {
-			return err
-		}
-		st, err := c.create(spec)
-		if err != nil {
-			return apiError(err)
-		}
-		httpapi.WriteJSON(w, http.StatusOK, st)
-		return nil
+	r.Post("/machines", withBody(func(_ *http.Request, spec MachineSpec) (MachineStatus, error) {
+		return c.create(spec)
 	}))
-	r.Get("/machines", httpapi.Handle(func(w http.ResponseWriter, r *http.Request) error {
+	r.Get("/machines", answer(func(r *http.Request) (MachineList, error) {
 		items, err := c.list(r.URL.Query().Get("cluster"))
-		if err != nil {
-			return apiError(err)
-		}
-		httpapi.WriteJSON(w, http.StatusOK, MachineList{Items: items})
-		return nil
+		return MachineList{Items: items}, err
 	}))
 	r.Route("/machines/{cluster}/{name}", func(r chi.Router) {
-		r.Get("/", httpapi.Handle(func(w http.ResponseWriter, r *http.Request) error {
+		r.Get("/", answer(func(r *http.Request) (MachineStatus, error) {
 			m, err := c.lookup(chi.URLParam(r, "cluster"), chi.URLParam(r, "name"))
 			if err != nil {
-				return apiError(err)
+				return MachineStatus{}, err
 			}
-			httpapi.WriteJSON(w, http.StatusOK, m.status())
-			return nil
+			return m.status(), nil
 		}))
 		r.Delete("/", httpapi.Handle(func(w http.ResponseWriter, r *http.Request) error {
 			if err := c.remove(chi.URLParam(r, "cluster"), chi.URLParam(r, "name")); err != nil {
@@ -68,44 +53,42 @@ func (c *Cloud) routes() http.Handler {
 			w.WriteHeader(http.StatusNoContent)
 			return nil
 		}))
-		r.Post("/fault", httpapi.Handle(func(w http.ResponseWriter, r *http.Request) error {
-			var req FaultRequest
-			if err := httpapi.DecodeJSON(r, &req); err != nil {
-				return err
-			}
-			st, err := c.fault(chi.URLParam(r, "cluster"), chi.URLParam(r, "name"), req.Type)
-			if err != nil {
-				return apiError(err)
-			}
-			httpapi.WriteJSON(w, http.StatusOK, st)
-			return nil
+		r.Post("/fault", withBody(func(r *http.Request, req FaultRequest) (MachineStatus, error) {
+			return c.fault(chi.URLParam(r, "cluster"), chi.URLParam(r, "name"), req.Type)
 		}))
-		r.Post("/power", httpapi.Handle(func(w http.ResponseWriter, r *http.Request) error {
-			var req PowerRequest
-			if err := httpapi.DecodeJSON(r, &req); err != nil {
-				return err
-			}
-			st, err := c.power(chi.URLParam(r, "cluster"), chi.URLParam(r, "name"), req.On)
-			if err != nil {
-				return apiError(err)
-			}
-			httpapi.WriteJSON(w, http.StatusOK, st)
-			return nil
+		r.Post("/power", withBody(func(r *http.Request, req PowerRequest) (MachineStatus, error) {
+			return c.power(chi.URLParam(r, "cluster"), chi.URLParam(r, "name"), req.On)
 		}))
-		r.Post("/userdata", httpapi.Handle(func(w http.ResponseWriter, r *http.Request) error {
-			var req UserDataRequest
-			if err := httpapi.DecodeJSON(r, &req); err != nil {
-				return err
-			}
-			st, err := c.reconfigure(chi.URLParam(r, "cluster"), chi.URLParam(r, "name"), req.UserData)
-			if err != nil {
-				return apiError(err)
-			}
-			httpapi.WriteJSON(w, http.StatusOK, st)
-			return nil
+		r.Post("/userdata", withBody(func(r *http.Request, req UserDataRequest) (MachineStatus, error) {
+			return c.reconfigure(chi.URLParam(r, "cluster"), chi.URLParam(r, "name"), req.UserData)
 		}))
 	})
 	return r
+}
+
+// answer adapts fn to a handler that answers fn's result as JSON (200), or its error as a
+// problem with the code of its sentinel (apiError).
+func answer[Out any](fn func(r *http.Request) (Out, error)) http.HandlerFunc {
+	return httpapi.Handle(func(w http.ResponseWriter, r *http.Request) error {
+		out, err := fn(r)
+		if err != nil {
+			return apiError(err)
+		}
+		httpapi.WriteJSON(w, http.StatusOK, out)
+		return nil
+	})
+}
+
+// withBody is answer for a request whose body (httpapi.DecodeJSON, strict) fn takes.
+func withBody[In, Out any](fn func(r *http.Request, in In) (Out, error)) http.HandlerFunc {
+	return answer(func(r *http.Request) (Out, error) {
+		var in In
+		if err := httpapi.DecodeJSON(r, &in); err != nil {
+			var zero Out
+			return zero, err
+		}
+		return fn(r, in)
+	})
 }
 
 // apiError gives err the application code its sentinel stands for.
@@ -124,29 +107,4 @@ func apiError(err error) error {
 		return &api.Error{Code: api.CodeUnavailable, Message: "the local cloud is stopping", Err: err}
 	}
 	return err
-}
-
-// quietRequests turns the router's per-request Info logs into Debug ones.
-type quietRequests struct{ slog.Handler }
-
-func (q quietRequests) Enabled(ctx context.Context, l slog.Level) bool {
-	if l == slog.LevelInfo {
-		l = slog.LevelDebug
-	}
-	return q.Handler.Enabled(ctx, l)
-}
-
-func (q quietRequests) Handle(ctx context.Context, r slog.Record) error {
-	if r.Level == slog.LevelInfo {
-		r.Level = slog.LevelDebug
-	}
-	return q.Handler.Handle(ctx, r)
-}
-
-func (q quietRequests) WithAttrs(as []slog.Attr) slog.Handler {
-	return quietRequests{q.Handler.WithAttrs(as)}
-}
-
-func (q quietRequests) WithGroup(name string) slog.Handler {
-	return quietRequests{q.Handler.WithGroup(name)}
 }

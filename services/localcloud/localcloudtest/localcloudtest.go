@@ -16,9 +16,9 @@ import (
 	"time"
 
 	igntypes "github.com/coreos/ignition/v2/config/v3_5/types"
-	"github.com/vincent-petithory/dataurl"
 
 	"github.com/hostplane/hostplane/pkg/certs"
+	"github.com/hostplane/hostplane/pkg/ignition"
 )
 
 // IgnitionServer is a small HTTPS Ignition server for tests, built with the coreos/ignition
@@ -48,17 +48,9 @@ func NewIgnitionServer(t testing.TB) *IgnitionServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyPEM, err := kp.KeyPEM()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := tls.X509KeyPair(kp.CertPEM(), keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
 	s := &IgnitionServer{CAPEM: ca.CertPEM(), payloads: map[string][]byte{}}
 	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
-	s.srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}}
+	s.srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{kp.Cert.Raw}, PrivateKey: kp.Key, Leaf: kp.Cert}}}
 	s.srv.StartTLS()
 	t.Cleanup(s.srv.Close)
 	s.URL = s.srv.URL + "/ignition"
@@ -83,7 +75,7 @@ func (s *IgnitionServer) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unknown token", http.StatusUnauthorized)
 		return
 	}
-	w.Header().Set("Content-Type", "application/vnd.coreos.ignition+json")
+	w.Header().Set("Content-Type", ignition.MediaType)
 	_, _ = w.Write(body)
 }
 
@@ -110,21 +102,11 @@ func (s *IgnitionServer) Stub(t testing.TB, token string) []byte {
 	return Stub(t, s.URL, token, s.CAPEM)
 }
 
-// Stub builds an Ignition stub as ignitiond does: merge the config at url with a bearer
+// Stub is the stub ignitiond renders (ignition.Stub): merge the config at url with a bearer
 // token, trusting caPEM.
 func Stub(t testing.TB, url, token string, caPEM []byte) []byte {
 	t.Helper()
-	cfg := igntypes.Config{Ignition: igntypes.Ignition{
-		Version: igntypes.MaxVersion.String(),
-		Config: igntypes.IgnitionConfig{Merge: []igntypes.Resource{{
-			Source:      &url,
-			HTTPHeaders: igntypes.HTTPHeaders{{Name: "Authorization", Value: ptr("Bearer " + token)}},
-		}}},
-		Security: igntypes.Security{TLS: igntypes.TLS{CertificateAuthorities: []igntypes.Resource{{
-			Source: ptr(dataurl.New(caPEM, "text/plain").String()),
-		}}}},
-	}}
-	b, err := json.Marshal(cfg)
+	b, err := ignition.Stub(ignition.StubInfo{URL: url, Token: token, CAPEM: caPEM})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +126,7 @@ func Payload(files ...File) igntypes.Config {
 	cfg := igntypes.Config{Ignition: igntypes.Ignition{Version: igntypes.MaxVersion.String()}}
 	for _, f := range files {
 		file := igntypes.File{Node: igntypes.Node{Path: f.Path}}
-		file.Contents.Source = ptr(dataurl.New([]byte(f.Contents), "text/plain").String())
+		file.Contents.Source = ptr(ignition.DataURL([]byte(f.Contents)))
 		if f.Mode != 0 {
 			file.Mode = ptr(f.Mode)
 		}
