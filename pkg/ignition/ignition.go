@@ -238,10 +238,10 @@ func render(cfg types.Config) ([]byte, error) {
 
 func file(path string, mode int, content []byte) types.File {
 	return types.File{
-		Node: types.Node{Path: path, Overwrite: ptr(true)},
+		Node: types.Node{Path: path, Overwrite: new(true)},
 		FileEmbedded1: types.FileEmbedded1{
-			Mode:     ptr(mode),
-			Contents: types.Resource{Source: ptr(DataURL(content))},
+			Mode:     new(mode),
+			Contents: types.Resource{Source: new(DataURL(content))},
 		},
 	}
 }
@@ -265,11 +265,11 @@ func Stub(s StubInfo) ([]byte, error) {
 	cfg := types.Config{Ignition: types.Ignition{
 		Version: Version,
 		Config: types.IgnitionConfig{Merge: []types.Resource{{
-			Source:      ptr(s.URL),
-			HTTPHeaders: types.HTTPHeaders{{Name: "Authorization", Value: ptr("Bearer " + s.Token)}},
+			Source:      new(s.URL),
+			HTTPHeaders: types.HTTPHeaders{{Name: "Authorization", Value: new("Bearer " + s.Token)}},
 		}}},
 		Security: types.Security{TLS: types.TLS{CertificateAuthorities: []types.Resource{{
-			Source: ptr(DataURL(s.CAPEM)),
+			Source: new(DataURL(s.CAPEM)),
 		}}}},
 	}}
 	return render(cfg)
@@ -332,5 +332,3 @@ func decodeDataURL(s string) ([]byte, error) {
 	}
 	return u.Data, nil
 }
-
-func ptr[T any](v T) *T { return &v }

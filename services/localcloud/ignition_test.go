@@ -135,14 +135,14 @@ func TestApplyConfig_WritesFilesAsIgnitionDoes(t *testing.T) {
 	)
 	cfg.Storage.Files = append(cfg.Storage.Files,
 		igntypes.File{Node: igntypes.Node{Path: "/etc/gz"}, FileEmbedded1: igntypes.FileEmbedded1{Contents: igntypes.Resource{
-			Source: ptr(dataurl.New(gz.Bytes(), "application/octet-stream").String()), Compression: &gzip,
+			Source: new(dataurl.New(gz.Bytes(), "application/octet-stream").String()), Compression: &gzip,
 		}}},
 		igntypes.File{Node: igntypes.Node{Path: "/etc/percent"}, FileEmbedded1: igntypes.FileEmbedded1{
-			Contents: igntypes.Resource{Source: ptr("data:,a%20b%0A")},
-			Append:   []igntypes.Resource{{Source: ptr("data:,more")}},
+			Contents: igntypes.Resource{Source: new("data:,a%20b%0A")},
+			Append:   []igntypes.Resource{{Source: new("data:,more")}},
 		}},
 	)
-	cfg.Storage.Directories = []igntypes.Directory{{Node: igntypes.Node{Path: "/var/lib/kubelet"}, DirectoryEmbedded1: igntypes.DirectoryEmbedded1{Mode: ptr(0o700)}}}
+	cfg.Storage.Directories = []igntypes.Directory{{Node: igntypes.Node{Path: "/var/lib/kubelet"}, DirectoryEmbedded1: igntypes.DirectoryEmbedded1{Mode: new(0o700)}}}
 	root := t.TempDir()
 	if err := applyConfig(root, cfg, false); err != nil {
 		t.Fatal(err)

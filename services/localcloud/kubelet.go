@@ -282,7 +282,7 @@ func (k *kubelet) renewLease(ctx context.Context) error {
 			},
 			Spec: coordinationv1.LeaseSpec{
 				HolderIdentity:       &k.m.name,
-				LeaseDurationSeconds: ptr(int32(nodeLeaseDuration)),
+				LeaseDurationSeconds: new(int32(nodeLeaseDuration)),
 				RenewTime:            &now,
 			},
 		}, metav1.CreateOptions{})
@@ -452,5 +452,3 @@ func (k *kubelet) reconfigure(ctx context.Context, userData []byte) error {
 	m.log.Info("in-place update applied", "configHash", nc.Kubelet.ConfigHash, "kubeletVersion", nc.Kubelet.KubeletVersion)
 	return nil
 }
-
-func ptr[T any](v T) *T { return &v }

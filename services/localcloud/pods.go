@@ -70,7 +70,7 @@ func (k *kubelet) syncPod(ctx context.Context, pod *corev1.Pod) error {
 	pods := k.cs.CoreV1().Pods(pod.Namespace)
 	if pod.DeletionTimestamp != nil {
 		err := pods.Delete(ctx, pod.Name, metav1.DeleteOptions{
-			GracePeriodSeconds: ptr(int64(0)),
+			GracePeriodSeconds: new(int64(0)),
 			Preconditions:      &metav1.Preconditions{UID: &pod.UID},
 		})
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
@@ -131,7 +131,7 @@ func runningStatus(pod *corev1.Pod, hostIP string) corev1.PodStatus {
 			ImageID:     c.Image + "@sha256:" + digest([]byte(c.Image)),
 			ContainerID: "containerd://" + id,
 			Ready:       ready,
-			Started:     ptr(ready),
+			Started:     new(ready),
 			State:       state,
 		}
 	}
@@ -158,7 +158,7 @@ func runningStatus(pod *corev1.Pod, hostIP string) corev1.PodStatus {
 			ExitCode: 0, Reason: "Completed", StartedAt: start, FinishedAt: start,
 		}}
 		s := container(c, done, true)
-		s.Started = ptr(false)
+		s.Started = new(false)
 		st.InitContainerStatuses = append(st.InitContainerStatuses, s)
 	}
 	for _, c := range pod.Spec.Containers {

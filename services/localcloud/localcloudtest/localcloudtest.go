@@ -126,12 +126,12 @@ func Payload(files ...File) igntypes.Config {
 	cfg := igntypes.Config{Ignition: igntypes.Ignition{Version: igntypes.MaxVersion.String()}}
 	for _, f := range files {
 		file := igntypes.File{Node: igntypes.Node{Path: f.Path}}
-		file.Contents.Source = ptr(ignition.DataURL([]byte(f.Contents)))
+		file.Contents.Source = new(ignition.DataURL([]byte(f.Contents)))
 		if f.Mode != 0 {
-			file.Mode = ptr(f.Mode)
+			file.Mode = new(f.Mode)
 		}
 		if f.Overwrite {
-			file.Overwrite = ptr(true)
+			file.Overwrite = new(true)
 		}
 		cfg.Storage.Files = append(cfg.Storage.Files, file)
 	}
@@ -159,5 +159,3 @@ func NodePayload(t testing.TB, bootstrapKubeconfig, caPEM []byte, kubelet any) i
 		File{Path: PathKubeletCA, Contents: string(caPEM), Mode: 0o644, Overwrite: true},
 	)
 }
-
-func ptr[T any](v T) *T { return &v }

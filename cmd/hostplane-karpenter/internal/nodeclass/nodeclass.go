@@ -120,7 +120,7 @@ func CRD() *apiextensionsv1.CustomResourceDefinition {
 			"type": str, "reason": str, "message": str,
 			"status":             {Type: "string", Enum: []apiextensionsv1.JSON{{Raw: []byte(`"True"`)}, {Raw: []byte(`"False"`)}, {Raw: []byte(`"Unknown"`)}}},
 			"lastTransitionTime": {Type: "string", Format: "date-time"},
-			"observedGeneration": {Type: "integer", Format: "int64", Minimum: ptr(0.0)},
+			"observedGeneration": {Type: "integer", Format: "int64", Minimum: new(0.0)},
 		},
 	}
 	return &apiextensionsv1.CustomResourceDefinition{
@@ -157,5 +157,3 @@ func CRD() *apiextensionsv1.CustomResourceDefinition {
 		},
 	}
 }
-
-func ptr[T any](v T) *T { return &v }

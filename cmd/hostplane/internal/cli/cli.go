@@ -5,6 +5,7 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -263,18 +264,9 @@ func (o *Options) resolve() (server, token string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	server = firstNonEmpty(o.server, o.getenv("HOSTPLANE_SERVER"), cfg.Server, client.DefaultServer)
-	token = firstNonEmpty(o.token, o.getenv("HOSTPLANE_TOKEN"), cfg.Token)
+	server = cmp.Or(o.server, o.getenv("HOSTPLANE_SERVER"), cfg.Server, client.DefaultServer)
+	token = cmp.Or(o.token, o.getenv("HOSTPLANE_TOKEN"), cfg.Token)
 	return server, token, nil
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 // suggestionDistance is the largest edit distance of a suggested command.

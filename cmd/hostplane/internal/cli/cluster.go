@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -114,7 +115,7 @@ func newDeleteClusterCommand(o *Options) *cobra.Command {
 				goal: "deletion", cluster: name,
 				done: func(obs observation) (bool, error) { return obs.cluster == nil, nil },
 				detail: func(obs observation) string {
-					return firstNonEmpty(conditionMessage(obs.cluster, api.ConditionDeleting), "deletion requested")
+					return cmp.Or(conditionMessage(obs.cluster, api.ConditionDeleting), "deletion requested")
 				},
 			}
 			return step{said: "cluster/" + name + " deleting", until: o.waitFor(c, spec, "cluster/"+name+" deleted")}, nil

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -28,7 +29,7 @@ var configKeys = []string{"server", "token"}
 // configPath returns the config file's path: --config, HOSTPLANE_CONFIG, else
 // $XDG_CONFIG_HOME/hostplane/config.yaml (~/.config/hostplane/config.yaml).
 func (o *Options) configFile() (string, error) {
-	if p := firstNonEmpty(o.configPath, o.getenv("HOSTPLANE_CONFIG")); p != "" {
+	if p := cmp.Or(o.configPath, o.getenv("HOSTPLANE_CONFIG")); p != "" {
 		return p, nil
 	}
 	dir := o.getenv("XDG_CONFIG_HOME")
@@ -167,7 +168,7 @@ func newConfigCommand(o *Options) *cobra.Command {
 				b = []byte("# (empty)\n")
 			}
 			o.Out.Write(b)
-			fmt.Fprintf(o.Out, "# in effect: server %s, token %s\n", server, firstNonEmpty(redact(token), "(none)"))
+			fmt.Fprintf(o.Out, "# in effect: server %s, token %s\n", server, cmp.Or(redact(token), "(none)"))
 			return nil
 		},
 	}

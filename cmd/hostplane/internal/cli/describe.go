@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"net/http"
@@ -78,7 +79,7 @@ func newDescribeNodePoolCommand(o *Options) *cobra.Command {
 
 func describeNodePool(w io.Writer, now time.Time, np *api.NodePool, machines []api.Machine, msErr error) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	kv := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, firstNonEmpty(v, "<none>")) }
+	kv := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, cmp.Or(v, "<none>")) }
 	kv("Name", np.Name)
 	kv("Cluster", np.Cluster)
 	describeMeta(kv, now, &np.ObjectMeta, np.Status.ObservedGeneration)
@@ -158,15 +159,15 @@ func describeNodePool(w io.Writer, now time.Time, np *api.NodePool, machines []a
 
 func describeCluster(w io.Writer, now time.Time, c *api.Cluster, comps *api.ComponentList, evs []client.StreamEvent, evErr error) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	kv := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, firstNonEmpty(v, "<none>")) }
+	kv := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, cmp.Or(v, "<none>")) }
 	kv("Name", c.Name)
 	describeMeta(kv, now, &c.ObjectMeta, c.Status.ObservedGeneration)
 	kv("Release", c.Spec.Release.Version)
 	kv("Platform", c.Spec.Platform.Type)
 	kv("Availability", c.Spec.ControllerAvailabilityPolicy)
-	kv("Networking", fmt.Sprintf("services %s, pods %s", firstNonEmpty(c.Spec.Networking.ServiceCIDR, "<default>"), firstNonEmpty(c.Spec.Networking.PodCIDR, "<default>")))
+	kv("Networking", fmt.Sprintf("services %s, pods %s", cmp.Or(c.Spec.Networking.ServiceCIDR, "<default>"), cmp.Or(c.Spec.Networking.PodCIDR, "<default>")))
 	if p := c.Spec.PKI; p != nil {
-		kv("PKI lifetimes", fmt.Sprintf("CA %s, leaf %s", firstNonEmpty(p.CALifetime, "<default>"), firstNonEmpty(p.LeafLifetime, "<default>")))
+		kv("PKI lifetimes", fmt.Sprintf("CA %s, leaf %s", cmp.Or(p.CALifetime, "<default>"), cmp.Or(p.LeafLifetime, "<default>")))
 	}
 	if c.Spec.AutoNodeEnabled() {
 		kv("Autoprovisioning", "Karpenter (spec.autoNode): machines for the guest's karpenter.sh NodePools, in node pool "+api.AutoNodePoolName)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -114,7 +115,7 @@ func eventLine(ev client.StreamEvent) string {
 	if e.Type == "" {
 		return fmt.Sprintf("%s %s %s", time.Now().UTC().Format(time.RFC3339), ev.Name, strings.TrimSpace(string(ev.Data)))
 	}
-	return fmt.Sprintf("%s %s %s", e.Time.UTC().Format(time.RFC3339), shortType(e.Type), firstNonEmpty(e.Subject, "-"))
+	return fmt.Sprintf("%s %s %s", e.Time.UTC().Format(time.RFC3339), shortType(e.Type), cmp.Or(e.Subject, "-"))
 }
 
 // shortType drops the io.hostplane. prefix: "cluster.created".

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -49,7 +50,7 @@ func newHibernationCommand(o *Options, hibernate bool) *cobra.Command {
 					return cl.Status.Conditions.IsTrue(api.ConditionAvailable), nil
 				},
 				detail: func(obs observation) string {
-					return firstNonEmpty(conditionMessage(obs.cluster, api.ConditionHibernated), verb)
+					return cmp.Or(conditionMessage(obs.cluster, api.ConditionHibernated), verb)
 				},
 			}
 			return step{said: "cluster/" + name + " " + verb, until: o.waitFor(c, spec, "cluster/"+name+" "+done)}, nil

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -188,7 +189,7 @@ func componentSummary(comps []api.ControlPlaneComponent, version string) string 
 	for _, c := range comps {
 		s := fmt.Sprintf("%s %d/%d", c.Name, c.Status.ReadyReplicas, c.Spec.Replicas)
 		if version != "" && c.Name != api.ComponentEtcd && c.Status.Version != version {
-			s += " at " + firstNonEmpty(c.Status.Version, "?")
+			s += " at " + cmp.Or(c.Status.Version, "?")
 		}
 		parts = append(parts, s)
 	}
@@ -241,7 +242,7 @@ func availableSpec(name string, gen int64) waitSpec {
 				}
 				return s
 			}
-			return firstNonEmpty(conditionMessage(obs.cluster, api.ConditionAvailable), "accepted, not yet reconciled")
+			return cmp.Or(conditionMessage(obs.cluster, api.ConditionAvailable), "accepted, not yet reconciled")
 		},
 	}
 }
