@@ -332,10 +332,5 @@ func message(err error) string {
 }
 
 func hasField(fe FieldErrors, field string) bool {
-	for _, f := range fe {
-		if f.Field == field {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(fe, func(f FieldError) bool { return f.Field == field })
 }

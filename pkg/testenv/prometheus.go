@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
@@ -179,12 +180,7 @@ type PromSeries struct {
 
 // HasNumber reports whether a value of s is a number (not NaN): a panel shows something.
 func (s PromSeries) HasNumber() bool {
-	for _, v := range s.Values {
-		if !math.IsNaN(v) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(s.Values, func(v float64) bool { return !math.IsNaN(v) })
 }
 
 // Query evaluates expr now through the HTTP API (GET /api/v1/query).

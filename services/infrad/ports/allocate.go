@@ -16,6 +16,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 
 	"github.com/hostplane/hostplane/pkg/api"
@@ -77,12 +78,7 @@ func IsLoadBalanced(inf *api.Infra) bool {
 }
 
 func isAPIServerPort(inf *api.Infra, port int) bool {
-	for _, e := range inf.APIServers {
-		if e.Port == port {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(inf.APIServers, func(e api.Endpoint) bool { return e.Port == port })
 }
 
 // Of lists every port inf records.
