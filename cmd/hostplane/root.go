@@ -15,8 +15,7 @@ type usageError struct{ error }
 
 // exitCode maps err to the documented exit codes (cli.ExitCodesHelp).
 func exitCode(err error) int {
-	var u usageError
-	if errors.As(err, &u) {
+	if _, ok := errors.AsType[usageError](err); ok {
 		return cli.ExitUsage
 	}
 	return cli.ExitCode(err)

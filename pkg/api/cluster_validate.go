@@ -324,8 +324,7 @@ func validateLifetime(fe *FieldErrors, field, s string) time.Duration {
 
 // message is what an error says to the caller: an Error's Message, else the error text.
 func message(err error) string {
-	var e *Error
-	if errors.As(err, &e) && e.Message != "" {
+	if e, ok := errors.AsType[*Error](err); ok && e.Message != "" {
 		return e.Message
 	}
 	return err.Error()

@@ -61,8 +61,7 @@ func Errorf(code Code, format string, args ...any) *Error {
 
 // ErrorCode returns the code of err's application error, or CodeInternal if it has none.
 func ErrorCode(err error) Code {
-	var e *Error
-	if errors.As(err, &e) {
+	if e, ok := errors.AsType[*Error](err); ok {
 		return e.Code
 	}
 	return CodeInternal

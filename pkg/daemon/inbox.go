@@ -43,8 +43,7 @@ func (rt *Runtime) Inbox(ctx context.Context, handlers map[string]inbox.Handler,
 // inbox's answer: the caller's mistakes are rejections (a missing resource's says notFound,
 // or the error's own message when it is ""); any other error is retried, wrapped in what.
 func InboundResult(err error, notFound, what string) error {
-	var ae *api.Error
-	if errors.As(err, &ae) {
+	if ae, ok := errors.AsType[*api.Error](err); ok {
 		switch ae.Code {
 		case api.CodeNotFound:
 			return inbox.Rejectf("%s", cmp.Or(notFound, ae.Message))

@@ -132,8 +132,7 @@ func ValidateInboundData(typ string, data json.RawMessage) error {
 		return fmt.Errorf("%w: %v", ErrInvalidData, err)
 	}
 	if err := s.Validate(inst); err != nil {
-		var ve *jsonschema.ValidationError
-		if errors.As(err, &ve) {
+		if ve, ok := errors.AsType[*jsonschema.ValidationError](err); ok {
 			return fmt.Errorf("%w: %s", ErrInvalidData, flatten(ve))
 		}
 		return fmt.Errorf("%w: %v", ErrInvalidData, err)

@@ -84,8 +84,7 @@ func (p *Problem) Err() *api.Error {
 // Fields reach the problem; the cause of an internal error never does.
 func NewProblem(r *http.Request, err error) *Problem {
 	code, msg, fields := api.CodeInternal, "", []api.FieldError(nil)
-	var ae *api.Error
-	if errors.As(err, &ae) {
+	if ae, ok := errors.AsType[*api.Error](err); ok {
 		code, msg, fields = ae.Code, ae.Message, ae.Fields
 	}
 	// An internal error whose cause is NATS out of reach is that, whoever wrapped it.
@@ -126,8 +125,7 @@ func busUnavailable(r *http.Request, err error) bool {
 	}
 	// JetStream answering 503 itself: its cluster has no meta or stream leader for the moment
 	// (a server lost, an election under way; "JetStream system temporarily unavailable").
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && apiErr.Code == http.StatusServiceUnavailable {
+	if apiErr, ok := errors.AsType[*jetstream.APIError](err); ok && apiErr.Code == http.StatusServiceUnavailable {
 		return true
 	}
 	// A JetStream call that timed out while the caller still waits.

@@ -154,8 +154,7 @@ func readyz(ready func(context.Context) error, state string) http.HandlerFunc {
 			cancel()
 			if err != nil {
 				msg := "not " + state + ": " + err.Error()
-				var ae *api.Error
-				if errors.As(err, &ae) && ae.Message != "" {
+				if ae, ok := errors.AsType[*api.Error](err); ok && ae.Message != "" {
 					msg = "not " + state + ": " + ae.Message
 				}
 				LoggerFrom(r.Context()).DebugContext(r.Context(), "not "+state, "error", err)

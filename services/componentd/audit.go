@@ -75,8 +75,7 @@ func auditQuery(v url.Values) (audit.Query, error) {
 		fe.Add("resource", "%q is not a resource such as configmaps, or a subresource such as pods/log", q.Resource)
 	}
 	if err := fe.Err(); err != nil {
-		var ae *api.Error
-		if errors.As(err, &ae) {
+		if ae, ok := errors.AsType[*api.Error](err); ok {
 			ae.Message = "invalid query"
 		}
 		return q, err

@@ -52,8 +52,7 @@ func newMetrics() *metrics {
 func (m *metrics) register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m, m.rotations, m.csrs} {
 		if err := reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if errors.As(err, &are) && are.ExistingCollector == c {
+			if are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok && are.ExistingCollector == c {
 				continue
 			}
 			return err

@@ -91,8 +91,7 @@ func PrintError(w io.Writer, err error) {
 	case api.CodeForbidden:
 		fmt.Fprintln(w, "The token is valid but its role does not allow this.")
 	}
-	var ue *UsageError
-	if errors.As(err, &ue) && ue.Cmd != nil {
+	if ue, ok := errors.AsType[*UsageError](err); ok && ue.Cmd != nil {
 		fmt.Fprintf(w, "See '%s --help' for usage.\n", ue.Cmd.CommandPath())
 	}
 }
