@@ -253,18 +253,14 @@ func (c *Controller) Start(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	for range c.cfg.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for c.processNext(ctx) {
 			}
-		}()
+		})
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		c.resyncLoop(ctx)
-	}()
+	})
 	c.started.Store(true)
 	c.log.Info("reconcile controller started", "stream", c.cfg.Stream, "durable", c.cfg.Durable, "filters", c.cfg.FilterSubjects, "workers", c.cfg.Workers)
 

@@ -112,9 +112,7 @@ func (rs *ReplicaSet) start(i int) {
 	r := rs.replicas[i]
 	rctx, stop := context.WithCancel(rs.runCtx)
 	r.stop = stop
-	rs.wg.Add(1)
-	go func() {
-		defer rs.wg.Done()
+	rs.wg.Go(func() {
 		err := r.d.Run(rctx)
 		stop()
 		if rs.runCtx.Err() != nil {
@@ -141,7 +139,7 @@ func (rs *ReplicaSet) start(i int) {
 			rs.replicas[i] = fresh
 			rs.start(i)
 		}
-	}()
+	})
 }
 
 // leader returns the replica that leads, or nil.

@@ -216,9 +216,7 @@ func (g *gateway) probeAll(ctx context.Context, path string) map[string]backendS
 	var wg sync.WaitGroup
 	out := map[string]backendState{}
 	for owner, rs := range g.backends {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			u := rs.pick(ctx, g)
 			st := backendState{Status: "ok"}
 			if err := g.probe(ctx, rs.client, u.JoinPath(path)); err != nil {
@@ -230,7 +228,7 @@ func (g *gateway) probeAll(ctx context.Context, path string) map[string]backendS
 			mu.Lock()
 			out[owner] = st
 			mu.Unlock()
-		}()
+		})
 	}
 	wg.Wait()
 	return out

@@ -48,11 +48,9 @@ func (n *readyNotifier) watch(p *process.Process, cluster string) {
 		return
 	}
 	ctx := n.ctx
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
+	n.wg.Go(func() {
 		if p.WaitReady(ctx) == nil {
 			n.enqueue(cluster)
 		}
-	}()
+	})
 }

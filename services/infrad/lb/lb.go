@@ -160,8 +160,7 @@ func Start(cfg Config) (*LoadBalancer, error) {
 	go func() { defer lb.wg.Done(); lb.serve(ctx, ln, false) }()
 	go func() { defer lb.wg.Done(); lb.checkHealth(ctx) }()
 	if internalLn != nil {
-		lb.wg.Add(1)
-		go func() { defer lb.wg.Done(); lb.serve(ctx, internalLn, true) }()
+		lb.wg.Go(func() { lb.serve(ctx, internalLn, true) })
 	}
 	lb.log.Info("load balancer listening", "backends", backends, "internal", cfg.InternalAddr)
 	return lb, nil
@@ -221,12 +220,10 @@ func (lb *LoadBalancer) serve(ctx context.Context, ln net.Listener, internal boo
 		if lb.now != nil && !internal {
 			lb.lastAccept.Store(lb.now().UnixNano())
 		}
-		lb.wg.Add(1)
-		go func() {
-			defer lb.wg.Done()
+		lb.wg.Go(func() {
 			defer lb.untrack(c)
 			lb.forward(ctx, c, internal)
-		}()
+		})
 	}
 }
 
@@ -284,9 +281,7 @@ func (lb *LoadBalancer) openInternal() {
 		return
 	}
 	lb.reopening = true
-	lb.wg.Add(1)
-	go func() {
-		defer lb.wg.Done()
+	lb.wg.Go(func() {
 		t := time.NewTicker(internalReopenInterval)
 		defer t.Stop()
 		for {
@@ -303,7 +298,7 @@ func (lb *LoadBalancer) openInternal() {
 			}
 			lb.mu.Unlock()
 		}
-	}()
+	})
 }
 
 // listenInternalLocked listens on the internal address and serves it; lb.mu is held.
@@ -314,8 +309,7 @@ func (lb *LoadBalancer) listenInternalLocked() error {
 		return err
 	}
 	lb.internalLn = ln
-	lb.wg.Add(1)
-	go func() { defer lb.wg.Done(); lb.serve(lb.ctx, ln, true) }()
+	lb.wg.Go(func() { lb.serve(lb.ctx, ln, true) })
 	lb.log.Info("internal listener open again", "internal", lb.internalAddr.String())
 	return nil
 }
