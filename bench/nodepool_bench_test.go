@@ -7,6 +7,8 @@ package bench
 // with the admin token, and stops it at the end.
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"crypto/tls"
@@ -14,6 +16,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -26,6 +29,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"k8s.io/client-go/rest"
 
 	"github.com/hostplane/hostplane/cmd/hostplane/dev"
 	"github.com/hostplane/hostplane/pkg/api"
@@ -40,6 +46,7 @@ const (
 	envIgnitionReqs  = "HOSTPLANE_BENCH_IGNITION_REQS"  // requests per server; default 20000
 	envFleetMinutes  = "HOSTPLANE_BENCH_FLEET_MINUTES"  // cap on waiting for the fleet; default 20
 	envSteadySeconds = "HOSTPLANE_BENCH_STEADY_SECONDS" // steady-state window; default 60
+	envFleetReplicas = "HOSTPLANE_BENCH_FLEET_REPLICAS" // machines per pool of the fleet; default 20
 )
 
 const (
@@ -404,11 +411,12 @@ func hammer(b *testing.B, hc *http.Client, url, token string, n, size int) loadR
 // daemons, Cluster API and the local cloud run in it) and the RSS of the processes under the
 // data dir (guest control planes, the management kube-apiserver).
 func BenchmarkFleet_500MachinesAcross25PoolsIn5Clusters(b *testing.B) {
-	const clusters, poolsPer, replicas = 5, 5, 20
-	const total = clusters * poolsPer * replicas
+	const clusters, poolsPer = 5, 5
+	replicas := testenv.EnvInt(b, envFleetReplicas, 20, 1)
+	total := clusters * poolsPer * replicas
 	limit := time.Duration(testenv.EnvInt(b, envFleetMinutes, 20, 1)) * time.Minute
 	steady := time.Duration(testenv.EnvInt(b, envSteadySeconds, 60, 1)) * time.Second
-	_, c, dir := startPoolStack(b)
+	stack, c, dir := startPoolStack(b)
 
 	var names []string
 	for i := range clusters {
@@ -423,6 +431,19 @@ func BenchmarkFleet_500MachinesAcross25PoolsIn5Clusters(b *testing.B) {
 	post := time.Now()
 	cpu := readCPU()
 	selfCPU0, _ := cpuSeconds("self")
+	procs0 := dirCPU(dir)
+	mgmtCS, err := stack.Management.Clientset()
+	if err != nil {
+		b.Fatal(err)
+	}
+	apiservers := map[string]rest.Interface{
+		"the management kube-apiserver": mgmtCS.Discovery().RESTClient(),
+		"kube-apiserver of " + names[0]: guestClient(b, c, names[0]).Discovery().RESTClient(),
+	}
+	mix0 := map[string]map[string]float64{}
+	for who, rc := range apiservers {
+		mix0[who] = requestMix(rc)
+	}
 	// Every pool of every cluster at once, as a fleet's automation would: ignitiond sweeps a
 	// bootstrap token only once its pool is gone, so pools of one cluster created together
 	// all join (the first run of this benchmark found they did not).
@@ -461,6 +482,12 @@ func BenchmarkFleet_500MachinesAcross25PoolsIn5Clusters(b *testing.B) {
 	}
 	took := time.Since(post)
 	detail(b, "ready nodes over time since the pools' POSTs:\n%s", strings.Join(samples, "\n"))
+	detail(b, "CPU used from the pools' POSTs to the last Ready node (%s), by process:\n%s",
+		took.Round(time.Second), cpuTable(procs0, dirCPU(dir), ready))
+	for who, rc := range apiservers {
+		detail(b, "requests %s answered over the same time, per second, the most frequent:\n%s",
+			who, mixTable(mix0[who], requestMix(rc), took, 12))
+	}
 	b.StopTimer()
 	if reached {
 		b.ReportMetric(seconds(took), "all-ready-s")
@@ -469,14 +496,23 @@ func BenchmarkFleet_500MachinesAcross25PoolsIn5Clusters(b *testing.B) {
 	}
 	b.ReportMetric(float64(ready), "ready-nodes")
 
-	// Steady state: CPU and RSS over the window.
+	// Steady state: CPU and RSS over the window, by process, and the requests answered.
 	c0, _ := cpuSeconds("self")
 	m0 := readCPU()
+	procs0 = dirCPU(dir)
+	for who, rc := range apiservers {
+		mix0[who] = requestMix(rc)
+	}
 	time.Sleep(steady)
 	c1, _ := cpuSeconds("self")
+	procs1 := dirCPU(dir)
 	end, _ := fleetCount(c, names, poolsPer)
 	detail(b, "steady %s (%d nodes Ready at its end): this process %.2f cores (%.1f CPU-s), RSS %d MiB; %s\nunder the data dir:\n%s",
 		steady, end, (c1-c0)/steady.Seconds(), c1-c0, selfRSS()/1024, m0.machine(), dirRSS(dir))
+	detail(b, "CPU used over the steady %s, by process (per machine: CPU-s per node over the window):\n%s", steady, cpuTable(procs0, procs1, end))
+	for who, rc := range apiservers {
+		detail(b, "requests %s answered over the steady %s, per second:\n%s", who, steady, mixTable(mix0[who], requestMix(rc), steady, 12))
+	}
 	b.ReportMetric((c1-c0)/steady.Seconds(), "steady-self-cores")
 	b.ReportMetric(float64(selfRSS())/1024, "steady-self-rss-MiB")
 	b.ReportMetric(0, "ns/op")
@@ -503,10 +539,33 @@ func selfRSS() int64 {
 // dirRSS sums the RSS of the processes whose command line mentions dir, by executable, and
 // in total.
 func dirRSS(dir string) string {
-	ents, _ := os.ReadDir("/proc")
 	byExe := map[string]int64{}
 	count := map[string]int{}
 	var total int64
+	eachDirProc(dir, func(pid, cmd string) {
+		k, err := rssKiB(pid)
+		if err != nil {
+			return
+		}
+		exe, _, _ := strings.Cut(cmd, "\x00")
+		exe = filepath.Base(exe)
+		byExe[exe] += k
+		count[exe]++
+		total += k
+	})
+	var lines []string
+	for exe, k := range byExe {
+		lines = append(lines, fmt.Sprintf("  %-24s ×%-3d %6d MiB", exe, count[exe], k/1024))
+	}
+	slices.Sort(lines)
+	lines = append(lines, fmt.Sprintf("  total %d MiB", total/1024))
+	return strings.Join(lines, "\n")
+}
+
+// eachDirProc calls f with the pid and NUL-separated command line of every process, this
+// one aside, whose command line mentions dir.
+func eachDirProc(dir string, f func(pid, cmd string)) {
+	ents, _ := os.ReadDir("/proc")
 	self := fmt.Sprint(os.Getpid())
 	for _, e := range ents {
 		pid := e.Name()
@@ -517,23 +576,101 @@ func dirRSS(dir string) string {
 		if err != nil || !strings.Contains(string(cmd), dir) {
 			continue
 		}
-		k, err := rssKiB(pid)
+		f(pid, string(cmd))
+	}
+}
+
+// thisProcess names the benchmark's own process in dirCPU: the daemons, Cluster API's
+// controllers, the local cloud and its simulated machines.
+const thisProcess = "this process (daemons, Cluster API, local cloud)"
+
+// dirCPU is the CPU time used so far by this process and by the processes under dir, by
+// role: the executable's name, "management " before it for the management cluster's. A
+// process that exits between two readings takes its time with it.
+func dirCPU(dir string) map[string]float64 {
+	out := map[string]float64{}
+	out[thisProcess], _ = cpuSeconds("self")
+	mgmt := filepath.Join(dir, "management") + "/"
+	eachDirProc(dir, func(pid, cmd string) {
+		s, err := cpuSeconds(pid)
 		if err != nil {
-			continue
+			return
 		}
-		exe, _, _ := strings.Cut(string(cmd), "\x00")
-		exe = filepath.Base(exe)
-		byExe[exe] += k
-		count[exe]++
-		total += k
+		exe, _, _ := strings.Cut(cmd, "\x00")
+		role := filepath.Base(exe)
+		if strings.Contains(cmd, mgmt) {
+			role = "management " + role
+		}
+		out[role] += s
+	})
+	return out
+}
+
+// cpuTable renders the CPU seconds each role used between two dirCPU readings, its share,
+// and per machine.
+func cpuTable(before, after map[string]float64, machines int) string {
+	var total float64
+	used := map[string]float64{}
+	for role, s := range after {
+		used[role] = s - before[role]
+		total += used[role]
 	}
-	var lines []string
-	for exe, k := range byExe {
-		lines = append(lines, fmt.Sprintf("  %-24s ×%-3d %6d MiB", exe, count[exe], k/1024))
+	roles := slices.SortedFunc(maps.Keys(used), func(a, b string) int { return cmp.Compare(used[b], used[a]) })
+	lines := []string{fmt.Sprintf("  %-50s %8s %6s %12s", "process", "CPU-s", "share", "per machine")}
+	used["total"] = total
+	for _, r := range append(roles, "total") {
+		s := used[r]
+		lines = append(lines, fmt.Sprintf("  %-50s %8.1f %5.0f%% %10.3f s", r, s, 100*s/max(total, 1e-9), s/float64(max(machines, 1))))
 	}
-	slices.Sort(lines)
-	lines = append(lines, fmt.Sprintf("  total %d MiB", total/1024))
 	return strings.Join(lines, "\n")
+}
+
+// requestMix reads a kube-apiserver's apiserver_request_total, summed by "VERB
+// resource[/subresource]" (empty when it cannot be read).
+func requestMix(rc rest.Interface) map[string]float64 {
+	out := map[string]float64{}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	raw, err := rc.Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return out
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		return out
+	}
+	for _, m := range families["apiserver_request_total"].GetMetric() {
+		l := map[string]string{}
+		for _, p := range m.GetLabel() {
+			l[p.GetName()] = p.GetValue()
+		}
+		key := l["verb"] + " " + l["resource"]
+		if l["subresource"] != "" {
+			key += "/" + l["subresource"]
+		}
+		out[key] += m.GetCounter().GetValue()
+	}
+	return out
+}
+
+// mixTable renders the n most frequent requests between two requestMix readings d apart,
+// per second, and all of them together.
+func mixTable(before, after map[string]float64, d time.Duration, n int) string {
+	rate := map[string]float64{}
+	var total float64
+	for k, v := range after {
+		if r := (v - before[k]) / d.Seconds(); r > 0 {
+			rate[k] = r
+			total += r
+		}
+	}
+	keys := slices.SortedFunc(maps.Keys(rate), func(a, b string) int { return cmp.Compare(rate[b], rate[a]) })
+	var lines []string
+	for _, k := range keys[:min(n, len(keys))] {
+		lines = append(lines, fmt.Sprintf("  %-48s %7.2f", k, rate[k]))
+	}
+	return strings.Join(append(lines, fmt.Sprintf("  %-48s %7.2f", "all", total)), "\n")
 }
 
 // machines lists the cluster's machines.
