@@ -7,7 +7,6 @@ package bench
 // with the admin token, and stops it at the end.
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/subtle"
@@ -29,8 +28,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"k8s.io/client-go/rest"
 
 	"github.com/hostplane/hostplane/cmd/hostplane/dev"
@@ -618,42 +615,26 @@ func cpuTable(before, after map[string]float64, machines int) string {
 		total += used[role]
 	}
 	roles := slices.SortedFunc(maps.Keys(used), func(a, b string) int { return cmp.Compare(used[b], used[a]) })
-	lines := []string{fmt.Sprintf("  %-50s %8s %6s %12s", "process", "CPU-s", "share", "per machine")}
-	used["total"] = total
-	for _, r := range append(roles, "total") {
-		s := used[r]
-		lines = append(lines, fmt.Sprintf("  %-50s %8.1f %5.0f%% %10.3f s", r, s, 100*s/max(total, 1e-9), s/float64(max(machines, 1))))
+	row := func(role string, s float64) string {
+		return fmt.Sprintf("  %-50s %8.1f %5.0f%% %10.3f s", role, s, 100*s/max(total, 1e-9), s/float64(max(machines, 1)))
 	}
-	return strings.Join(lines, "\n")
+	lines := []string{fmt.Sprintf("  %-50s %8s %6s %12s", "process", "CPU-s", "share", "per machine")}
+	for _, r := range roles {
+		lines = append(lines, row(r, used[r]))
+	}
+	return strings.Join(append(lines, row("total", total)), "\n")
 }
 
-// requestMix reads a kube-apiserver's apiserver_request_total, summed by "VERB
-// resource[/subresource]" (empty when it cannot be read).
+// requestMix reads a kube-apiserver's request counters (testenv.APIRequestCounts), or none
+// when they cannot be read.
 func requestMix(rc rest.Interface) map[string]float64 {
-	out := map[string]float64{}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	raw, err := rc.Get().AbsPath("/metrics").DoRaw(ctx)
+	counts, err := testenv.APIRequestCounts(ctx, rc)
 	if err != nil {
-		return out
+		return map[string]float64{}
 	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
-	if err != nil {
-		return out
-	}
-	for _, m := range families["apiserver_request_total"].GetMetric() {
-		l := map[string]string{}
-		for _, p := range m.GetLabel() {
-			l[p.GetName()] = p.GetValue()
-		}
-		key := l["verb"] + " " + l["resource"]
-		if l["subresource"] != "" {
-			key += "/" + l["subresource"]
-		}
-		out[key] += m.GetCounter().GetValue()
-	}
-	return out
+	return counts
 }
 
 // mixTable renders the n most frequent requests between two requestMix readings d apart,

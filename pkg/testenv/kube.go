@@ -3,6 +3,7 @@ package testenv
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -115,24 +116,38 @@ func APIRequests(t testing.TB, cfg *rest.Config, verb, resource string) float64 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	raw, err := cs.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	counts, err := APIRequestCounts(ctx, cs.Discovery().RESTClient())
 	if err != nil {
-		t.Fatalf("testenv: read the kube-apiserver's metrics: %v", err)
+		t.Fatalf("testenv: %v", err)
+	}
+	return counts[verb+" "+resource]
+}
+
+// APIRequestCounts reads the apiserver_request_total series of the kube-apiserver that rc
+// (a clientset's Discovery().RESTClient()) talks to, summed by "VERB resource" or "VERB
+// resource/subresource" whatever their code ("PUT leases", "PATCH nodes/status", "GET //readyz"
+// for a path).
+func APIRequestCounts(ctx context.Context, rc rest.Interface) (map[string]float64, error) {
+	raw, err := rc.Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the kube-apiserver's metrics: %w", err)
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
 	if err != nil {
-		t.Fatalf("testenv: parse the kube-apiserver's metrics: %v", err)
+		return nil, fmt.Errorf("parse the kube-apiserver's metrics: %w", err)
 	}
-	var sum float64
+	counts := map[string]float64{}
 	for _, m := range families["apiserver_request_total"].GetMetric() {
 		have := map[string]string{}
 		for _, l := range m.GetLabel() {
 			have[l.GetName()] = l.GetValue()
 		}
-		if have["verb"] == verb && have["resource"] == resource && have["subresource"] == "" {
-			sum += m.GetCounter().GetValue()
+		key := have["verb"] + " " + have["resource"]
+		if have["subresource"] != "" {
+			key += "/" + have["subresource"]
 		}
+		counts[key] += m.GetCounter().GetValue()
 	}
-	return sum
+	return counts, nil
 }
