@@ -23,6 +23,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/certs"
 	"github.com/hostplane/hostplane/pkg/crd"
 	"github.com/hostplane/hostplane/pkg/crd/capi"
+	"github.com/hostplane/hostplane/pkg/localkube"
 	"github.com/hostplane/hostplane/pkg/store"
 	"github.com/hostplane/hostplane/pkg/testenv"
 )
@@ -33,10 +34,11 @@ import (
 // into the cluster's PKI record as pkid does), their Nodes.
 type guestEnv struct {
 	*capiEnv
-	guest *kubernetes.Clientset
+	guest     *kubernetes.Clientset
+	guestKube *localkube.Cluster // the guest's etcd and kube-apiserver
 }
 
-func startGuest(t *testing.T) *guestEnv {
+func startGuest(t *testing.T, opts ...envOption) *guestEnv {
 	t.Helper()
 	mgmt := testenv.KubeAPIServer(t)
 	guest := testenv.KubeAPIServer(t)
@@ -48,12 +50,12 @@ func startGuest(t *testing.T) *guestEnv {
 		t.Fatal(err)
 	}
 	dataDir := t.TempDir()
-	e := start(t, mgmt, func(c *Config) { c.ClusterAPI = ClusterAPIExternal; c.DataDir = dataDir })
+	e := start(t, mgmt, append([]envOption{func(c *Config) { c.ClusterAPI = ClusterAPIExternal; c.DataDir = dataDir }}, opts...)...)
 	kube, err := client.New(mgmt.RESTConfig, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ge := &guestEnv{capiEnv: &capiEnv{env: e, kube: kube, ns: api.ControlPlaneNamespace("demo")}}
+	ge := &guestEnv{capiEnv: &capiEnv{env: e, kube: kube, ns: api.ControlPlaneNamespace("demo")}, guestKube: guest}
 	e.putCluster("demo", "1.34.4")
 	createClusterObjects(t, kube, "demo")
 

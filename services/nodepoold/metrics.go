@@ -20,6 +20,8 @@ type metrics struct {
 	// managementRebuilds counts restarts of the management manager (Cluster API's
 	// controllers and their caches) after the management apiserver came back.
 	managementRebuilds prometheus.Counter
+	// guestNodeInformers is how many guest clusters' Nodes nodepoold watches.
+	guestNodeInformers prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -51,6 +53,10 @@ func newMetrics() *metrics {
 			Name: "hostplane_nodepoold_management_rebuilds_total",
 			Help: "Restarts of Cluster API's controllers and the management caches after the management apiserver went away and came back.",
 		}),
+		guestNodeInformers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hostplane_nodepoold_guest_node_informers",
+			Help: "Guest clusters whose Nodes nodepoold watches (one informer each; none while a cluster hibernates or has no pool).",
+		}),
 	}
 }
 
@@ -63,8 +69,12 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 	m.inPlaceFinished = observe.Add(r, m.inPlaceFinished)
 	m.scaled = observe.Add(r, m.scaled)
 	m.managementRebuilds = observe.Add(r, m.managementRebuilds)
+	m.guestNodeInformers = observe.Add(r, m.guestNodeInformers)
 	return r.Err()
 }
+
+// nodeInformers sets the number of guest Node informers.
+func (m *metrics) nodeInformers(n int) { m.guestNodeInformers.Set(float64(n)) }
 
 // scale counts one change of an autoscaled pool's size.
 func (m *metrics) scale(cluster, pool string, ev api.ScaleEvent) {

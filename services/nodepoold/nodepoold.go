@@ -131,6 +131,9 @@ type Daemon struct {
 
 	guestMu sync.Mutex
 	guests  *guest.Clients
+	// nodeWatches holds the guest clusters' Node informers (nil without a management
+	// cluster: no pool has machines then).
+	nodeWatches *nodeWatches
 }
 
 // New validates cfg and returns the daemon; Run starts it.
@@ -201,7 +204,8 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 			return nil, err
 		}
 		d.mgmt = m
-		runnables = append(runnables, m)
+		d.nodeWatches = newNodeWatches(d.Logger(), c.Enqueue, d.metrics.nodeInformers)
+		runnables = append(runnables, m, d.nodeWatches)
 	} else {
 		d.Logger().Warn("no management cluster (--management-kubeconfig, HOSTPLANE_MANAGEMENT_KUBECONFIG): node pools are stored but get no machines")
 	}

@@ -44,36 +44,36 @@ type infraReport struct {
 }
 
 // observe reads the pool's Cluster API objects and infrad's LocalMachines (cached) and the
-// guest cluster's Nodes.
-func (d *Daemon) observe(ctx context.Context, np *api.NodePool) (*poolState, error) {
-	c := d.mgmt.client()
+// guest cluster's Nodes. c is the pool's cluster (nil when its record is gone).
+func (d *Daemon) observe(ctx context.Context, np *api.NodePool, c *api.Cluster) (*poolState, error) {
+	mc := d.mgmt.client()
 	ns := api.ControlPlaneNamespace(np.Cluster)
 	st := &poolState{infra: map[string]infraReport{}}
 	key := client.ObjectKey{Namespace: ns, Name: np.Name}
 	if np.Spec.Management.UpgradeType == api.UpgradeTypeInPlace {
 		ms := &clusterv1.MachineSet{}
-		if err := c.Get(ctx, key, ms); err == nil {
+		if err := mc.Get(ctx, key, ms); err == nil {
 			st.ms = ms
 		} else if !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("get MachineSet %s: %w", key, err)
 		}
 	} else {
 		md := &clusterv1.MachineDeployment{}
-		if err := c.Get(ctx, key, md); err == nil {
+		if err := mc.Get(ctx, key, md); err == nil {
 			st.md = md
 		} else if !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("get MachineDeployment %s: %w", key, err)
 		}
 	}
-	machines, err := listMachines(ctx, c, np.Cluster, np.Name)
+	machines, err := listMachines(ctx, mc, np.Cluster, np.Name)
 	if err != nil {
 		return nil, err
 	}
 	st.machines = machines
-	if err := st.readInfra(ctx, c, np); err != nil {
+	if err := st.readInfra(ctx, mc, np); err != nil {
 		return nil, err
 	}
-	st.nodes, st.guestErr = d.guestNodes(ctx, np.Cluster)
+	st.nodes, st.guestErr = d.guestNodes(ctx, np.Cluster, watchable(c))
 	return st, nil
 }
 
@@ -106,8 +106,16 @@ func (st *poolState) readInfra(ctx context.Context, r client.Reader, np *api.Nod
 	return nil
 }
 
-// guestNodes lists the guest cluster's Nodes.
-func (d *Daemon) guestNodes(ctx context.Context, cluster string) (map[string]*corev1.Node, error) {
+// watchable reports whether the guest cluster of c is one to watch the Nodes of: it exists,
+// is not being deleted and does not hibernate (nothing would answer the watch).
+func watchable(c *api.Cluster) bool {
+	return c != nil && c.DeletionTimestamp == nil && !c.Spec.Hibernating()
+}
+
+// guestNodes returns the guest cluster's Nodes: from its Node informer when watch says to
+// run one and it follows the guest, else listed there and then (the informer is stopped when
+// watch is false).
+func (d *Daemon) guestNodes(ctx context.Context, cluster string, watch bool) (map[string]*corev1.Node, error) {
 	gc, err := d.guestClients()
 	if err != nil {
 		return nil, err
@@ -115,6 +123,13 @@ func (d *Daemon) guestNodes(ctx context.Context, cluster string) (map[string]*co
 	g, err := gc.For(ctx, cluster)
 	if err != nil {
 		return nil, err
+	}
+	if d.nodeWatches != nil {
+		if !watch {
+			d.nodeWatches.stop(cluster, "the cluster hibernates or is being deleted")
+		} else if nodes, ok := d.nodeWatches.nodes(cluster, g); ok {
+			return nodes, nil
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, guestTimeout)
 	defer cancel()

@@ -65,7 +65,7 @@ func (d *Daemon) Reconcile(ctx context.Context, key string) (reconcile.Result, e
 	np, _, err := d.pools.Get(ctx, key)
 	if errors.Is(err, store.ErrNotFound) {
 		d.metrics.forget(key)
-		return reconcile.Result{}, nil
+		return reconcile.Result{}, d.unwatchIdleGuest(ctx, cluster)
 	}
 	if err != nil {
 		return reconcile.Result{}, err
@@ -93,7 +93,8 @@ func (d *Daemon) Reconcile(ctx context.Context, key string) (reconcile.Result, e
 	return d.reconcilePool(ctx, np, c)
 }
 
-// enqueueClusterPools wakes every pool of cluster.
+// enqueueClusterPools wakes every pool of cluster; with none, its guest Nodes are no longer
+// watched.
 func (d *Daemon) enqueueClusterPools(ctx context.Context, cluster string) error {
 	keys, err := d.pools.Keys(ctx, api.ClusterPartsFilter(cluster))
 	if err != nil {
@@ -101,6 +102,24 @@ func (d *Daemon) enqueueClusterPools(ctx context.Context, cluster string) error 
 	}
 	for _, k := range keys {
 		d.controller.EnqueueContext(ctx, k)
+	}
+	if len(keys) == 0 && d.nodeWatches != nil {
+		d.nodeWatches.stop(cluster, "it has no node pool")
+	}
+	return nil
+}
+
+// unwatchIdleGuest stops watching cluster's Nodes once its last pool is gone.
+func (d *Daemon) unwatchIdleGuest(ctx context.Context, cluster string) error {
+	if d.nodeWatches == nil {
+		return nil
+	}
+	keys, err := d.pools.Keys(ctx, api.ClusterPartsFilter(cluster))
+	if err != nil {
+		return fmt.Errorf("list pools of %s: %w", cluster, err)
+	}
+	if len(keys) == 0 {
+		d.nodeWatches.stop(cluster, "it has no node pool")
 	}
 	return nil
 }
@@ -156,7 +175,7 @@ func (d *Daemon) readIgnition(ctx context.Context, s *scope) {
 // Nodes' labels and taints. Each step's failure is recorded and the next steps still run
 // when they can.
 func (d *Daemon) converge(ctx context.Context, s *scope) {
-	st, err := d.observe(ctx, s.np)
+	st, err := d.observe(ctx, s.np, s.cluster)
 	if err != nil {
 		s.fail("read the pool's machines", err)
 		return
