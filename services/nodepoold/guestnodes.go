@@ -22,8 +22,10 @@ import (
 // guest's Nodes from memory rather than listing them from its kube-apiserver each time (in the
 // 500-machine fleet that LIST was a guest kube-apiserver's largest handler mid-ramp,
 // BENCHMARKS.md). A Node that appears, goes, or changes what nodepoold reads of it (its labels,
-// annotations, taints, cordon, Ready condition) enqueues its pool; a watch that starts failing
-// enqueues the cluster, whose pools then report the guest unreadable.
+// annotations, taints, cordon, Ready condition) enqueues its pool; a watch that starts failing,
+// and one that is back, enqueues the cluster, whose pools then say how they read the guest. A
+// kube-apiserver that exits closes the watch and is noticed at once; one that hangs with its
+// connections open is noticed only when the watch times out (minutes), as with any informer.
 //
 // An informer is restarted for a new guest client (the PKI serial or the server changed) and
 // stopped when its cluster hibernates, goes or has no pool left. While one is not synced or
