@@ -68,6 +68,7 @@ func (a *approver) Start(ctx context.Context) error {
 	a.cancel()
 	ws := a.watchers
 	a.watchers = map[string]*csrWatcher{}
+	a.metrics.approvers.Set(0)
 	a.mu.Unlock()
 	for _, w := range ws {
 		w.stop()
@@ -108,6 +109,7 @@ func (a *approver) ensure(ctx context.Context, cluster string) error {
 		a.log.Info("approving kubelet CSRs of Machines", "cluster", cluster, "serial", c.Serial)
 	}
 	a.watchers[cluster] = a.start(cluster, c)
+	a.metrics.approvers.Set(float64(len(a.watchers)))
 	return nil
 }
 
@@ -116,6 +118,7 @@ func (a *approver) stop(cluster string) {
 	a.mu.Lock()
 	w := a.watchers[cluster]
 	delete(a.watchers, cluster)
+	a.metrics.approvers.Set(float64(len(a.watchers)))
 	a.mu.Unlock()
 	if w != nil {
 		w.stop()

@@ -64,8 +64,9 @@
 // With a management cluster (daemon.Base.ManagementKubeconfig), pkid approves the kubelet
 // client CSRs of every guest cluster whose PKI is Ready, once its kube-apiserver has been
 // Available (approver.go): one CSR informer per cluster on the guest's admin client
-// (pkg/guest), stopped when the cluster is deleted and restarted when the PKI serial
-// changes. A CSR is approved (condition Approved, reason ApprovalReason, a message naming
+// (pkg/guest), stopped when the cluster is deleted or hibernates (started again once the
+// woken kube-apiserver is Available) and restarted when the PKI serial changes
+// (hostplane_pkid_csr_approvers counts them). A CSR is approved (condition Approved, reason ApprovalReason, a message naming
 // the Machine) only when its signer is kubernetes.io/kube-apiserver-client-kubelet, its x509
 // request has CN system:node:<m>, O exactly [system:nodes], no SANs and client usages only,
 // its requester is a bootstrap token (system:bootstrap:<id>) of exactly one node pool group

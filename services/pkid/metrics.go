@@ -17,6 +17,7 @@ type metrics struct {
 	nextRotationDesc *prometheus.Desc
 	rotations        *prometheus.CounterVec
 	csrs             *prometheus.CounterVec
+	approvers        prometheus.Gauge
 
 	mu           sync.Mutex
 	notAfter     map[string]map[string]time.Time // cluster → cert → NotAfter
@@ -45,12 +46,16 @@ func newMetrics() *metrics {
 	for _, o := range outcomes {
 		m.csrs.WithLabelValues(o)
 	}
+	m.approvers = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "hostplane_pkid_csr_approvers",
+		Help: "Guest clusters whose kubelet CSRs pkid watches (one informer each; none while a cluster hibernates).",
+	})
 	return m
 }
 
 // register adds the series to reg; registering the same metrics again (a second Run) is a no-op.
 func (m *metrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m, m.rotations, m.csrs} {
+	for _, c := range []prometheus.Collector{m, m.rotations, m.csrs, m.approvers} {
 		if err := reg.Register(c); err != nil {
 			if are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok && are.ExistingCollector == c {
 				continue

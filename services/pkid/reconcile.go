@@ -53,7 +53,13 @@ func (d *Daemon) reconcile(ctx context.Context, key string) (reconcile.Result, e
 		return d.reconcileDelete(ctx, log, key)
 	}
 	res, err := d.reconcileLive(ctx, log, key, cluster)
-	if err == nil {
+	switch {
+	case err != nil:
+	case cluster.Spec.Hibernating():
+		// Nothing of the guest runs: no informer retrying its closed port meanwhile. The
+		// wake's component.available starts it again.
+		d.stopApprover(key)
+	default:
 		d.syncApprover(ctx, log, key)
 	}
 	return res, err

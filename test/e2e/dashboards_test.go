@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -287,6 +288,36 @@ func TestPromQLMetrics_FindsOnlyMetricNames(t *testing.T) {
 // names of its samples: a histogram's name_bucket, name_sum and name_count included.
 func exportedSeries(t *testing.T, c *client) map[string]bool {
 	t.Helper()
+	names := map[string]bool{}
+	for _, line := range samples(t, c) {
+		if i := strings.IndexAny(line, "{ "); i > 0 {
+			names[line[:i]] = true
+		}
+	}
+	return names
+}
+
+// unlabelledValue scrapes the front door's /metrics and returns the value of the sample of
+// name that has no labels (a gauge or counter of one series); it fails t when there is none.
+func unlabelledValue(t *testing.T, c *client, name string) float64 {
+	t.Helper()
+	for _, line := range samples(t, c) {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.Fields(v)[0], 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("/metrics has no sample %s", name)
+	return 0
+}
+
+// samples scrapes the front door's /metrics (every daemon's registry) and returns its sample
+// lines, comments left out.
+func samples(t *testing.T, c *client) []string {
+	t.Helper()
 	req, err := http.NewRequestWithContext(ctx(t), http.MethodGet, c.base+"/metrics", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -301,22 +332,18 @@ func exportedSeries(t *testing.T, c *client) map[string]bool {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /metrics: %s", resp.Status)
 	}
-	names := map[string]bool{}
+	var lines []string
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		if i := strings.IndexAny(line, "{ "); i > 0 {
-			names[line[:i]] = true
+		if line := sc.Text(); line != "" && line[0] != '#' {
+			lines = append(lines, line)
 		}
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	return names
+	return lines
 }
 
 // assertDashboardsQueryExportedMetrics checks that every metric a panel of the named

@@ -60,6 +60,15 @@ func waitHibernated(t *testing.T, s *dev.Stack, c *client, name, reason string) 
 			t.Errorf("hibernated, but machine %s is %s (powered off %v)", m.Name, m.State, m.PoweredOff)
 		}
 	}
+	// Nor do the daemons keep watching its stopped kube-apiserver (each test's stack holds
+	// this one cluster).
+	for _, watch := range []string{"hostplane_pkid_csr_approvers", "hostplane_nodepoold_guest_node_informers"} {
+		var v float64
+		testenv.Eventually(t, 30*time.Second, func() bool {
+			v = unlabelledValue(t, c, watch)
+			return v == 0
+		}, "hibernated, but %s is %v", watch, v)
+	}
 	return cl
 }
 
@@ -126,6 +135,11 @@ func TestHibernation_StopsEverythingAndResumesTheSameClusterAndNodes(t *testing.
 	if h, _ := c.cluster(name); h.Status.Conditions.IsTrue(api.ConditionHibernated) {
 		t.Errorf("awake, but Hibernated is True")
 	}
+	// Awake, a new machine joins: its kubelet's CSR is approved again.
+	if code, body := c.do("PATCH", "/v1/clusters/"+name+"/nodepools/workers", `{"spec":{"replicas":2}}`, nil); code != http.StatusOK {
+		t.Fatalf("scale the woken cluster's pool: %d %s", code, body)
+	}
+	c.waitPoolReady(name, "workers", 2, poolReady)
 
 	// Asleep again, then delete: nothing of it may be left.
 	if code, body := c.do("PATCH", "/v1/clusters/"+name, `{"spec":{"hibernation":{"enabled":true}}}`, nil); code != http.StatusOK {
