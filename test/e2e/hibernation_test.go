@@ -67,7 +67,7 @@ func waitHibernated(t *testing.T, s *dev.Stack, c *client, name, reason string) 
 		testenv.Eventually(t, 30*time.Second, func() bool {
 			v = unlabelledValue(t, c, watch)
 			return v == 0
-		}, "hibernated, but %s is %v", watch, v)
+		}, "hibernated, but %s is %v", watch, lazyJSON{&v})
 	}
 	return cl
 }
@@ -131,7 +131,7 @@ func TestHibernation_StopsEverythingAndResumesTheSameClusterAndNodes(t *testing.
 			back = append(back, n.Name)
 		}
 		return len(back) == 1 && back[0] == node
-	}, "node %s never came back Ready; ready nodes: %v", node, back)
+	}, "node %s never came back Ready; ready nodes: %v", node, lazyJSON{&back})
 	if h, _ := c.cluster(name); h.Status.Conditions.IsTrue(api.ConditionHibernated) {
 		t.Errorf("awake, but Hibernated is True")
 	}
