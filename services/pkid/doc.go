@@ -64,21 +64,22 @@
 // With a management cluster (daemon.Base.ManagementKubeconfig), pkid approves the kubelet
 // client CSRs of every guest cluster whose PKI is Ready, once its kube-apiserver has been
 // Available (approver.go): one CSR informer per cluster on the guest's admin client
-// (pkg/guest), stopped when the cluster is deleted or hibernates (started again once the
-// woken kube-apiserver is Available) and restarted when the PKI serial changes
-// (hostplane_pkid_csr_approvers counts them). A CSR is approved (condition Approved, reason ApprovalReason, a message naming
-// the Machine) only when its signer is kubernetes.io/kube-apiserver-client-kubelet, its x509
-// request has CN system:node:<m>, O exactly [system:nodes], no SANs and client usages only,
-// its requester is a bootstrap token (system:bootstrap:<id>) of exactly one node pool group
-// (api.BootstrapGroupPrefix+<np>) or system:node:<m> itself (renewal), and the management
-// cluster has a Cluster API Machine <m> (cluster.x-k8s.io/v1beta2) in
-// api.ControlPlaneNamespace(cluster), labelled cluster.x-k8s.io/cluster-name=<cluster> and,
-// for a bootstrap token, hostplane.dev/nodepool=<np>, not being deleted.
-// kube-controller-manager then signs it with kubelet-signer. Anything else stays pending,
-// never denied; each decision is logged and counted once per CSR and outcome
-// (hostplane_pkid_csr_decisions_total{outcome}). A CSR waiting for its Machine is retried
-// with backoff for five minutes after its creation, then at every informer resync (a
-// minute). Without a management cluster no CSR is approved, and pkid says so once at start.
+// (pkg/guest), stopped when the cluster is deleted or hibernates (started again once the woken
+// kube-apiserver is Available) and restarted when the PKI serial changes
+// (hostplane_pkid_csr_approvers counts them). A CSR is approved (condition Approved, reason
+// ApprovalReason, a message naming the Machine) only when its signer is
+// kubernetes.io/kube-apiserver-client-kubelet, its x509 request has CN system:node:<m>, O
+// exactly [system:nodes], no SANs and client usages only, its requester is a bootstrap token
+// (system:bootstrap:<id>) of exactly one node pool group (api.BootstrapGroupPrefix+<np>) or
+// system:node:<m> itself (renewal), and the management cluster has a Cluster API Machine <m>
+// (cluster.x-k8s.io/v1beta2) in api.ControlPlaneNamespace(cluster), labelled
+// cluster.x-k8s.io/cluster-name=<cluster> and, for a bootstrap token,
+// hostplane.dev/nodepool=<np>, not being deleted. kube-controller-manager then signs it with
+// kubelet-signer. Anything else stays pending, never denied; each decision is logged and
+// counted once per CSR and outcome (hostplane_pkid_csr_decisions_total{outcome}). A CSR
+// waiting for its Machine is retried with backoff for five minutes after its creation, then at
+// every informer resync (a minute). Without a management cluster no CSR is approved, and pkid
+// says so once at start.
 //
 // # Replicas
 //
