@@ -3,11 +3,16 @@
 # modules it needs with a `replace` to their directory, so it builds and tests alone
 # (GOWORK=off, -mod=readonly) and `go mod tidy` works on it.
 #
-# Usage: tools/modules.sh sync    rewrite each module's sibling replaces and tidy it
-#        tools/modules.sh check   fail if a module is untidy, does not build or vet alone, or
-#                                 breaks the import rules (pkg and apis never import services; a
-#                                 daemon never imports another daemon; only tests/ and cmd/ see them
-#                                 all)
+# Usage: tools/modules.sh sync    require in each module the versions the workspace selects
+#                                 (go work sync), rewrite its sibling replaces and tidy it
+#        tools/modules.sh check   fail if a module is untidy, does not build or vet alone, builds
+#                                 other versions alone than in the workspace, or breaks the import
+#                                 rules (pkg and apis never import services; a daemon never imports
+#                                 another daemon; only tests/ and cmd/ see them all)
+#
+# Why the same versions: a module built alone with an older protobuf or sigs.k8s.io/json than
+# the workspace's compiles every Kubernetes package again (a cold `make lint` took 21 minutes
+# that way); with the workspace's versions its packages come from the workspace's build cache.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -49,9 +54,14 @@ imports() {
      grep " $prefix/" | sed 's/ \[.*\]//; s/\.test / /; s/_test / /' | sort -u)
 }
 
+# built lists "module version" of every package a module's packages and tests build from.
+built() { (cd "$1" && go list -deps -test -f '{{with .Module}}{{.Path}} {{.Version}}{{end}}' ./... | grep -v "^$prefix/" | sort -u); }
+
 check_one() {
   local mod=$1 bad=0
   (cd "$mod" && go mod tidy -diff >/dev/null) || { log "$mod: not tidy (run tools/modules.sh sync)"; bad=1; }
+  local skew; skew=$(diff <(built "$mod") <(GOWORK= GOFLAGS= built "$mod") | grep '^[<>]' || true)
+  [ -z "$skew" ] || { log "$mod builds other versions alone than in the workspace (run tools/modules.sh sync):"; echo "$skew" | head -5 >&2; bad=1; }
   (cd "$mod" && GOFLAGS=-mod=readonly go vet ./...) || { log "$mod: does not build or vet alone (GOWORK=off)"; bad=1; }
   local from to owner
   while read -r from to; do
@@ -75,7 +85,7 @@ check_one() {
 }
 
 case ${1:-check} in
-  sync)  for m in "${modules[@]}"; do log "sync $m"; sync_one "$m"; done ;;
+  sync)  (unset GOWORK; GOFLAGS= go work sync); for m in "${modules[@]}"; do log "sync $m"; sync_one "$m"; done ;;
   check) rc=0; for m in "${modules[@]}"; do log "check $m"; check_one "$m" || rc=1; done; exit $rc ;;
   *) echo "usage: $0 sync|check" >&2; exit 2 ;;
 esac

@@ -17,6 +17,10 @@
 #   nats                   nats-server (the version hostplane's go.mod pins), JetStream enabled
 #                          by the config the deployment passes
 # Release binaries come from the cache `make k8s-bins` fills; run it first.
+# Each image is labelled with a hash of everything it is built from (its binaries, release
+# binaries and Dockerfile); an image whose label already matches is not built again, and the Go
+# binaries are kept in ${HOSTPLANE_CACHE_DIR:-~/.cache/hostplane}/images/bin, where `go build`
+# does not link them again while they are current. So a second `make images` takes seconds.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 tag=${HOSTPLANE_IMAGE_TAG:-dev}
@@ -24,11 +28,15 @@ cache=${HOSTPLANE_CACHE_DIR:-$HOME/.cache/hostplane}
 all=(clusterd nodepoold componentd pkid infrad ignitiond localcloud hostplane gateway management nats)
 [ $# -gt 0 ] || set -- "${all[@]}"
 
-bin=$(mktemp -d)
-trap 'rm -rf "$bin" "${ctx:-}"' EXIT
+bin=$cache/images/bin
+mkdir -p "$bin"
+trap 'rm -rf "${ctx:-}"' EXIT
+declare -A built
 export CGO_ENABLED=0
-build() { # build <output> <module dir> <package>
+build() { # build <output> <module dir> <package>, once a run (go build skips the link when current)
+  [ -n "${built[$1]:-}" ] && return
   (cd "$root/$2" && go build -trimpath -ldflags "-s -w" -o "$bin/$1" "$3") || { echo "build.sh: go build $3 failed" >&2; exit 1; }
+  built[$1]=1
 }
 
 # newest release and its etcd, as pkg/release knows them
@@ -45,17 +53,18 @@ for name in "$@"; do
   env=""
   case $name in
     clusterd|nodepoold|componentd|pkid|infrad|ignitiond|localcloud)
-      [ -x "$bin/$name" ] || build "$name" . "./services/$name/cmd/$name"
+      build "$name" . "./services/$name/cmd/$name"
       cp "$bin/$name" "$ctx/$name" ;;
     hostplane|gateway|management)
-      [ -x "$bin/hostplane" ] || build hostplane cmd/hostplane .
+      build hostplane cmd/hostplane .
       cp "$bin/hostplane" "$ctx/$name"
       [ "$name" = hostplane ] || entry="\"/usr/local/bin/$name\", \"$name\"" ;;
     nats)
       # the nats-server release hostplane's pkg/go.mod requires, built from its own module
       v=$(cd "$root/pkg" && GOWORK=off go list -m -f '{{.Version}}' github.com/nats-io/nats-server/v2)
-      GOBIN="$ctx" GOWORK=off GOFLAGS= go install -trimpath -ldflags "-s -w" "github.com/nats-io/nats-server/v2@$v" || exit 1
-      mv "$ctx/nats-server" "$ctx/nats" ;;
+      mkdir -p "$bin/nats-$v"
+      GOBIN="$bin/nats-$v" GOWORK=off GOFLAGS= go install -trimpath -ldflags "-s -w" "github.com/nats-io/nats-server/v2@$v" || exit 1
+      cp "$bin/nats-$v/nats-server" "$ctx/nats" ;;
     *) echo "build.sh: unknown image $name (want: ${all[*]})" >&2; exit 2 ;;
   esac
   case $name in
@@ -78,7 +87,7 @@ for name in "$@"; do
   extra=""
   if [ "$name" = componentd ]; then
     # the autoscaler componentd runs per cluster with an autoscaled pool, found beside it
-    [ -x "$bin/hostplane-karpenter" ] || build hostplane-karpenter cmd/hostplane-karpenter .
+    build hostplane-karpenter cmd/hostplane-karpenter .
     cp "$bin/hostplane-karpenter" "$ctx/hostplane-karpenter"
     extra="COPY hostplane-karpenter /usr/local/bin/hostplane-karpenter"
   fi
@@ -98,6 +107,16 @@ USER 65532:65532
 WORKDIR /data
 ENTRYPOINT [$entry]
 DOCKERFILE
+  # The image's content: every file of the context with its mode and owner-to-be, and the
+  # Dockerfile. An image labelled with the same hash is current.
+  content=$(cd "$ctx" && find . -type f -printf '%p %m\n' | sort | while read -r f m; do
+      printf '%s %s %s\n' "$(sha256sum < "$f" | cut -c1-64)" "$m" "$f"; done | sha256sum | cut -c1-32)
+  if [ "$(docker image inspect -f '{{index .Config.Labels "dev.hostplane.content"}}' "hostplane/$name:$tag" 2>/dev/null)" = "$content" ]; then
+    echo "[images] hostplane/$name:$tag is current"
+    rm -rf "$ctx"
+    continue
+  fi
+  echo "LABEL dev.hostplane.content=$content" >> "$ctx/Dockerfile"
   echo "[images] building hostplane/$name:$tag"
   # (the legacy builder's deprecation notice is noise here; errors are shown)
   out=$(docker build -q -t "hostplane/$name:$tag" "$ctx" 2>&1) || { echo "$out" >&2; exit 1; }

@@ -20,8 +20,10 @@ import (
 	"github.com/hostplane/hostplane/test/apicheck"
 )
 
-// stack starts `hostplane dev` for one test on random ports and a temp data dir.
-func stack(t *testing.T) (*dev.Stack, *client) {
+// ownStack starts a `hostplane dev` of the test's own on random ports and a temp data dir
+// (for a test that changes what the stack sees, such as its release cache); stack (shared_test.go)
+// is the one most tests share.
+func ownStack(t *testing.T) (*dev.Stack, *client) {
 	t.Helper()
 	testenv.RequireBinaries(t, release.Latest(), release.Components()...)
 	s, c := startStackAt(t, t.TempDir())

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"slices"
@@ -17,30 +16,21 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/hostplane/hostplane/cmd/hostplane/dev"
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/testenv"
 )
 
-// Cluster API's own CLI reads Hostplane's objects as it reads any provider's: with one Available
-// cluster and a Ready pool of two machines, `clusterctl describe cluster` (the clusterctl of the
-// Cluster API release nodepoold runs, built by tools/clusterctl) shows the Cluster Available with
-// its LocalCluster Ready and its HostedControlPlane Available, the pool's MachineDeployment with
-// both Machines Ready and Available on their Nodes, and no condition in a state that says
-// something is wrong.
-func TestClusterctlDescribe_ShowsTheClusterAndItsMachinesHealthy(t *testing.T) {
+// assertClusterctlDescribesItHealthy checks, for a cluster with an Available control plane and
+// a Ready pool of n machines, that `clusterctl describe cluster` (the clusterctl of the Cluster
+// API release nodepoold runs, built by tools/clusterctl) shows the Cluster Available with its
+// LocalCluster Ready and its HostedControlPlane Available, the pool's MachineDeployment with
+// every Machine Ready and Available on its Node, and no condition in a state that says
+// something is wrong. TestNodePool_JoinRollRelabelRepairInPlaceDrainDelete runs it on its
+// first pool (it was a test of its own, which made a cluster and a pool just for this).
+func assertClusterctlDescribesItHealthy(t *testing.T, s *dev.Stack, c *client, cl, pool string, n int) {
+	t.Helper()
 	clusterctl := testenv.Clusterctl(t)
-	s, c := stack(t)
-	const cl, pool = "described", "workers"
-	if code, body := c.do("POST", "/v1/clusters", `{"name":"`+cl+`","spec":{"release":{"version":"`+newRelease+`"}}}`, nil); code != http.StatusAccepted {
-		t.Fatalf("create cluster: %d %s", code, body)
-	}
-	c.waitCondition(cl, api.ConditionAvailable, api.ConditionTrue, available)
-	if code, body := c.do("POST", "/v1/clusters/"+cl+"/nodepools", `{"name":"`+pool+`","spec":{"replicas":2,
-		"release":{"version":"`+newRelease+`"},"management":{"upgradeType":"Replace"}}}`, nil); code != http.StatusAccepted {
-		t.Fatalf("create nodepool: %d %s", code, body)
-	}
-	c.waitPoolReady(cl, pool, 2, poolReady)
-
 	ns := api.ControlPlaneNamespace(cl)
 	args := []string{"describe", "cluster", cl, "-n", ns, "--kubeconfig", s.Management.KubeconfigPath,
 		"--show-conditions", "all", "--grouping=false"}
@@ -54,7 +44,7 @@ func TestClusterctlDescribe_ShowsTheClusterAndItsMachinesHealthy(t *testing.T) {
 			problems = []string{err.Error()}
 			return false
 		}
-		problems = describeProblems(parseDescribe(out), cl, pool, 2)
+		problems = describeProblems(parseDescribe(out), cl, pool, n)
 		return len(problems) == 0
 	}, "clusterctl %s shows:\n%s\nwrong:\n  %s", strings.Join(args, " "), lazyText{&out}, lazyText{&problems})
 	t.Logf("clusterctl %s:\n%s", strings.Join(args, " "), out)
@@ -66,8 +56,8 @@ func TestClusterctlDescribe_ShowsTheClusterAndItsMachinesHealthy(t *testing.T) {
 	}
 	machines, err := dyn.Resource(schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: "v1beta2", Resource: "machines"}).
 		Namespace(ns).List(ctx(t), metav1.ListOptions{})
-	if err != nil || len(machines.Items) != 2 {
-		t.Fatalf("machines of %s: %v, %d; want 2", ns, err, len(machines.Items))
+	if err != nil || len(machines.Items) != n {
+		t.Fatalf("machines of %s: %v, %d; want %d", ns, err, len(machines.Items), n)
 	}
 	guest := c.kubeClient(cl)
 	for _, m := range machines.Items {

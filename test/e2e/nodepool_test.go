@@ -216,6 +216,7 @@ func TestNodePool_JoinRollRelabelRepairInPlaceDrainDelete(t *testing.T) {
 		t.Errorf("pool version = %q, want %s", np.Status.Version, newRelease)
 	}
 	first := machineNames(c.poolMachines(cl, "workers"))
+	assertClusterctlDescribesItHealthy(t, s, c, cl, "workers", 3)
 	if got := c.waitCondition(cl, "IgnitionEndpointAvailable", api.ConditionTrue, time.Minute); got.Status.IgnitionEndpoint == "" {
 		t.Errorf("no status.ignitionEndpoint once the machines booted from it")
 	}

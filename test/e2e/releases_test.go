@@ -50,7 +50,7 @@ func TestCluster_AtAReleaseNotBuiltYet_WaitsAndStartsOnceItIsBuilt(t *testing.T)
 	}
 	t.Setenv("HOSTPLANE_CACHE_DIR", cache)
 	link(release.Latest(), release.Components()...)
-	_, c := stack(t)
+	_, c := ownStack(t)
 
 	state := func(version string) api.ReleaseInfo {
 		var l api.ReleaseList
