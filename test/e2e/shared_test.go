@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -59,7 +60,7 @@ func stack(t *testing.T) (*dev.Stack, *client) {
 		code, _ := c.do("GET", "/healthz", "", nil)
 		return code == http.StatusOK
 	}, "the shared hostplane dev is not healthy")
-	logFrom, _ := shared.log.Seek(0, 2)
+	logFrom, _ := shared.log.Seek(0, io.SeekEnd)
 	t.Cleanup(func() {
 		deleteEveryCluster(t, c)
 		if t.Failed() {
@@ -81,11 +82,11 @@ func startShared(t *testing.T) {
 		shared.err = err
 		return
 	}
-	s, err := dev.Start(context.Background(), dev.Config{
-		DataDir: shared.dir, Addr: "127.0.0.1:0", NATSPort: -1, KarpenterBinary: testenv.KarpenterBinary(t),
-		Logger: slog.New(slog.NewJSONHandler(shared.log, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	// startStackAt as for a stack of a test's own, but logging to the file: the stack outlives t.
+	s, _ := startStackAt(t, shared.dir, func(cfg *dev.Config) {
+		cfg.Logger = slog.New(slog.NewJSONHandler(shared.log, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	})
-	shared.stack, shared.err = s, err
+	shared.stack, shared.err = s, nil
 }
 
 // deleteEveryCluster deletes the clusters left on the shared stack and waits until each is
@@ -118,5 +119,5 @@ func printLogSince(t *testing.T, offset int64) {
 	}
 	lines := bytes.Split(bytes.TrimRight(b[offset:], "\n"), []byte("\n"))
 	lines = lines[max(0, len(lines)-300):]
-	t.Log(fmt.Sprintf("the shared stack's log during this test (last %d lines):\n%s", len(lines), bytes.Join(lines, []byte("\n"))))
+	t.Logf("the shared stack's log during this test (last %d lines):\n%s", len(lines), bytes.Join(lines, []byte("\n")))
 }
