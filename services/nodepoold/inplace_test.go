@@ -107,14 +107,19 @@ func (ge *guestEnv) addMachine(pool, name, secret, hash string) {
 	}
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{api.LabelNodePool: pool},
 		Annotations: map[string]string{api.AnnotationCurrentConfig: hash}}}
-	n, err = ge.guest.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
-	if err != nil {
+	if _, err = ge.guest.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
 		ge.t.Fatal(err)
 	}
-	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
-		LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
-	n.Status.NodeInfo.KubeletVersion = "v1.34.4"
-	if _, err := ge.guest.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+	// nodepoold labels a new Node as soon as it sees it, so the status write may race it.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n := ge.node(name)
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+		n.Status.NodeInfo.KubeletVersion = "v1.34.4"
+		_, err := ge.guest.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
 		ge.t.Fatal(err)
 	}
 }
@@ -141,9 +146,13 @@ func (ge *guestEnv) machine(name string) *clusterv1.Machine {
 // the hash on its Node.
 func (ge *guestEnv) applyConfig(name, hash string) {
 	ge.t.Helper()
-	n := ge.node(name)
-	n.Annotations[api.AnnotationCurrentConfig] = hash
-	if _, err := ge.guest.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n := ge.node(name)
+		n.Annotations[api.AnnotationCurrentConfig] = hash
+		_, err := ge.guest.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
 		ge.t.Fatal(err)
 	}
 }
