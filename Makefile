@@ -45,6 +45,10 @@ k8s-bins: ## build etcd and the Kubernetes release binaries into ~/.cache/hostpl
 kubelet: ## build the management release's kubelet into ~/.cache/hostplane (its own stamp; skips it when built)
 	@tools/k8s-bins/kubelet.sh
 
+.PHONY: node-image
+node-image: ## build hostplane-node, the Docker image of a Kubernetes node booting with Ignition, from Debian packages (root; skips it when built)
+	@tools/node-image/build.sh
+
 .PHONY: mgmt-tools
 mgmt-tools: ## install containerd, runc and the CNI plugins (Debian packages) the real management cluster runs, when missing
 	@tools/mgmt-tools.sh
@@ -113,7 +117,7 @@ test: ## lint, then build what the tests need and run every test (the compose sm
 	@MAKE="$(MAKE)" tools/test.sh
 
 .PHONY: test-tools
-test-tools: k8s-bins kubelet mgmt-tools prometheus-tools chromium-tools clusterctl s3-tools ## build or install everything make test needs (each skipped when current)
+test-tools: k8s-bins kubelet node-image mgmt-tools prometheus-tools chromium-tools clusterctl s3-tools ## build or install everything make test needs (each skipped when current)
 
 .PHONY: go-test
 go-test: ## go test of every package in one go (the real-kubelet management test included: root)

@@ -44,6 +44,8 @@ func newDevCommand() *cobra.Command {
 	f.StringVar(&cfg.Addr, "addr", daemon.Env("HOSTPLANE_ADDR", "127.0.0.1:8080"), "address of the HTTP API (HOSTPLANE_ADDR)")
 	f.IntVar(&cfg.NATSPort, "nats-port", 4222, "port of the embedded NATS server (-1: any free port)")
 	f.IntVar(&cfg.Replicas, "replicas", 1, "replicas of each daemon, in-process: one leads, the others stand by and take over when it stops (see docs/resilience.md)")
+	f.StringVar(&cfg.InfraHost, "infra-host", daemon.Env("HOSTPLANE_INFRA_HOST", ""),
+		"address of the clusters' endpoints and Ignition servers; real nodes in Docker containers need one they reach, e.g. the docker0 gateway 172.17.0.1 (HOSTPLANE_INFRA_HOST; default 127.0.0.1)")
 	f.StringVar(&cfg.Runtime, "runtime", daemon.Env("HOSTPLANE_COMPONENTD_RUNTIME", componentd.RuntimeProcess),
 		"control-plane runtime: process (child processes) or kubernetes (pods on a management cluster of kubelet nodes run here: root, after make kubelet mgmt-tools) (HOSTPLANE_COMPONENTD_RUNTIME)")
 	f.IntVar(&cfg.ManagementNodes, "management-nodes", dev.DefaultManagementNodes, "kubelet nodes of the management cluster under the kubernetes runtime (1 to 8)")

@@ -49,6 +49,10 @@ const (
 	AnnotationDesiredConfig   = "hostplane.dev/desired-config"
 	AnnotationDesiredUserData = "hostplane.dev/desired-userdata"
 	AnnotationCurrentConfig   = "hostplane.dev/current-config"
+	// LabelCurrentConfig is how a real node reports the config it booted: its kubelet can
+	// set only labels when it registers, and a label value holds at most 63 characters, so
+	// the value is ConfigLabelValue(hash). AnnotationCurrentConfig, when set, wins.
+	LabelCurrentConfig = "hostplane.dev/config"
 
 	// InfrastructureGroup is the API group of the local platform's Cluster API
 	// infrastructure provider (infrad): LocalCluster, LocalMachine, LocalMachineTemplate.
@@ -84,4 +88,24 @@ func UserDataSecretName(nodepool, configHash string) string {
 		configHash = configHash[:8]
 	}
 	return nodepool + "-userdata-" + configHash
+}
+
+// ConfigLabelValue is LabelCurrentConfig's value for a config hash: its first 32 hex digits
+// (128 bits).
+func ConfigLabelValue(hash string) string {
+	if len(hash) > 32 {
+		return hash[:32]
+	}
+	return hash
+}
+
+// RunsConfig reports whether a Node with these labels and annotations says it runs config
+// hash: AnnotationCurrentConfig (the simulated machines and the in-place agent) or, without
+// it, LabelCurrentConfig (a real kubelet's registration).
+func RunsConfig(labels, annotations map[string]string, hash string) bool {
+	if h, ok := annotations[AnnotationCurrentConfig]; ok && h != "" {
+		return h == hash
+	}
+	v := labels[LabelCurrentConfig]
+	return v != "" && v == ConfigLabelValue(hash)
 }

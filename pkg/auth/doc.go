@@ -7,8 +7,10 @@
 //   - admin may do everything.
 //
 // Routes that hand out or change secrets — GET /v1/clusters/{cluster}/kubeconfig, every
-// route under /v1/clusters/{cluster}/pki, and GET /v1/clusters/{cluster}/audit, whose request
-// bodies may carry what a viewer must not read — need admin even for GET.
+// route under /v1/clusters/{cluster}/pki, a node pool's userdata
+// (/v1/clusters/{cluster}/nodepools/{nodepool}/userdata: its Ignition token), and GET
+// /v1/clusters/{cluster}/audit, whose request bodies may carry what a viewer must not read —
+// need admin even for GET.
 //
 // A token with clusters is scoped: it reaches only the routes of those clusters (the
 // {cluster} path segment of /v1/clusters/{cluster}/...). The middleware cannot see the name in

@@ -87,8 +87,8 @@ func Authorize(p *Principal, method, path string) error {
 }
 
 // classify returns the cluster a path names (/v1/clusters/{cluster}/...) and whether it is a
-// secret-bearing route of that cluster (kubeconfig, pki and below, and the audit log, which
-// holds request bodies).
+// secret-bearing route of that cluster (kubeconfig, pki and below, a node pool's userdata,
+// and the audit log, which holds request bodies).
 func classify(path string) (cluster string, secret bool) {
 	segs := strings.Split(strings.TrimPrefix(path, "/"), "/")
 	if len(segs) < 3 || segs[0] != "v1" || segs[1] != "clusters" || segs[2] == "" {
@@ -99,6 +99,9 @@ func classify(path string) (cluster string, secret bool) {
 		switch segs[3] {
 		case "kubeconfig", "pki", "audit":
 			secret = true
+		case "nodepools":
+			// A pool's userdata carries its Ignition token.
+			secret = len(segs) > 5 && segs[5] == "userdata"
 		}
 	}
 	return cluster, secret

@@ -14,6 +14,8 @@ var (
 	ErrReservedPath = errors.New("reserved path")
 	// ErrInvalidPayload: a rendered config failed validation; it must not be served.
 	ErrInvalidPayload = errors.New("rendered Ignition config is invalid")
+	// ErrNotAcceptable: the machine reads no spec version that expresses the config.
+	ErrNotAcceptable = errors.New("no spec version the machine reads expresses the config")
 	// ErrNotStub: userdata is not a stub rendered by Stub.
 	ErrNotStub = errors.New("not an Ignition stub")
 	// ErrNoFile: the config has no file at that path.

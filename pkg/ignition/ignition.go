@@ -50,8 +50,9 @@ const (
 	PathKubeletConfig = "/etc/kubernetes/kubelet.json"
 )
 
-// ReservedPaths are the files hostplane writes into every payload; config documents may not.
-var ReservedPaths = []string{PathBootstrapKubeconfig, PathCACert, PathKubeletConfig}
+// ReservedPaths are the files hostplane writes into a payload (a real node's too: Node);
+// config documents may not.
+var ReservedPaths = append([]string{PathBootstrapKubeconfig, PathCACert, PathKubeletConfig}, nodePaths...)
 
 // KubeletConfig is the content of PathKubeletConfig: what the machine's kubelet registers
 // its Node with.
@@ -199,6 +200,10 @@ type Payload struct {
 	Kubelet             KubeletConfig
 	// Documents are the pool's config documents of that hash.
 	Documents []api.ConfigDocument
+	// Node, when set, makes the payload boot a real node: the kubelet binary, its unit and
+	// configuration, containerd's and the pod network's (node.go). Without it the payload
+	// is for a simulated machine of the local platform.
+	Node *Node
 }
 
 // Render merges the documents and hostplane's files (which win) into one Ignition config,
@@ -220,6 +225,13 @@ func (p Payload) Render() ([]byte, error) {
 			file(PathCACert, 0o644, p.CACertPEM),
 			file(PathKubeletConfig, 0o644, kubelet),
 		}},
+	}
+	if p.Node != nil {
+		node, err := p.Node.config(p.Kubelet)
+		if err != nil {
+			return nil, err
+		}
+		own = v3_5.Merge(own, node)
 	}
 	return render(v3_5.Merge(base, own))
 }
@@ -259,8 +271,9 @@ type StubInfo struct {
 	CAPEM []byte
 }
 
-// Stub renders the Ignition stub of s: a config whose ignition.config.merge[0] is s.URL with
-// the header "Authorization: Bearer <s.Token>" and whose ignition.security.tls trusts s.CAPEM.
+// Stub renders the Ignition stub of s, at spec StubVersion: a config whose
+// ignition.config.merge[0] is s.URL with the header "Authorization: Bearer <s.Token>" and
+// whose ignition.security.tls trusts s.CAPEM.
 func Stub(s StubInfo) ([]byte, error) {
 	cfg := types.Config{Ignition: types.Ignition{
 		Version: Version,
@@ -272,7 +285,11 @@ func Stub(s StubInfo) ([]byte, error) {
 			Source: new(DataURL(s.CAPEM)),
 		}}}},
 	}}
-	return render(cfg)
+	b, err := render(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return Downgrade(b, StubVersion)
 }
 
 // ParseStub reads a stub rendered by Stub.
@@ -303,9 +320,10 @@ func ParseStub(userData []byte) (StubInfo, error) {
 	return s, nil
 }
 
-// Parse parses and validates an Ignition config of version Version, as a machine does.
+// Parse parses and validates an Ignition config of any version from 3.0.0 to Version, as a
+// machine's Ignition does, translated to Version.
 func Parse(b []byte) (types.Config, error) {
-	cfg, rpt, err := v3_5.Parse(b)
+	cfg, rpt, err := v3_5.ParseCompatibleVersion(b)
 	if err != nil {
 		return types.Config{}, fmt.Errorf("%w: %v: %s", ErrInvalidIgnition, err, reportText(rpt))
 	}

@@ -168,6 +168,6 @@ func TestStub_RoundTrips(t *testing.T) {
 		t.Errorf("ParseStub = %+v, want %+v", out, in)
 	}
 	if _, err := ignition.ParseStub([]byte(ignition34)); err == nil {
-		t.Error("a config that is not a 3.5 stub parsed as one")
+		t.Error("a config that is not a stub parsed as one")
 	}
 }

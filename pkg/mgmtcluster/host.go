@@ -17,9 +17,9 @@ import (
 
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/hostplane/hostplane/pkg/atomicfile"
+	"github.com/hostplane/hostplane/pkg/cgroups"
 )
 
 // Host-wide places the kubelet, containerd and the CNI plugins write to whatever their
@@ -348,9 +348,9 @@ func isMountPoint(p string) bool { return len(mountPoints(mountinfo.SingleEntryF
 // host, the unified one).
 func cgroupHierarchies() []string {
 	var out []string
-	for _, m := range mountPoints(mountinfo.FSTypeFilter("cgroup", "cgroup2")) {
-		if strings.HasPrefix(m, cgroupRoot+"/") && !slices.Contains(out, m) {
-			out = append(out, m)
+	for _, h := range cgroups.Hierarchies() {
+		if h != cgroupRoot {
+			out = append(out, h)
 		}
 	}
 	return out
@@ -383,36 +383,12 @@ func removeCgroups(st hostState) error {
 			}
 		}
 		for _, r := range roots {
-			var dirs []string
-			_ = filepath.WalkDir(r, func(p string, d os.DirEntry, err error) error {
-				if err == nil && d.IsDir() {
-					dirs = append(dirs, p)
-				}
-				return nil
-			})
-			slices.Reverse(dirs) // children after their parents in WalkDir order
-			for _, d := range dirs {
-				if err := rmdirRetry(d); err != nil {
-					errs = append(errs, err)
-				}
+			if err := cgroups.RemoveTree(r); err != nil {
+				errs = append(errs, err)
 			}
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// rmdirRetry removes an empty cgroup; the kernel refuses (EBUSY) while a killed task is
-// still exiting.
-func rmdirRetry(d string) error {
-	var err error
-	if werr := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 5*time.Second, true,
-		func(context.Context) (bool, error) {
-			err = unix.Rmdir(d)
-			return err == nil || errors.Is(err, unix.ENOENT), nil
-		}); werr != nil {
-		return fmt.Errorf("rmdir %s: %w", d, err)
-	}
-	return nil
 }
 
 // makeCgroupRoot creates /<root> in every hierarchy; a new cpuset needs cpus and mems.

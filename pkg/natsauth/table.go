@@ -59,7 +59,8 @@ var Daemons = []Daemon{
 	},
 	{
 		Name: "pkid", Owns: bus.BucketPKI,
-		Reads:     []string{bus.BucketClusters, bus.BucketInfra, bus.BucketControlPlane},
+		// nodepools: a kubelet CSR of a platform-none pool is approved without a Machine.
+		Reads:     []string{bus.BucketClusters, bus.BucketInfra, bus.BucketControlPlane, bus.BucketNodePools},
 		Publishes: []events.Resource{events.ResourcePKI},
 		Consumers: []string{"pkid"},
 	},

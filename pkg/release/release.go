@@ -21,6 +21,11 @@ const (
 	KubeScheduler         = "kube-scheduler"
 )
 
+// Kubelet is the node agent of a release: not a control-plane component (Components), but a
+// binary of the release's cache (tools/k8s-bins/kubelet.sh) that ignitiond serves to real
+// nodes.
+const Kubelet = "kubelet"
+
 // Components lists every component of a release, in start order.
 func Components() []string {
 	return []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler}
@@ -124,7 +129,7 @@ func (r Release) BinaryPath(component string) (string, error) {
 	switch component {
 	case Etcd:
 		return filepath.Join(CacheDir(), "etcd", "v"+r.EtcdVersion, Etcd), nil
-	case KubeAPIServer, KubeControllerManager, KubeScheduler:
+	case KubeAPIServer, KubeControllerManager, KubeScheduler, Kubelet:
 		return filepath.Join(CacheDir(), "releases", "v"+r.Version, component), nil
 	default:
 		return "", fmt.Errorf("%w %q (want one of %s)", ErrUnknownComponent, component,
@@ -143,9 +148,13 @@ func (r Release) Binary(component string) (string, error) {
 	if err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
 		return path, nil
 	}
-	return "", fmt.Errorf("%w: %s for release %s is not at %s; build it with `make k8s-bins` "+
-		"(or tools/k8s-bins/build.sh %s), which caches it under %s (set HOSTPLANE_CACHE_DIR to move the cache)",
-		ErrBinaryMissing, component, r.Version, path, r.Version, CacheDir())
+	build := fmt.Sprintf("`make k8s-bins` (or tools/k8s-bins/build.sh %s)", r.Version)
+	if component == Kubelet {
+		build = fmt.Sprintf("`make kubelet` (or tools/k8s-bins/kubelet.sh %s)", r.Version)
+	}
+	return "", fmt.Errorf("%w: %s for release %s is not at %s; build it with %s, "+
+		"which caches it under %s (set HOSTPLANE_CACHE_DIR to move the cache)",
+		ErrBinaryMissing, component, r.Version, path, build, CacheDir())
 }
 
 // CheckUpgrade reports whether a cluster at release from may move to release to: to must be

@@ -127,7 +127,8 @@ func TestBinary(t *testing.T) {
 		{KubeAPIServer, filepath.Join(cache, "releases/v1.34.4/kube-apiserver"), nil},
 		{KubeControllerManager, "", ErrBinaryMissing},
 		{KubeScheduler, "", ErrBinaryMissing},
-		{"kubelet", "", ErrUnknownComponent},
+		{Kubelet, "", ErrBinaryMissing},
+		{"kube-proxy", "", ErrUnknownComponent},
 	}
 	for _, tt := range tests {
 		t.Run(tt.component, func(t *testing.T) {
@@ -136,7 +137,11 @@ func TestBinary(t *testing.T) {
 				if !errors.Is(err, tt.wantErr) {
 					t.Fatalf("Binary(%q) error = %v, want %v", tt.component, err, tt.wantErr)
 				}
-				if tt.wantErr == ErrBinaryMissing && !strings.Contains(err.Error(), "make k8s-bins") {
+				how := "make k8s-bins"
+				if tt.component == Kubelet {
+					how = "make kubelet"
+				}
+				if tt.wantErr == ErrBinaryMissing && !strings.Contains(err.Error(), how) {
 					t.Errorf("error %q does not say how to build the binary", err)
 				}
 				return

@@ -17,10 +17,11 @@ const (
 	PathHealthz  = "/healthz"
 )
 
-// handler is cluster's listener: GET /ignition and /healthz.
+// handler is cluster's listener: GET /ignition, the releases' kubelets and /healthz.
 func (d *Daemon) handler(cluster string) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+PathIgnition, func(w http.ResponseWriter, r *http.Request) { d.serveIgnition(w, r, cluster) })
+	mux.HandleFunc("GET "+PathKubelet, func(w http.ResponseWriter, r *http.Request) { d.serveKubelet(w, r, cluster) })
 	mux.HandleFunc("GET "+PathHealthz, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
@@ -81,6 +82,12 @@ func (d *Daemon) serveIgnition(w http.ResponseWriter, r *http.Request, cluster s
 		outcome = OutcomeUnauthorized
 		unauthorized(w)
 		return
+	case errors.Is(err, ErrNoKubelet):
+		outcome = OutcomeNoKubelet
+		log.Error("a real node's payload needs a kubelet this host does not have; the machine will ask again", "err", err)
+		w.Header().Set("Retry-After", "10")
+		http.Error(w, "the release's kubelet is not built on this Ignition server yet", http.StatusServiceUnavailable)
+		return
 	case errors.Is(err, ignition.ErrInvalidPayload):
 		outcome = OutcomeInvalidConfig
 		log.Error("the rendered Ignition config is invalid; not serving it", "err", err)
@@ -89,6 +96,13 @@ func (d *Daemon) serveIgnition(w http.ResponseWriter, r *http.Request, cluster s
 	case err != nil:
 		log.Error("render the Ignition config", "err", err)
 		http.Error(w, "", http.StatusInternalServerError)
+		return
+	}
+	body, _, err = ignition.Negotiate(body, r.Header.Get("Accept"))
+	if err != nil {
+		outcome = OutcomeNotAcceptable
+		log.Warn("the machine's Ignition cannot read its config", "accept", r.Header.Get("Accept"), "err", err)
+		http.Error(w, err.Error(), http.StatusNotAcceptable)
 		return
 	}
 	outcome = OutcomeServed

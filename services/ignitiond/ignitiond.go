@@ -105,6 +105,9 @@ type Config struct {
 	// leading ignitiond (deploy/k8s: the headless Service ignitiond-endpoints, kept at the
 	// leader's pod address; daemon.Base.LeaderService) (HOSTPLANE_IGNITIOND_LISTEN_HOST).
 	ListenHost string
+	// SandboxImage is the pause image real nodes' containerd starts pod sandboxes from
+	// (HOSTPLANE_IGNITION_SANDBOX_IMAGE, --sandbox-image; default DefaultSandboxImage).
+	SandboxImage string
 }
 
 // Validate fills defaults and checks the fields.
@@ -117,6 +120,7 @@ func (c *Config) Validate() error {
 	c.GuestRetry = daemon.PositiveOr(c.GuestRetry, DefaultGuestRetry)
 	c.GuestCleanupTimeout = daemon.PositiveOr(c.GuestCleanupTimeout, DefaultGuestClean)
 	c.SealKeyFile = cmp.Or(c.SealKeyFile, filepath.Join(c.DataDir, "pki.key"))
+	c.SandboxImage = cmp.Or(c.SandboxImage, DefaultSandboxImage)
 	if c.TokenTTL < 0 || c.Grace < 0 {
 		return fmt.Errorf("%w: token TTL %v and grace %v must be positive", ErrInvalidConfig, c.TokenTTL, c.Grace)
 	}
@@ -134,8 +138,14 @@ func RegisterFlags(fs *flag.FlagSet) *Config {
 		"key that opens the sealed PKI ("+EnvSealKey+"; default <data dir>/pki.key)")
 	fs.StringVar(&cfg.ListenHost, "listen-host", daemon.Env("HOSTPLANE_IGNITIOND_LISTEN_HOST", ""),
 		"where the Ignition listeners listen, at their recorded ports, when the recorded host is a name for the leading ignitiond (HOSTPLANE_IGNITIOND_LISTEN_HOST)")
+	fs.StringVar(&cfg.SandboxImage, "sandbox-image", daemon.Env("HOSTPLANE_IGNITION_SANDBOX_IMAGE", DefaultSandboxImage),
+		"the pause image real nodes start pod sandboxes from (HOSTPLANE_IGNITION_SANDBOX_IMAGE)")
 	return &cfg
 }
+
+// DefaultSandboxImage is Config.SandboxImage's default: the pause image of the Kubernetes
+// releases hostplane runs.
+const DefaultSandboxImage = "registry.k8s.io/pause:3.10"
 
 // Daemon is a running ignitiond.
 type Daemon struct {
@@ -158,6 +168,7 @@ type Daemon struct {
 
 	index     *tokenIndex
 	cache     *payloadCache
+	kubelets  *kubelets
 	listeners *listeners
 
 	mu        sync.Mutex
@@ -208,6 +219,7 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	}
 	d.guests = guest.NewClients(d.pki, d.seal, guest.WithInfra(d.infra))
 	d.cache = newPayloadCache()
+	d.kubelets = newKubelets()
 	d.index = newTokenIndex(d.cache.keep)
 	d.listeners = newListeners(d.log, m)
 	d.mu.Lock()

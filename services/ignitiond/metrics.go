@@ -21,6 +21,12 @@ const (
 	OutcomeServed        = "served"
 	OutcomeUnauthorized  = "unauthorized"
 	OutcomeInvalidConfig = "invalid_config"
+	// OutcomeNotAcceptable: the machine's Ignition reads no spec version that expresses its
+	// config (406).
+	OutcomeNotAcceptable = "not_acceptable"
+	// OutcomeNoKubelet: a real node's payload names a kubelet this host has not built (503:
+	// Ignition asks again).
+	OutcomeNoKubelet = "no_kubelet"
 	OutcomeError         = "error"
 )
 
@@ -76,7 +82,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	// Every outcome is exported from the start, at zero, so rates have a series before the
 	// first machine asks.
-	for _, o := range []string{OutcomeServed, OutcomeUnauthorized, OutcomeInvalidConfig, OutcomeError} {
+	for _, o := range []string{OutcomeServed, OutcomeUnauthorized, OutcomeInvalidConfig, OutcomeNotAcceptable, OutcomeNoKubelet, OutcomeError} {
 		m.requests.WithLabelValues(o)
 	}
 	for _, o := range []string{TokenCurrent, TokenPrevious, TokenExpired, TokenUnknown, TokenMalformed} {

@@ -18,10 +18,11 @@ import (
 )
 
 // payloadKey identifies a rendered payload: a pool's config hash at one pool generation
-// (labels and taints change the generation, not the hash).
+// (labels and taints change the generation, not the hash), for one token (a real node's
+// payload fetches its kubelet with it).
 type payloadKey struct {
-	cluster, nodepool, hash string
-	generation              int64
+	cluster, nodepool, hash, token string
+	generation                     int64
 }
 
 // payloadCache holds rendered payloads. Entries of a pool go when its record changes to
@@ -56,7 +57,7 @@ func (c *payloadCache) keep(key string, rec *api.IgnitionTokens) {
 			continue
 		}
 		if rec == nil || k.generation != rec.NodePoolGeneration ||
-			(k.hash != rec.Current.ConfigHash && (rec.Previous == nil || k.hash != rec.Previous.ConfigHash)) {
+			(k.token != rec.Current.Token && (rec.Previous == nil || k.token != rec.Previous.Token)) {
 			delete(c.entries, k)
 		}
 	}
@@ -75,7 +76,7 @@ func (c *payloadCache) dropCluster(cluster string) {
 
 // payload returns the rendered payload of ref's token, from the cache or built anew.
 func (d *Daemon) payload(ctx context.Context, ref tokenRef) ([]byte, error) {
-	k := payloadKey{cluster: ref.cluster, nodepool: ref.nodepool, hash: ref.token.ConfigHash, generation: ref.generation}
+	k := payloadKey{cluster: ref.cluster, nodepool: ref.nodepool, hash: ref.token.ConfigHash, token: ref.token.Token, generation: ref.generation}
 	if b, ok := d.cache.get(k); ok {
 		d.metrics.cache.WithLabelValues("hit").Inc()
 		return b, nil
@@ -130,7 +131,7 @@ func (d *Daemon) render(ctx context.Context, ref tokenRef) ([]byte, error) {
 	if taints == nil {
 		taints = []api.Taint{}
 	}
-	return ignition.Payload{
+	payload := ignition.Payload{
 		BootstrapKubeconfig: kc,
 		CACertPEM:           ca.CertPEM,
 		Kubelet: ignition.KubeletConfig{
@@ -140,7 +141,47 @@ func (d *Daemon) render(ctx context.Context, ref tokenRef) ([]byte, error) {
 			KubeletVersion: "v" + strings.TrimPrefix(ref.token.Release, "v"),
 		},
 		Documents: ref.token.Config,
-	}.Render()
+	}
+	if pool.Spec.Platform.Type == api.PlatformNone {
+		if payload.Node, err = d.realNode(ctx, ref, ca.CertPEM); err != nil {
+			return nil, err
+		}
+	}
+	return payload.Render()
+}
+
+// realNode is what a payload needs to boot a real node of ref's pool (platform none; the
+// local platform's machines are simulated and read only the KubeletConfig): the kubelet of the token's release from this cluster's listener, and
+// the cluster's pod network.
+func (d *Daemon) realNode(ctx context.Context, ref tokenRef, rootCA []byte) (*ignition.Node, error) {
+	srv, _, err := d.servers.Get(ctx, ref.cluster)
+	if err != nil {
+		return nil, fmt.Errorf("ignition server of %s: %w", ref.cluster, err)
+	}
+	c, _, err := d.clusters.Get(ctx, ref.cluster)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", ref.cluster, err)
+	}
+	_, sum, err := d.kubelets.find(ref.token.Release)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNoKubelet, err)
+	}
+	return &ignition.Node{
+		KubeletURL:    kubeletURL(srv.Endpoint, ref.token.Release),
+		KubeletSHA512: sum,
+		Token:         ref.token.Token,
+		ServerCAPEM:   rootCA,
+		PodCIDR:       podCIDR(c),
+		SandboxImage:  d.cfg.SandboxImage,
+	}, nil
+}
+
+// podCIDR is the range a node's bridge hands pod addresses from: the cluster's pod network.
+func podCIDR(c *api.Cluster) string {
+	if c.Spec.Networking.PodCIDR != "" {
+		return c.Spec.Networking.PodCIDR
+	}
+	return api.DefaultPodCIDR
 }
 
 // Guest bootstrap tokens: "<id>.<secret>", both [a-z0-9], 6 and 16 characters.

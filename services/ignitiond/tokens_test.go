@@ -141,15 +141,20 @@ func TestBootstrapAlphabet_DrawsOnlyTokenCharacters(t *testing.T) {
 
 func TestPayloadCache_KeepsOnlyWhatTheRecordServes(t *testing.T) {
 	c := newPayloadCache()
+	key := func(cluster, pool, token string, gen int64) payloadKey {
+		return payloadKey{cluster: cluster, nodepool: pool, hash: "h-" + token, token: token, generation: gen}
+	}
 	for _, k := range []payloadKey{
-		{"demo", "workers", "new", 2}, {"demo", "workers", "old", 2}, {"demo", "workers", "new", 1},
-		{"demo", "workers", "older", 2}, {"demo", "other", "x", 1}, {"prod", "workers", "new", 2},
+		key("demo", "workers", "new", 2), key("demo", "workers", "old", 2), key("demo", "workers", "new", 1),
+		key("demo", "workers", "older", 2), key("demo", "other", "x", 1), key("prod", "workers", "new", 2),
+		// The current token's hash under a token rotated away: its payload names that token.
+		{cluster: "demo", nodepool: "workers", hash: "h-new", token: "rotated", generation: 2},
 	} {
 		c.put(k, []byte("x"))
 	}
-	prev := api.IgnitionToken{ConfigHash: "old"}
-	c.keep("demo.workers", &api.IgnitionTokens{NodePoolGeneration: 2, Current: api.IgnitionToken{ConfigHash: "new"}, Previous: &prev})
-	want := map[payloadKey]bool{{"demo", "workers", "new", 2}: true, {"demo", "workers", "old", 2}: true, {"demo", "other", "x", 1}: true, {"prod", "workers", "new", 2}: true}
+	prev := api.IgnitionToken{Token: "old", ConfigHash: "h-old"}
+	c.keep("demo.workers", &api.IgnitionTokens{NodePoolGeneration: 2, Current: api.IgnitionToken{Token: "new", ConfigHash: "h-new"}, Previous: &prev})
+	want := map[payloadKey]bool{key("demo", "workers", "new", 2): true, key("demo", "workers", "old", 2): true, key("demo", "other", "x", 1): true, key("prod", "workers", "new", 2): true}
 	if len(c.entries) != len(want) {
 		t.Fatalf("entries %v", c.entries)
 	}

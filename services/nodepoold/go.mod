@@ -17,6 +17,7 @@ require (
 require (
 	github.com/go-openapi/swag/jsonname v0.25.5 // indirect
 	github.com/stretchr/objx v0.5.3 // indirect
+	k8s.io/kubelet v0.34.3 // indirect
 )
 
 require (

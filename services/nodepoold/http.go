@@ -1,6 +1,7 @@
 package nodepoold
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/httpapi"
+	"github.com/hostplane/hostplane/pkg/ignition"
 	"github.com/hostplane/hostplane/pkg/outbox"
 	"github.com/hostplane/hostplane/pkg/store"
 )
@@ -32,6 +34,10 @@ const (
 const (
 	PathNodePools = "/v1/clusters/{cluster}/nodepools"
 	PathNodePool  = "/v1/clusters/{cluster}/nodepools/{nodepool}"
+	// PathNodePoolUserData hands out the userdata a machine of the pool boots with (its
+	// Ignition stub; a secret: role admin): how a user joins machines of a platform-none
+	// pool.
+	PathNodePoolUserData = PathNodePool + "/userdata"
 )
 
 func (d *Daemon) routes(r chi.Router) {
@@ -41,6 +47,31 @@ func (d *Daemon) routes(r chi.Router) {
 	r.Get(PathNodePool, httpapi.Handle(d.getNodePool))
 	r.Patch(PathNodePool, httpapi.Handle(d.patchNodePool))
 	r.Delete(PathNodePool, httpapi.Handle(d.deleteNodePool))
+	r.Get(PathNodePoolUserData, httpapi.Handle(d.getUserData))
+}
+
+// getUserData answers the pool's current userdata as ignitiond minted it: an Ignition config
+// (spec ignition.StubVersion) that fetches the pool's payload with a bearer token. 503 until
+// ignitiond has minted it (the message says what it waits for).
+func (d *Daemon) getUserData(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	np, err := d.lookup(ctx, chi.URLParam(r, "cluster"), chi.URLParam(r, "nodepool"))
+	if err != nil {
+		return err
+	}
+	rec, _, err := d.ignition.Get(ctx, api.NodePoolKey(np.Cluster, np.Name))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return api.Errorf(api.CodeUnavailable, "node pool %q has no userdata yet: ignitiond has not minted its token", np.Name)
+	case err != nil:
+		return err
+	case !rec.Ready || len(rec.UserData) == 0:
+		return api.Errorf(api.CodeUnavailable, "node pool %q has no userdata yet: %s", np.Name, cmp.Or(rec.Message, "ignitiond is minting it"))
+	}
+	w.Header().Set("Content-Type", ignition.MediaType)
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(rec.UserData)
+	return nil
 }
 
 func (d *Daemon) createNodePool(w http.ResponseWriter, r *http.Request) error {

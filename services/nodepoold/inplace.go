@@ -71,7 +71,7 @@ func (d *Daemon) updateInPlace(ctx context.Context, s *scope) {
 			if err := annotateMachine(ctx, c, m, map[string]any{api.AnnotationDesiredConfig: s.hash, api.AnnotationDesiredUserData: secret}); err != nil {
 				s.fail("adopt machine "+m.Name, err)
 			}
-		case desired == s.hash && n != nil && n.Annotations[api.AnnotationCurrentConfig] == s.hash:
+		case desired == s.hash && n != nil && api.RunsConfig(n.Labels, n.Annotations, s.hash):
 			d.finishInPlace(ctx, s, cs, m, n)
 		case desired == s.hash && m.Spec.Bootstrap.DataSecretName != nil && *m.Spec.Bootstrap.DataSecretName == secret:
 			// Born from the current template and still joining: not an update.

@@ -221,11 +221,18 @@ func (st *poolState) nodeReady(m *clusterv1.Machine) bool {
 	return n != nil && nodeConditionStatus(n, corev1.NodeReady) == corev1.ConditionTrue
 }
 
-// machineHash is the config hash a Machine's Node reports it runs ("" before it reports one).
-func (st *poolState) machineHash(m *clusterv1.Machine) string {
+// machineHash is the config hash a Machine's Node reports it runs ("" before it reports one);
+// a real node's label (api.LabelCurrentConfig) names current when it matches it.
+func (st *poolState) machineHash(m *clusterv1.Machine, current string) string {
 	if n := st.node(m); n != nil {
 		if h := n.Annotations[api.AnnotationCurrentConfig]; h != "" {
 			return h
+		}
+		if v := n.Labels[api.LabelCurrentConfig]; v != "" {
+			if api.RunsConfig(n.Labels, nil, current) {
+				return current
+			}
+			return v // another config's label: not the current hash, whatever it is
 		}
 	}
 	return ""
@@ -235,7 +242,7 @@ func (st *poolState) machineHash(m *clusterv1.Machine) string {
 // (no Node report yet) it boots the current userdata Secret and, InPlace, was not asked for
 // another config.
 func (st *poolState) updated(m *clusterv1.Machine, s *scope) bool {
-	if h := st.machineHash(m); h != "" {
+	if h := st.machineHash(m, s.hash); h != "" {
 		return h == s.hash
 	}
 	current := api.UserDataSecretName(s.np.Name, s.hash)

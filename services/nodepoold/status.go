@@ -225,7 +225,7 @@ func (s *scope) counts() poolCounts {
 			if nodeConditionStatus(n, corev1.NodeReady) == corev1.ConditionTrue {
 				c.ready++
 			}
-			if n.Annotations[api.AnnotationCurrentConfig] == s.hash {
+			if api.RunsConfig(n.Labels, n.Annotations, s.hash) {
 				c.updated++
 			}
 			versions = append(versions, n.Status.NodeInfo.KubeletVersion)

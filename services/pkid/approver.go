@@ -2,6 +2,7 @@ package pkid
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/guest"
 	"github.com/hostplane/hostplane/pkg/kube"
+	"github.com/hostplane/hostplane/pkg/store"
 )
 
 const (
@@ -44,6 +46,7 @@ type approver struct {
 	log      *slog.Logger
 	clients  *guest.Clients
 	machines client.Reader // Cluster API's Machines in the management cluster
+	pools    *store.Store[api.NodePool]
 	metrics  *metrics
 
 	ctx    context.Context // parent of every watcher; cancelled when Start returns
@@ -53,10 +56,10 @@ type approver struct {
 	watchers map[string]*csrWatcher // by cluster
 }
 
-func newApprover(log *slog.Logger, clients *guest.Clients, machines client.Reader, m *metrics) *approver {
+func newApprover(log *slog.Logger, clients *guest.Clients, machines client.Reader, pools *store.Store[api.NodePool], m *metrics) *approver {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &approver{
-		log: log, clients: clients, machines: machines, metrics: m,
+		log: log, clients: clients, machines: machines, pools: pools, metrics: m,
 		ctx: ctx, cancel: cancel, watchers: map[string]*csrWatcher{},
 	}
 }
@@ -253,7 +256,40 @@ func (w *csrWatcher) decide(ctx context.Context, csr *certificatesv1.Certificate
 	if err != nil {
 		return decision{}, err
 	}
+	if m == nil {
+		// No Machine: a node of a platform-none pool, whose machines the user provisions?
+		pool, err := w.nodePool(ctx, c)
+		if err != nil {
+			return decision{}, err
+		}
+		if pool != nil {
+			return judgeUnmanaged(c, pool), nil
+		}
+	}
 	return judge(w.cluster, c, m), nil
+}
+
+// nodePool is the pool a claim without a Machine belongs to: the bootstrap token's, or for a
+// renewal the pool its guest Node is labelled with; nil when there is none.
+func (w *csrWatcher) nodePool(ctx context.Context, c claim) (*api.NodePool, error) {
+	name := c.nodePool
+	if name == "" {
+		n, err := w.cs.CoreV1().Nodes().Get(ctx, c.node, metav1.GetOptions{})
+		if kube.IsNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read Node %s: %w", c.node, err)
+		}
+		if name = n.Labels[api.LabelNodePool]; name == "" {
+			return nil, nil
+		}
+	}
+	pool, _, err := w.a.pools.Get(ctx, api.NodePoolKey(w.cluster, name))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	return pool, err
 }
 
 // approve adds the Approved condition; kube-controller-manager signs with kubelet-signer.

@@ -154,6 +154,26 @@ func parseKubeletRequest(request []byte, usages []certificatesv1.KeyUsage) (stri
 	return node, nil
 }
 
+// judgeUnmanaged decides a well-formed claim with no Machine behind it, of pool: approved when
+// the pool is on platform none (its machines are the user's, and its bootstrap token, which
+// only its userdata carries, is their credential) and not being deleted.
+func judgeUnmanaged(c claim, pool *api.NodePool) decision {
+	d := decision{Node: c.node, NodePool: c.nodePool}
+	switch {
+	case pool.Spec.Platform.Type != api.PlatformNone:
+		d.Outcome, d.Reason = OutcomeUnknownMachine,
+			fmt.Sprintf("no Cluster API Machine %s, and node pool %s is on platform %q, whose machines Cluster API creates", c.node, pool.Name, pool.Spec.Platform.Type)
+	case pool.DeletionTimestamp != nil:
+		d.Outcome, d.Reason = OutcomeUnknownMachine, fmt.Sprintf("node pool %s of node %s is being deleted", pool.Name, c.node)
+	case c.nodePool != "":
+		d.Outcome, d.Reason = OutcomeApproved, fmt.Sprintf("node %s joins platform-none node pool %s with its pool's bootstrap token", c.node, c.nodePool)
+	default:
+		d.NodePool = pool.Name
+		d.Outcome, d.Reason = OutcomeApproved, fmt.Sprintf("node %s of platform-none node pool %s renews its client certificate", c.node, pool.Name)
+	}
+	return d
+}
+
 // judge decides a well-formed claim of cluster's guest against the Machine it names (m nil:
 // no such Machine in api.ControlPlaneNamespace(cluster)).
 func judge(cluster string, c claim, m *machineFacts) decision {

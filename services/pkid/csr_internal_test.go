@@ -10,6 +10,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 
@@ -114,6 +115,38 @@ func TestDecide_ApprovesOnlyKubeletClientCSRsOfTheRequestersMachine(t *testing.T
 			}
 			if d.approved() && !strings.Contains(d.Reason, "Machine hostplane-demo/") {
 				t.Fatalf("approval message %q does not name the Machine", d.Reason)
+			}
+		})
+	}
+}
+
+func TestJudgeUnmanaged_ApprovesOnlyNodesOfPlatformNonePools(t *testing.T) {
+	pool := func(platform string, deleting bool) *api.NodePool {
+		p := &api.NodePool{Spec: api.NodePoolSpec{Platform: api.NodePoolPlatform{Type: platform}}}
+		p.Name = "metal"
+		if deleting {
+			p.DeletionTimestamp = &time.Time{}
+		}
+		return p
+	}
+	for _, tt := range []struct {
+		name string
+		c    claim
+		pool *api.NodePool
+		want string
+	}{
+		{"a none pool's bootstrap token", claim{node: "n1", nodePool: "metal"}, pool(api.PlatformNone, false), OutcomeApproved},
+		{"a none pool's node renewing", claim{node: "n1"}, pool(api.PlatformNone, false), OutcomeApproved},
+		{"a local pool: its machines are Cluster API's", claim{node: "n1", nodePool: "metal"}, pool(api.PlatformLocal, false), OutcomeUnknownMachine},
+		{"a none pool being deleted", claim{node: "n1", nodePool: "metal"}, pool(api.PlatformNone, true), OutcomeUnknownMachine},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := judgeUnmanaged(tt.c, tt.pool)
+			if d.Outcome != tt.want || d.Reason == "" {
+				t.Fatalf("outcome %s (%q), want %s", d.Outcome, d.Reason, tt.want)
+			}
+			if d.approved() && d.NodePool != "metal" {
+				t.Fatalf("node pool %q", d.NodePool)
 			}
 		})
 	}

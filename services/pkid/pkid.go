@@ -155,7 +155,11 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	if err != nil {
 		return nil, err
 	}
-	d.approver = newApprover(rt.Log, d.guests, mgmt, d.metrics)
+	pools, err := daemon.Open[api.NodePool](ctx, rt, bus.BucketNodePools)
+	if err != nil {
+		return nil, err
+	}
+	d.approver = newApprover(rt.Log, d.guests, mgmt, pools, d.metrics)
 	return append(runnables, d.approver), nil
 }
 

@@ -64,6 +64,7 @@ require (
 	gopkg.in/ini.v1 v1.67.3 // indirect
 	k8s.io/cli-runtime v0.34.3 // indirect
 	k8s.io/kubectl v0.34.3 // indirect
+	k8s.io/kubelet v0.34.3 // indirect
 )
 
 require (

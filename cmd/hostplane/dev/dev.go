@@ -54,6 +54,10 @@ type Config struct {
 	// alone).
 	NoManagementAPIServer bool
 	Logger                *slog.Logger
+	// InfraHost is the address the clusters' endpoints, load balancers and Ignition servers
+	// are on (infrad.Config.Host; default 127.0.0.1). Real nodes in containers on this host
+	// need one they can reach, such as the Docker bridge's gateway (172.17.0.1).
+	InfraHost string
 	// Runtime is componentd's control-plane runtime: componentd.RuntimeProcess (default) or
 	// componentd.RuntimeKubernetes, which runs the control planes as workloads in the
 	// management kube-apiserver (and so needs it).
@@ -391,7 +395,7 @@ func (s *Stack) buildDaemons() (prometheus.Gatherers, error) {
 	}
 	// Under the kubernetes runtime each cluster's apiservers are its Service's pods, which
 	// the balancers reach by the Service's name (useClusterDNS).
-	inf := infrad.Config{LocalCloudURL: s.Cloud.URL(), APIServerService: s.mgmtCluster != nil}
+	inf := infrad.Config{Host: cfg.InfraHost, LocalCloudURL: s.Cloud.URL(), APIServerService: s.mgmtCluster != nil}
 	base := func(name string, reg *prometheus.Registry) daemon.Base {
 		var tp trace.TracerProvider
 		if cfg.TracerProvider != nil {

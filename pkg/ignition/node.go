@@ -1,0 +1,281 @@
+package ignition
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/coreos/ignition/v2/config/v3_5/types"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/hostplane/hostplane/pkg/api"
+)
+
+// Files and units of a real node's payload (Payload.Node): what turns a stock Ignition-based
+// OS with systemd, containerd and runc (and, for the bridge network, Debian's CNI plugins in
+// /usr/lib/cni) into a kubelet node of the pool. Config documents may not write them.
+const (
+	// PathKubelet is the kubelet of the pool's release, fetched by Ignition over HTTPS from
+	// the listener the machine got its config from and checked against its SHA-512.
+	PathKubelet = "/usr/local/bin/kubelet"
+	// PathKubeletConfiguration is the kubelet's kubelet.config.k8s.io/v1beta1
+	// KubeletConfiguration (YAML).
+	PathKubeletConfiguration = "/etc/kubernetes/kubelet-config.yaml"
+	// PathKubeletKubeconfig is where the kubelet writes its kubeconfig once TLS bootstrap
+	// got it a client certificate (in PathKubeletPKI).
+	PathKubeletKubeconfig = "/var/lib/kubelet/kubeconfig"
+	PathKubeletPKI        = "/var/lib/kubelet/pki"
+	// PathContainerdConfig is containerd's config: CRI with the sandbox image, runc under
+	// the cgroupfs driver, CNI from PathCNIConfig's directory.
+	PathContainerdConfig = "/etc/containerd/config.toml"
+	// PathCNIConfig is the pod network of the node: a bridge with host-local addresses.
+	PathCNIConfig = "/etc/cni/net.d/10-hostplane.conflist"
+	// PathSysctl holds the sysctls pods need (forwarding, bridged traffic through iptables).
+	PathSysctl = "/etc/sysctl.d/90-hostplane.conf"
+	// PathKubeletPre runs before the kubelet: it loads PathSysctl and makes the node's
+	// cgroup root.
+	PathKubeletPre = "/usr/local/libexec/hostplane-kubelet-pre"
+	// PathModules names the kernel modules kube-proxy and the bridge need.
+	PathModules = "/etc/modules-load.d/hostplane.conf"
+	// UnitKubelet runs the kubelet; UnitContainerd is the OS's own containerd unit, enabled.
+	UnitKubelet    = "kubelet.service"
+	UnitContainerd = "containerd.service"
+	// CNIBinDir is where the CNI plugins are: Debian's containernetworking-plugins.
+	CNIBinDir = "/usr/lib/cni"
+	// ContainerdSocket is containerd's CRI endpoint.
+	ContainerdSocket = "/run/containerd/containerd.sock"
+	// CgroupRootPrefix: each node's pods live under the cgroup /hostplane/<hostname>, so
+	// that nodes sharing one kernel's cgroup hierarchies (containers on one host) do not
+	// share kubepods; on a machine of its own it is just a level more.
+	CgroupRootPrefix = "/hostplane"
+)
+
+// nodePaths are the files a real node's payload writes.
+var nodePaths = []string{PathKubelet, PathKubeletPre, PathKubeletConfiguration, PathContainerdConfig, PathCNIConfig, PathSysctl, PathModules}
+
+// Node is what a payload needs to boot a real node (nil in Payload: a simulated machine of
+// the local platform, which reads only PathKubeletConfig).
+type Node struct {
+	// KubeletURL is the https URL of the release's kubelet binary, fetched with the
+	// header "Authorization: Bearer <Token>" and trusting ServerCAPEM (the machine's
+	// stub already trusts it; the payload says so again for its own fetches).
+	KubeletURL    string
+	KubeletSHA512 string // hex
+	Token         string
+	ServerCAPEM   []byte
+	// PodCIDR is the range the node's bridge gives pods addresses from.
+	PodCIDR string
+	// ClusterDomain is the cluster's DNS domain (default cluster.local); ClusterDNS the
+	// Service address of its DNS server, if it has one.
+	ClusterDomain string
+	ClusterDNS    []string
+	// SandboxImage is the pause image containerd starts every pod's sandbox from.
+	SandboxImage string
+}
+
+// validate says what a Node lacks.
+func (n *Node) validate() error {
+	var missing []string
+	for name, v := range map[string]string{"kubelet URL": n.KubeletURL, "kubelet SHA-512": n.KubeletSHA512,
+		"token": n.Token, "pod CIDR": n.PodCIDR, "sandbox image": n.SandboxImage} {
+		if v == "" {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return fmt.Errorf("%w: the real node's %s missing", ErrInvalidPayload, strings.Join(missing, ", "))
+	}
+	if !strings.HasPrefix(n.KubeletURL, "https://") {
+		return fmt.Errorf("%w: kubelet URL %q is not https", ErrInvalidPayload, n.KubeletURL)
+	}
+	return nil
+}
+
+// config is the node's part of the payload: its files and units.
+func (n *Node) config(k KubeletConfig) (types.Config, error) {
+	if err := n.validate(); err != nil {
+		return types.Config{}, err
+	}
+	kubeletConf, err := n.kubeletConfiguration(k)
+	if err != nil {
+		return types.Config{}, err
+	}
+	cni, err := n.cniConfig()
+	if err != nil {
+		return types.Config{}, err
+	}
+	kubelet := file(PathKubelet, 0o755, nil)
+	kubelet.Contents = types.Resource{
+		Source:       new(n.KubeletURL),
+		HTTPHeaders:  types.HTTPHeaders{{Name: "Authorization", Value: new("Bearer " + n.Token)}},
+		Verification: types.Verification{Hash: new("sha512-" + n.KubeletSHA512)},
+	}
+	cfg := types.Config{
+		Ignition: types.Ignition{Version: Version},
+		Storage: types.Storage{Files: []types.File{
+			kubelet,
+			file(PathKubeletConfiguration, 0o644, kubeletConf),
+			file(PathContainerdConfig, 0o644, []byte(n.containerdConfig())),
+			file(PathCNIConfig, 0o644, cni),
+			file(PathSysctl, 0o644, []byte("net.ipv4.ip_forward = 1\nnet.bridge.bridge-nf-call-iptables = 1\nnet.bridge.bridge-nf-call-ip6tables = 1\n")),
+			file(PathModules, 0o644, []byte("br_netfilter\noverlay\n")),
+			file(PathKubeletPre, 0o755, []byte(kubeletPre)),
+		}},
+		Systemd: types.Systemd{Units: []types.Unit{
+			{Name: UnitContainerd, Enabled: new(true)},
+			{Name: UnitKubelet, Enabled: new(true), Contents: new(kubeletUnit(k))},
+		}},
+	}
+	if len(n.ServerCAPEM) > 0 {
+		cfg.Ignition.Security.TLS.CertificateAuthorities = []types.Resource{{Source: new(DataURL(n.ServerCAPEM))}}
+	}
+	return cfg, nil
+}
+
+// kubeletConfiguration is the kubelet's config file: client certificates from TLS bootstrap
+// (rotated), requests authenticated against the cluster's CA and authorized by the
+// kube-apiserver, the cgroupfs driver (runc's default), and the pool's taints.
+func (n *Node) kubeletConfiguration(k KubeletConfig) ([]byte, error) {
+	taints := make([]corev1.Taint, 0, len(k.Taints))
+	for _, t := range k.Taints {
+		taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
+	}
+	c := kubeletv1beta1.KubeletConfiguration{
+		TypeMeta: metav1.TypeMeta{APIVersion: kubeletv1beta1.SchemeGroupVersion.String(), Kind: "KubeletConfiguration"},
+		Authentication: kubeletv1beta1.KubeletAuthentication{
+			X509:      kubeletv1beta1.KubeletX509Authentication{ClientCAFile: PathCACert},
+			Webhook:   kubeletv1beta1.KubeletWebhookAuthentication{Enabled: new(true)},
+			Anonymous: kubeletv1beta1.KubeletAnonymousAuthentication{Enabled: new(false)},
+		},
+		Authorization:            kubeletv1beta1.KubeletAuthorization{Mode: kubeletv1beta1.KubeletAuthorizationModeWebhook},
+		CgroupDriver:             "cgroupfs",
+		ContainerRuntimeEndpoint: "unix://" + ContainerdSocket,
+		RotateCertificates:       true,
+		ReadOnlyPort:             0,
+		ClusterDomain:            cmpOr(n.ClusterDomain, "cluster.local"),
+		ClusterDNS:               n.ClusterDNS,
+		RegisterWithTaints:       taints,
+		FailSwapOn:               new(false),
+		FailCgroupV1:             new(false),
+		ResolverConfig:           new("/etc/resolv.conf"),
+	}
+	return yaml.Marshal(c)
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// kubeletPre is PathKubeletPre: sysctls (best effort: a container may not set them all), then
+// the cgroup CgroupRootPrefix/<hostname> in every cgroup v1 hierarchy (a new cpuset inherits
+// its parent's cpus and mems) or in cgroup v2's one.
+const kubeletPre = `#!/bin/sh
+# Written by hostplane's Ignition payload; run by kubelet.service before the kubelet.
+set -eu
+node=$1
+/sbin/sysctl --load=` + PathSysctl + ` >/dev/null || echo "hostplane: some sysctls of ` + PathSysctl + ` could not be set" >&2
+if [ -e /sys/fs/cgroup/cgroup.controllers ]; then
+  mkdir -p "/sys/fs/cgroup` + CgroupRootPrefix + `/$node"
+  exit 0
+fi
+for h in /sys/fs/cgroup/*/; do
+  [ -e "$h/cgroup.procs" ] || continue
+  dir=$h` + CgroupRootPrefix + `
+  mkdir -p "$dir/$node"
+  for f in cpuset.cpus cpuset.mems; do
+    if [ -e "$h/$f" ]; then
+      [ -s "$dir/$f" ] && [ -n "$(cat "$dir/$f")" ] || cat "$h/$f" > "$dir/$f"
+      [ -n "$(cat "$dir/$node/$f")" ] || cat "$dir/$f" > "$dir/$node/$f"
+    fi
+  done
+done
+`
+
+// kubeletUnit runs the kubelet once containerd is up: its node labels are the pool's and
+// api.LabelCurrentConfig (the config it booted), its
+// cgroup root is CgroupRootPrefix/<hostname> (created first in every cgroup v1 hierarchy, or
+// under cgroup v2's single one), and it restarts whenever it stops.
+func kubeletUnit(k KubeletConfig) string {
+	all := maps.Clone(k.NodeLabels)
+	if all == nil {
+		all = map[string]string{}
+	}
+	all[api.LabelCurrentConfig] = api.ConfigLabelValue(k.ConfigHash)
+	labels := make([]string, 0, len(all))
+	for _, key := range slices.Sorted(maps.Keys(all)) {
+		labels = append(labels, key+"="+all[key])
+	}
+	r := strings.NewReplacer("RELEASE", k.KubeletVersion, "CONTAINERD", UnitContainerd, "PRE", PathKubeletPre,
+		"KUBELET", PathKubelet, "CONFIG", PathKubeletConfiguration, "BOOTSTRAP", PathBootstrapKubeconfig,
+		"KUBECONFIG", PathKubeletKubeconfig, "CERTDIR", PathKubeletPKI, "CGROUPS", CgroupRootPrefix,
+		"LABELS", strings.Join(labels, ","))
+	return r.Replace(`[Unit]
+Description=Kubernetes kubelet (hostplane node, release RELEASE)
+Wants=network-online.target
+After=network-online.target CONTAINERD
+Requires=CONTAINERD
+
+[Service]
+ExecStartPre=PRE %H
+ExecStart=KUBELET --config=CONFIG --bootstrap-kubeconfig=BOOTSTRAP --kubeconfig=KUBECONFIG --cert-dir=CERTDIR --cgroup-root=CGROUPS/%H --node-labels=LABELS
+Restart=always
+RestartSec=2
+KillMode=process
+
+[Install]
+WantedBy=multi-user.target
+`)
+}
+
+// containerdConfig is containerd's config (version 2, containerd 1.6 and later): the CRI
+// plugin with the sandbox image, runc under cgroupfs, CNI plugins in CNIBinDir, and
+// restrict_oom_score_adj (a node in a container may not lower its OOM score).
+func (n *Node) containerdConfig() string {
+	return fmt.Sprintf(`version = 2
+
+[plugins]
+  [plugins."io.containerd.grpc.v1.cri"]
+    sandbox_image = %q
+    restrict_oom_score_adj = true
+    enable_selinux = false
+    [plugins."io.containerd.grpc.v1.cri".containerd]
+      default_runtime_name = "runc"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+          SystemdCgroup = false
+    [plugins."io.containerd.grpc.v1.cri".cni]
+      bin_dir = %q
+      conf_dir = "/etc/cni/net.d"
+      max_conf_num = 1
+`, n.SandboxImage, CNIBinDir)
+}
+
+// cniConfig is the node's pod network: a bridge whose gateway is the node, addresses from
+// PodCIDR, outbound traffic masqueraded, host ports through portmap.
+func (n *Node) cniConfig() ([]byte, error) {
+	return json.MarshalIndent(map[string]any{
+		"cniVersion": "0.4.0",
+		"name":       "hostplane",
+		"plugins": []any{
+			map[string]any{
+				"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": true, "hairpinMode": true,
+				"ipam": map[string]any{
+					"type":   "host-local",
+					"ranges": [][]map[string]string{{{"subnet": n.PodCIDR}}},
+					"routes": []map[string]string{{"dst": "0.0.0.0/0"}},
+				},
+			},
+			map[string]any{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}},
+		},
+	}, "", "  ")
+}

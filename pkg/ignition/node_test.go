@@ -1,0 +1,178 @@
+package ignition_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/coreos/ignition/v2/config/v3_1"
+	"github.com/coreos/ignition/v2/config/v3_3"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/ignition"
+)
+
+// debianAccept is the Accept header of a machine whose Ignition reads spec 3.3.0 at most.
+const debianAccept = "application/vnd.coreos.ignition+json;version=3.3.0, */*;q=0.1"
+
+func realNodePayload() ignition.Payload {
+	return ignition.Payload{
+		BootstrapKubeconfig: []byte("kubeconfig"), CACertPEM: []byte("ca"),
+		Kubelet: ignition.KubeletConfig{
+			NodeLabels: map[string]string{api.LabelNodePool: "metal", "tier": "gold"},
+			Taints:     []api.Taint{{Key: "dedicated", Value: "metal", Effect: "NoSchedule"}},
+			ConfigHash: "abc", KubeletVersion: "v1.34.4",
+		},
+		Node: &ignition.Node{
+			KubeletURL: "https://10.0.0.1:9443/ignition/releases/v1.34.4/kubelet", KubeletSHA512: strings.Repeat("ab", 64),
+			Token: "tok", ServerCAPEM: []byte("ca"), PodCIDR: "10.244.0.0/24", SandboxImage: "registry.local/pause:3.10",
+		},
+	}
+}
+
+func TestPayload_RealNodeGetsTheKubeletItsUnitAndConfigs(t *testing.T) {
+	b, err := realNodePayload().Render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ignition.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kubelet *string
+	var hash *string
+	for _, f := range cfg.Storage.Files {
+		if f.Path == ignition.PathKubelet {
+			kubelet, hash = f.Contents.Source, f.Contents.Verification.Hash
+			if *f.Mode != 0o755 || len(f.Contents.HTTPHeaders) != 1 || *f.Contents.HTTPHeaders[0].Value != "Bearer tok" {
+				t.Errorf("kubelet file = %+v", f)
+			}
+		}
+	}
+	if kubelet == nil || *kubelet != realNodePayload().Node.KubeletURL || hash == nil || *hash != "sha512-"+strings.Repeat("ab", 64) {
+		t.Fatalf("the kubelet is not fetched from its URL with its hash: %v %v", kubelet, hash)
+	}
+	units := map[string]bool{}
+	for _, u := range cfg.Systemd.Units {
+		units[u.Name] = u.Enabled != nil && *u.Enabled
+		if u.Name == ignition.UnitKubelet {
+			for _, want := range []string{"--node-labels=hostplane.dev/config=abc,hostplane.dev/nodepool=metal,tier=gold", "--bootstrap-kubeconfig=" + ignition.PathBootstrapKubeconfig,
+				"--cgroup-root=" + ignition.CgroupRootPrefix + "/%H", "Requires=containerd.service"} {
+				if !strings.Contains(*u.Contents, want) {
+					t.Errorf("kubelet unit lacks %q:\n%s", want, *u.Contents)
+				}
+			}
+		}
+	}
+	if !units[ignition.UnitKubelet] || !units[ignition.UnitContainerd] {
+		t.Errorf("units enabled = %v, want kubelet and containerd", units)
+	}
+	raw, err := ignition.FileContents(cfg, ignition.PathKubeletConfiguration)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kc kubeletv1beta1.KubeletConfiguration
+	if err := yaml.UnmarshalStrict(raw, &kc); err != nil {
+		t.Fatalf("the KubeletConfiguration does not parse: %v\n%s", err, raw)
+	}
+	if kc.Kind != "KubeletConfiguration" || kc.Authentication.X509.ClientCAFile != ignition.PathCACert || !kc.RotateCertificates ||
+		len(kc.RegisterWithTaints) != 1 || kc.RegisterWithTaints[0].Key != "dedicated" || kc.CgroupDriver != "cgroupfs" {
+		t.Errorf("KubeletConfiguration = %+v", kc)
+	}
+	containerd, _ := ignition.FileContents(cfg, ignition.PathContainerdConfig)
+	cni, _ := ignition.FileContents(cfg, ignition.PathCNIConfig)
+	if !strings.Contains(string(containerd), `sandbox_image = "registry.local/pause:3.10"`) || !strings.Contains(string(cni), `"10.244.0.0/24"`) {
+		t.Errorf("containerd config:\n%s\nCNI config:\n%s", containerd, cni)
+	}
+	// The simulated machine's file is still there.
+	if _, err := ignition.FileContents(cfg, ignition.PathKubeletConfig); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestPayload_RealNodeWithoutItsKubeletIsNotServed(t *testing.T) {
+	p := realNodePayload()
+	p.Node.KubeletSHA512 = ""
+	if _, err := p.Render(); !errors.Is(err, ignition.ErrInvalidPayload) || !strings.Contains(err.Error(), "kubelet SHA-512") {
+		t.Fatalf("Render = %v, want ErrInvalidPayload naming the kubelet SHA-512", err)
+	}
+	p = realNodePayload()
+	p.Node.KubeletURL = "http://10.0.0.1/kubelet"
+	if _, err := p.Render(); !errors.Is(err, ignition.ErrInvalidPayload) {
+		t.Fatalf("a kubelet over plain http rendered: %v", err)
+	}
+}
+
+func TestValidateDocuments_RefusesTheRealNodesFiles(t *testing.T) {
+	doc := `{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"` + ignition.PathKubelet + `","contents":{"source":"data:,x"}}]}}`
+	errs := ignition.ValidateDocuments([]api.ConfigDocument{{Name: "mine", Content: doc}})
+	if len(errs) != 1 || !strings.Contains(errs[0].Detail, "written by hostplane") {
+		t.Fatalf("errors = %+v, want the kubelet's path refused", errs)
+	}
+}
+
+func TestNegotiate_ServesTheVersionTheMachineReads(t *testing.T) {
+	b, err := realNodePayload().Render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for accept, want := range map[string]string{
+		"":           ignition.Version,
+		"*/*":        ignition.Version,
+		debianAccept: "3.3.0",
+		"application/vnd.coreos.ignition+json;version=3.5.0, application/vnd.coreos.ignition+json;version=3.4.0;q=0.5": "3.5.0",
+		"application/vnd.coreos.ignition+json; version=3.4.0":                                                          "3.4.0",
+	} {
+		out, v, err := ignition.Negotiate(b, accept)
+		if err != nil || v != want {
+			t.Errorf("Accept %q: version %q (%v), want %q", accept, v, err, want)
+			continue
+		}
+		if !strings.Contains(string(out), `"version":"`+want+`"`) {
+			t.Errorf("Accept %q: the config says another version: %.120s", accept, out)
+		}
+		back, err := ignition.Parse(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if src, _ := ignition.FileContents(back, ignition.PathKubeletConfiguration); len(src) == 0 {
+			t.Errorf("Accept %q: the KubeletConfiguration is lost", accept)
+		}
+	}
+	// What Debian's Ignition 2.14 gets, it parses as its own newest spec.
+	out, _, _ := ignition.Negotiate(b, debianAccept)
+	if _, _, err := v3_3.Parse(out); err != nil {
+		t.Errorf("the 3.3.0 config does not parse as 3.3.0: %v", err)
+	}
+}
+
+func TestNegotiate_RefusesAConfigTheMachineCannotRead(t *testing.T) {
+	p := realNodePayload()
+	// LUKS discard is spec 3.4.0.
+	p.Documents = []api.ConfigDocument{{Name: "luks", Content: `{"ignition":{"version":"3.4.0"},"storage":{"luks":[{"name":"data","device":"/dev/sdb","discard":true,"keyFile":{"source":"data:,k"}}]}}`}}
+	b, err := p.Render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ignition.Negotiate(b, debianAccept); !errors.Is(err, ignition.ErrNotAcceptable) {
+		t.Fatalf("a 3.4-only field was served to a 3.3 machine: %v", err)
+	}
+	if _, v, err := ignition.Negotiate(b, "application/vnd.coreos.ignition+json;version=3.4.0"); err != nil || v != "3.4.0" {
+		t.Fatalf("a 3.4 machine: %q %v", v, err)
+	}
+}
+
+func TestStub_IsReadByEveryIgnitionV2(t *testing.T) {
+	b, err := ignition.Stub(ignition.StubInfo{URL: "https://h/ignition", Token: "t", CAPEM: []byte("ca")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"version":"`+ignition.StubVersion+`"`) {
+		t.Fatalf("stub = %s, want spec %s", b, ignition.StubVersion)
+	}
+	if _, _, err := v3_1.Parse(b); err != nil {
+		t.Fatalf("the stub does not parse as spec 3.1.0: %v", err)
+	}
+}

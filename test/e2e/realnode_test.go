@@ -1,0 +1,245 @@
+package e2e
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hostplane/hostplane/cmd/hostplane/dev"
+	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/cgroups"
+	"github.com/hostplane/hostplane/pkg/ignition"
+	"github.com/hostplane/hostplane/pkg/release"
+	"github.com/hostplane/hostplane/pkg/testenv"
+)
+
+// nodeImage is the node image tools/node-image/build.sh builds (make node-image): Debian
+// with systemd, containerd, runc and Ignition, nothing of hostplane's but a first-boot unit
+// that applies /etc/hostplane/userdata.ign with Debian's own Ignition.
+const nodeImage = "hostplane-node:latest"
+
+// nodeUserDataPath is where a node container's first boot reads its userdata.
+const nodeUserDataPath = "/etc/hostplane/userdata.ign"
+
+// nodeRunFlags run systemd, containerd and a kubelet in a container on this Docker (which
+// refuses --privileged: CAP_SYS_RESOURCE is outside its bounding set).
+var nodeRunFlags = []string{
+	"--cap-add=ALL", "--cap-drop=SYS_RESOURCE",
+	"--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined", "--security-opt", "systempaths=unconfined",
+	"--device", "/dev/kmsg", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--tmpfs", "/run", "--tmpfs", "/tmp", "-e", "container=docker",
+}
+
+// requireNodeImage fails the test when Docker or the node image is missing: make test
+// builds the image (make node-image) before the tests run.
+func requireNodeImage(t *testing.T) {
+	t.Helper()
+	if out, err := exec.Command("docker", "image", "inspect", "--format", "{{.Id}}", nodeImage).CombinedOutput(); err != nil {
+		t.Fatalf("no node image %s (build it with `make node-image`): %v: %s", nodeImage, err, out)
+	}
+}
+
+// dockerBridgeGateway is the address containers on Docker's default bridge reach this host
+// at: the bridge's gateway, or (Docker often leaves it out of the network's IPAM config) the
+// bridge interface's own IPv4 address.
+func dockerBridgeGateway(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("docker", "network", "inspect", "bridge", "--format",
+		`{{range .IPAM.Config}}{{.Gateway}}{{end}}|{{index .Options "com.docker.network.bridge.name"}}`).Output()
+	if err != nil {
+		t.Fatalf("docker network inspect bridge: %v", err)
+	}
+	gw, ifname, _ := strings.Cut(strings.TrimSpace(string(out)), "|")
+	if gw = strings.TrimSpace(gw); gw != "" {
+		return gw
+	}
+	ifc, err := net.InterfaceByName(cmp.Or(strings.TrimSpace(ifname), "docker0"))
+	if err != nil {
+		t.Fatalf("Docker's bridge %q: %v", ifname, err)
+	}
+	addrs, _ := ifc.Addrs()
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil {
+			return ipn.IP.String()
+		}
+	}
+	t.Fatalf("Docker's bridge %s has no IPv4 address", ifc.Name)
+	return ""
+}
+
+// nodeContainer is a real machine a user started: a container of the node image booting the
+// userdata it was given.
+type nodeContainer struct {
+	t            *testing.T
+	name, volume string
+}
+
+// startNodeContainer starts machine name (also its hostname, and so its Node's name) booting
+// userData, as a user of platform none would: docker run with the userdata mounted where the
+// image's first boot reads it. Cleanup removes the container, its containerd volume and the
+// cgroups its pods left in the host's hierarchies.
+func startNodeContainer(t *testing.T, name string, userData []byte) *nodeContainer {
+	t.Helper()
+	dir := t.TempDir()
+	ud := filepath.Join(dir, "userdata.ign")
+	if err := os.WriteFile(ud, userData, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n := &nodeContainer{t: t, name: name, volume: name + "-containerd"}
+	args := append([]string{"run", "-d", "--name", name, "--hostname", name, "--label", "dev.hostplane.e2e=" + t.Name()}, nodeRunFlags...)
+	args = append(args, "-v", n.volume+":/var/lib/containerd", "-v", ud+":"+nodeUserDataPath+":ro", nodeImage)
+	t.Cleanup(n.remove)
+	if out, err := exec.Command("docker", args...).CombinedOutput(); err != nil {
+		t.Fatalf("docker run: %v: %s", err, out)
+	}
+	return n
+}
+
+// exec runs a command in the machine and returns its output.
+func (n *nodeContainer) exec(args ...string) (string, error) {
+	out, err := exec.Command("docker", append([]string{"exec", n.name}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+// journal is the machine's log of unit (for a failure message).
+func (n *nodeContainer) journal(unit string) string {
+	out, _ := n.exec("journalctl", "--no-pager", "-n", "40", "-u", unit)
+	return out
+}
+
+func (n *nodeContainer) remove() {
+	if n.t.Failed() {
+		for _, u := range []string{"hostplane-ignition", "kubelet", "containerd"} {
+			n.t.Logf("%s: journal of %s:\n%s", n.name, u, n.journal(u))
+		}
+	}
+	_ = exec.Command("docker", "rm", "-f", "-v", n.name).Run()
+	_ = exec.Command("docker", "volume", "rm", "-f", n.volume).Run()
+	removeNodeCgroups(n.t, n.name)
+}
+
+// removeNodeCgroups removes the cgroup <ignition.CgroupRootPrefix>/<name> the node's kubelet
+// made in every hierarchy of this host, and the prefix once no node is left under it.
+func removeNodeCgroups(t *testing.T, name string) {
+	if err := cgroups.RemoveEverywhere(filepath.Join(ignition.CgroupRootPrefix, name)); err != nil {
+		t.Logf("cgroups of %s stay: %v", name, err)
+	}
+	for _, h := range cgroups.Hierarchies() {
+		_ = os.Remove(filepath.Join(h, ignition.CgroupRootPrefix)) // fails while another node is there
+	}
+}
+
+func randomSuffix() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// TestRealNode_PlatformNoneMachineBootsTheUserdataIntoAReadyNode plays a user of platform
+// none: a cluster and a pool of their own machines; the userdata the API hands out, given to
+// a stock Debian machine (systemd, containerd, Ignition 2.14, which reads spec 3.3.0 at
+// most), makes it a Ready node of the pool: Ignition fetches the payload and the release's
+// kubelet (SHA-512 checked) from the cluster's Ignition server, the kubelet bootstraps its
+// client certificate with the pool's token, pkid approves it with no Machine behind it, and
+// nodepoold counts the node in the pool's status.
+func TestRealNode_PlatformNoneMachineBootsTheUserdataIntoAReadyNode(t *testing.T) {
+	rel := release.Latest()
+	testenv.RequireBinaries(t, rel, release.Components()...)
+	if _, err := rel.Binary(release.Kubelet); err != nil {
+		t.Fatal(err)
+	}
+	requireNodeImage(t)
+	host := dockerBridgeGateway(t)
+	s, c := startStackAt(t, t.TempDir(), func(cfg *dev.Config) { cfg.InfraHost = host })
+	t.Cleanup(func() { s.Stop(context.Background()) })
+
+	const cl, pool = "metal", "byo"
+	if code, body := c.do("POST", "/v1/clusters", `{"name":"`+cl+`","spec":{"release":{"version":"`+rel.Version+`"},"platform":{"type":"none"}}}`, nil); code != http.StatusAccepted {
+		t.Fatalf("create cluster: %d %s", code, body)
+	}
+	c.waitCondition(cl, api.ConditionAvailable, api.ConditionTrue, available)
+	if code, body := c.do("POST", "/v1/clusters/"+cl+"/nodepools", `{"name":"`+pool+`","spec":{"replicas":1,"release":{"version":"`+rel.Version+`"},"management":{"upgradeType":"Replace"},"nodeLabels":{"tier":"metal"}}}`, nil); code != http.StatusCreated && code != http.StatusAccepted {
+		t.Fatalf("create pool: %d %s", code, body)
+	}
+	var userData []byte
+	var answer string
+	testenv.Eventually(t, 2*time.Minute, func() bool {
+		code, body := c.do("GET", "/v1/clusters/"+cl+"/nodepools/"+pool+"/userdata", "", nil)
+		userData, answer = body, string(body)
+		return code == http.StatusOK
+	}, "the pool's userdata was never handed out: %s", lazyString{&answer})
+	stub, err := ignition.ParseStub(userData)
+	if err != nil || !bytes.Contains(userData, []byte(`"version":"`+ignition.StubVersion+`"`)) {
+		t.Fatalf("userdata is not a %s stub (%v): %s", ignition.StubVersion, err, userData)
+	}
+	if !strings.HasPrefix(stub.URL, "https://"+host+":") {
+		t.Fatalf("the stub points at %s, not at the address the machines reach (%s)", stub.URL, host)
+	}
+
+	name := "byo-" + randomSuffix()
+	node := startNodeContainer(t, name, userData)
+	kc := c.kubeClient(cl)
+	var got *corev1.Node
+	testenv.Eventually(t, 4*time.Minute, func() bool {
+		n, err := kc.CoreV1().Nodes().Get(ctx(t), name, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		got = n
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				return true
+			}
+		}
+		return false
+	}, "machine %s never became a Ready node: %s\nfirst boot:\n%s\nkubelet:\n%s", name, lazyJSON{&got},
+		lazyFunc(func() string { return node.journal("hostplane-ignition") }), lazyFunc(func() string { return node.journal("kubelet") }))
+
+	if v := got.Status.NodeInfo.KubeletVersion; v != "v"+rel.Version {
+		t.Errorf("kubelet version %s, want v%s", v, rel.Version)
+	}
+	if got.Labels[api.LabelNodePool] != pool || got.Labels["tier"] != "metal" {
+		t.Errorf("node labels %v, want the pool's", got.Labels)
+	}
+	if rt := got.Status.NodeInfo.ContainerRuntimeVersion; !strings.HasPrefix(rt, "containerd://") {
+		t.Errorf("container runtime %q, want the machine's containerd", rt)
+	}
+	// The kubelet's client certificate came from TLS bootstrap, approved by pkid.
+	csrs, err := kc.CertificatesV1().CertificateSigningRequests().List(ctx(t), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	approved := false
+	for _, r := range csrs.Items {
+		for _, cond := range r.Status.Conditions {
+			approved = approved || (cond.Type == "Approved" && strings.Contains(cond.Message, "approved by pkid: node "+name+" joins platform-none node pool "+pool))
+		}
+	}
+	if !approved {
+		t.Errorf("no CSR of the node was approved by pkid: %s", lazyJSON{&csrs.Items})
+	}
+	// The machine's Ignition read a config it understands: spec 3.3.0, the kubelet checked.
+	if out, err := node.exec("sh", "-c", "sha512sum "+ignition.PathKubelet); err != nil || len(out) < 128 {
+		t.Errorf("kubelet on the machine: %v %s", err, out)
+	}
+	// The pool counts the node as ready and updated (its config label names the pool's hash).
+	c.waitPoolReady(cl, pool, 1, 2*time.Minute)
+	t.Logf("node %s: kubelet %s, %s, OS %s", name, got.Status.NodeInfo.KubeletVersion, got.Status.NodeInfo.ContainerRuntimeVersion, got.Status.NodeInfo.OSImage)
+}
+
+// lazyFunc formats a value only when a failure message is printed.
+type lazyFunc func() string
+
+func (f lazyFunc) String() string { return f() }
