@@ -27,7 +27,7 @@ const (
 	// OutcomeNoKubelet: a real node's payload names a kubelet this host has not built (503:
 	// Ignition asks again).
 	OutcomeNoKubelet = "no_kubelet"
-	OutcomeError         = "error"
+	OutcomeError     = "error"
 )
 
 // Token lookups (label "outcome" of MetricTokens).
