@@ -23,6 +23,7 @@ import (
 	"github.com/hostplane/hostplane/cmd/hostplane/dev"
 	"github.com/hostplane/hostplane/cmd/hostplane/internal/cli"
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/ignition"
 	"github.com/hostplane/hostplane/pkg/kube"
 	"github.com/hostplane/hostplane/pkg/natsauth"
 	"github.com/hostplane/hostplane/pkg/release"
@@ -565,6 +566,24 @@ func TestCLI_DrivesANodePoolThroughItsLife(t *testing.T) {
 			t.Errorf("yaml nodepool = %+v", one)
 		}
 		hp.must(cli.ExitNotFound, "get", "nodepool", c, "nope")
+	})
+
+	t.Run("userdata is the stub the pool's machines boot", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "userdata.ign")
+		hp.must(0, "userdata", pool, "-c", c, "-f", file)
+		if st, err := os.Stat(file); err != nil || st.Mode().Perm() != 0o600 {
+			t.Fatalf("userdata file: %v %v", st, err)
+		}
+		ud, _ := os.ReadFile(file)
+		stub, err := ignition.ParseStub(ud)
+		if err != nil || !strings.HasSuffix(stub.URL, "/ignition") {
+			t.Fatalf("userdata %s: %v", ud, err)
+		}
+		if out := hp.must(0, "userdata", pool, "-c", c).stdout; out != string(ud) {
+			t.Error("userdata on stdout differs from the file")
+		}
+		hp.must(cli.ExitUsage, "userdata", pool)
+		hp.must(cli.ExitNotFound, "userdata", "nope", "-c", c)
 	})
 
 	t.Run("get machines in every output format", func(t *testing.T) {

@@ -254,6 +254,13 @@ func (c *Client) Kubeconfig(ctx context.Context, name string) ([]byte, error) {
 	return b, c.Do(ctx, http.MethodGet, ClusterPath(name, "kubeconfig"), nil, &b)
 }
 
+// UserData answers GET /v1/clusters/{cluster}/nodepools/{name}/userdata: the Ignition
+// config a machine of the pool boots with.
+func (c *Client) UserData(ctx context.Context, cluster, name string) ([]byte, error) {
+	var b []byte
+	return b, c.Do(ctx, http.MethodGet, ClusterPath(cluster, "nodepools", name, "userdata"), nil, &b)
+}
+
 // Components answers GET /v1/clusters/{name}/components.
 func (c *Client) Components(ctx context.Context, name string) (*api.ComponentList, error) {
 	return call[api.ComponentList](ctx, c, http.MethodGet, ClusterPath(name, "components"), nil)

@@ -175,7 +175,7 @@ The bearer token is --token, else HOSTPLANE_TOKEN, else 'token' in the config fi
 		}
 	}
 	add("basic", newCreateCommand(o), newGetCommand(o), newDescribeCommand(o), newDeleteCommand(o))
-	add("cluster", newUpgradeCommand(o), newScaleCommand(o), newHibernateCommand(o), newResumeCommand(o), newKubeconfigCommand(o), newEventsCommand(o), newRestoreCommand(o), newPKICommand(o))
+	add("cluster", newUpgradeCommand(o), newScaleCommand(o), newHibernateCommand(o), newResumeCommand(o), newKubeconfigCommand(o), newUserDataCommand(o), newEventsCommand(o), newRestoreCommand(o), newPKICommand(o))
 	add("settings", newConfigCommand(o))
 	root.SetHelpCommandGroupID("settings")
 	root.SetCompletionCommandGroupID("settings")
