@@ -76,6 +76,21 @@ type Node struct {
 	ClusterDNS    []string
 	// SandboxImage is the pause image containerd starts every pod's sandbox from.
 	SandboxImage string
+	// Registry, when set, is the OCI registry the node pulls from with a credential,
+	// trusting its CA.
+	Registry *Registry
+}
+
+// Registry is an OCI registry a node pulls images from.
+type Registry struct {
+	Host               string // host:port, as image names carry it
+	CAPEM              []byte
+	Username, Password string
+}
+
+// registryCAPath is where a node keeps the CA of the registry at host.
+func registryCAPath(host string) string {
+	return "/etc/containerd/certs/" + strings.ReplaceAll(host, ":", "_") + "/ca.crt"
 }
 
 // validate says what a Node lacks.
@@ -131,6 +146,9 @@ func (n *Node) config(k KubeletConfig) (types.Config, error) {
 			{Name: UnitContainerd, Enabled: new(true)},
 			{Name: UnitKubelet, Enabled: new(true), Contents: new(kubeletUnit(k))},
 		}},
+	}
+	if r := n.Registry; r != nil && r.Host != "" && len(r.CAPEM) > 0 {
+		cfg.Storage.Files = append(cfg.Storage.Files, file(registryCAPath(r.Host), 0o644, r.CAPEM))
 	}
 	if len(n.ServerCAPEM) > 0 {
 		cfg.Ignition.Security.TLS.CertificateAuthorities = []types.Resource{{Source: new(DataURL(n.ServerCAPEM))}}
@@ -237,8 +255,9 @@ WantedBy=multi-user.target
 }
 
 // containerdConfig is containerd's config (version 2, containerd 1.6 and later): the CRI
-// plugin with the sandbox image, runc under cgroupfs, CNI plugins in CNIBinDir, and
-// restrict_oom_score_adj (a node in a container may not lower its OOM score).
+// plugin with the sandbox image, runc under cgroupfs, CNI plugins in CNIBinDir,
+// restrict_oom_score_adj (a node in a container may not lower its OOM score) and the
+// registry's credential and CA.
 func (n *Node) containerdConfig() string {
 	return fmt.Sprintf(`version = 2
 
@@ -257,7 +276,25 @@ func (n *Node) containerdConfig() string {
       bin_dir = %q
       conf_dir = "/etc/cni/net.d"
       max_conf_num = 1
-`, n.SandboxImage, CNIBinDir)
+`, n.SandboxImage, CNIBinDir) + n.registryConfig()
+}
+
+// registryConfig is the CRI plugin's settings for n.Registry: its CA and its credential.
+func (n *Node) registryConfig() string {
+	r := n.Registry
+	if r == nil || r.Host == "" {
+		return ""
+	}
+	out := fmt.Sprintf(`    [plugins."io.containerd.grpc.v1.cri".registry.configs.%[1]q.auth]
+      username = %[2]q
+      password = %[3]q
+`, r.Host, r.Username, r.Password)
+	if len(r.CAPEM) > 0 {
+		out += fmt.Sprintf(`    [plugins."io.containerd.grpc.v1.cri".registry.configs.%q.tls]
+      ca_file = %q
+`, r.Host, registryCAPath(r.Host))
+	}
+	return out
 }
 
 // cniConfig is the node's pod network: a bridge whose gateway is the node, addresses from

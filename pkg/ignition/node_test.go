@@ -27,7 +27,8 @@ func realNodePayload() ignition.Payload {
 		},
 		Node: &ignition.Node{
 			KubeletURL: "https://10.0.0.1:9443/ignition/releases/v1.34.4/kubelet", KubeletSHA512: strings.Repeat("ab", 64),
-			Token: "tok", ServerCAPEM: []byte("ca"), PodCIDR: "10.244.0.0/24", SandboxImage: "registry.local/pause:3.10",
+			Token: "tok", ServerCAPEM: []byte("ca"), PodCIDR: "10.244.0.0/24", SandboxImage: "10.0.0.1:5000/hostplane/pause:3.10",
+			Registry: &ignition.Registry{Host: "10.0.0.1:5000", CAPEM: []byte("registry-ca"), Username: "hostplane", Password: "s3cret"},
 		},
 	}
 }
@@ -83,8 +84,17 @@ func TestPayload_RealNodeGetsTheKubeletItsUnitAndConfigs(t *testing.T) {
 	}
 	containerd, _ := ignition.FileContents(cfg, ignition.PathContainerdConfig)
 	cni, _ := ignition.FileContents(cfg, ignition.PathCNIConfig)
-	if !strings.Contains(string(containerd), `sandbox_image = "registry.local/pause:3.10"`) || !strings.Contains(string(cni), `"10.244.0.0/24"`) {
+	if !strings.Contains(string(containerd), `sandbox_image = "10.0.0.1:5000/hostplane/pause:3.10"`) || !strings.Contains(string(cni), `"10.244.0.0/24"`) {
 		t.Errorf("containerd config:\n%s\nCNI config:\n%s", containerd, cni)
+	}
+	// The registry's credential and CA reach containerd.
+	for _, want := range []string{`registry.configs."10.0.0.1:5000".auth]`, `password = "s3cret"`, `ca_file = "/etc/containerd/certs/10.0.0.1_5000/ca.crt"`} {
+		if !strings.Contains(string(containerd), want) {
+			t.Errorf("containerd config lacks %s:\n%s", want, containerd)
+		}
+	}
+	if ca, err := ignition.FileContents(cfg, "/etc/containerd/certs/10.0.0.1_5000/ca.crt"); err != nil || string(ca) != "registry-ca" {
+		t.Errorf("registry CA file: %q %v", ca, err)
 	}
 	// The simulated machine's file is still there.
 	if _, err := ignition.FileContents(cfg, ignition.PathKubeletConfig); err != nil {

@@ -25,20 +25,31 @@ func KarpenterBinary(t testing.TB) string {
 		return p
 	}
 	karpenterOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "hostplane-karpenter")
-		if err != nil {
-			karpenterErr = err
-			return
-		}
-		karpenterPath = filepath.Join(dir, "hostplane-karpenter")
-		cmd := exec.Command("go", "build", "-o", karpenterPath, "github.com/hostplane/hostplane/cmd/hostplane-karpenter")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			karpenterErr = fmt.Errorf("go build hostplane-karpenter: %v\n%s", err, out)
+		var dir string
+		if dir, karpenterErr = buildTemp("hostplane-karpenter", map[string]string{
+			"hostplane-karpenter": "github.com/hostplane/hostplane/cmd/hostplane-karpenter"}); karpenterErr == nil {
+			karpenterPath = filepath.Join(dir, "hostplane-karpenter")
 		}
 	})
 	if karpenterErr != nil {
 		t.Fatal(karpenterErr)
 	}
 	return karpenterPath
+}
+
+// buildTemp builds each package of bins (binary name → import path) from the workspace the
+// test runs in, static, into a new temporary directory, and returns it.
+func buildTemp(prefix string, bins map[string]string) (string, error) {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", err
+	}
+	for bin, pkg := range bins {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, bin), pkg)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("go build %s: %v\n%s", bin, err, out)
+		}
+	}
+	return dir, nil
 }

@@ -17,7 +17,6 @@ require (
 require (
 	github.com/evanphx/json-patch/v5 v5.9.11 // indirect
 	github.com/go-openapi/swag/jsonname v0.25.5 // indirect
-	github.com/stretchr/objx v0.5.3 // indirect
 )
 
 require (

@@ -55,6 +55,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/daemon"
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/guest"
+	"github.com/hostplane/hostplane/pkg/ignition"
 	"github.com/hostplane/hostplane/pkg/outbox"
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/store"
@@ -108,6 +109,9 @@ type Config struct {
 	// SandboxImage is the pause image real nodes' containerd starts pod sandboxes from
 	// (HOSTPLANE_IGNITION_SANDBOX_IMAGE, --sandbox-image; default DefaultSandboxImage).
 	SandboxImage string
+	// Registry, when set, is the OCI registry real nodes pull from: its host, CA and the
+	// credential their payload carries (hostplane dev: pkg/registry).
+	Registry *ignition.Registry
 }
 
 // Validate fills defaults and checks the fields.

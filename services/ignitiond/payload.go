@@ -173,6 +173,7 @@ func (d *Daemon) realNode(ctx context.Context, ref tokenRef, rootCA []byte) (*ig
 		ServerCAPEM:   rootCA,
 		PodCIDR:       podCIDR(c),
 		SandboxImage:  d.cfg.SandboxImage,
+		Registry:      d.cfg.Registry,
 	}, nil
 }
 

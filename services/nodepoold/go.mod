@@ -16,7 +16,6 @@ require (
 
 require (
 	github.com/go-openapi/swag/jsonname v0.25.5 // indirect
-	github.com/stretchr/objx v0.5.3 // indirect
 	k8s.io/kubelet v0.34.3 // indirect
 )
 

@@ -162,7 +162,10 @@ func TestRealNode_PlatformNoneMachineBootsTheUserdataIntoAReadyNode(t *testing.T
 	}
 	requireNodeImage(t)
 	host := dockerBridgeGateway(t)
-	s, c := startStackAt(t, t.TempDir(), func(cfg *dev.Config) { cfg.InfraHost = host })
+	s, c := startStackAt(t, t.TempDir(), func(cfg *dev.Config) { cfg.InfraHost, cfg.GuestImagesDir = host, testenv.GuestImagesDir(t) })
+	if s.Registry == nil {
+		t.Fatal("hostplane dev started no registry (make registry)")
+	}
 	t.Cleanup(func() { s.Stop(context.Background()) })
 
 	const cl, pool = "metal", "byo"
@@ -237,6 +240,39 @@ func TestRealNode_PlatformNoneMachineBootsTheUserdataIntoAReadyNode(t *testing.T
 	// The pool counts the node as ready and updated (its config label names the pool's hash).
 	c.waitPoolReady(cl, pool, 1, 2*time.Minute)
 	t.Logf("node %s: kubelet %s, %s, OS %s", name, got.Status.NodeInfo.KubeletVersion, got.Status.NodeInfo.ContainerRuntimeVersion, got.Status.NodeInfo.OSImage)
+
+	// A real container runs on it: the example image, pulled from hostplane's registry with
+	// the credential of the payload, in a sandbox of the registry's pause image.
+	image := s.Registry.Ref(dev.EchoRepo, dev.GuestTag)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "echo", Namespace: "default"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "echo", Image: image,
+			Env: []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
+		}}},
+	}
+	if _, err := kc.CoreV1().Pods("default").Create(ctx(t), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 3*time.Minute, func() bool {
+		p, err := kc.CoreV1().Pods("default").Get(ctx(t), "echo", metav1.GetOptions{})
+		if err == nil {
+			pod = p
+		}
+		return err == nil && p.Status.Phase == corev1.PodRunning && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].Ready
+	}, "the pod never ran: %s\ncontainerd:\n%s", lazyJSON{&pod}, lazyFunc(func() string { return node.journal("containerd") }))
+	if pod.Spec.NodeName != name || pod.Status.PodIP == "" {
+		t.Errorf("pod on %q with IP %q, want node %s and a pod IP", pod.Spec.NodeName, pod.Status.PodIP, name)
+	}
+	// kubectl logs and exec reach the kubelet; the process in the container is the real one.
+	logs, err := c.kubectl(cl, "", "logs", "echo")
+	if err != nil || !strings.Contains(logs, "serving echo on :8080") {
+		t.Errorf("kubectl logs: %v: %s", err, logs)
+	}
+	out, err := c.kubectl(cl, "", "exec", "echo", "--", "/echo", "http://127.0.0.1:8080/")
+	if err != nil || strings.TrimSpace(out) != "echo" {
+		t.Errorf("kubectl exec: %v: %q, want the pod's own answer", err, out)
+	}
 }
 
 // lazyFunc formats a value only when a failure message is printed.

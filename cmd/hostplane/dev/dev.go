@@ -36,6 +36,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/natsauth"
 	"github.com/hostplane/hostplane/pkg/observe"
 	"github.com/hostplane/hostplane/pkg/process"
+	"github.com/hostplane/hostplane/pkg/registry"
 	"github.com/hostplane/hostplane/services/clusterd"
 	"github.com/hostplane/hostplane/services/componentd"
 	"github.com/hostplane/hostplane/services/ignitiond"
@@ -58,6 +59,10 @@ type Config struct {
 	// are on (infrad.Config.Host; default 127.0.0.1). Real nodes in containers on this host
 	// need one they can reach, such as the Docker bridge's gateway (172.17.0.1).
 	InfraHost string
+	// GuestImagesDir holds hostplane-pause and hostplane-echo, the binaries of the guest
+	// images pushed to the registry (default: the directory of the running executable,
+	// where make run builds them).
+	GuestImagesDir string
 	// Runtime is componentd's control-plane runtime: componentd.RuntimeProcess (default) or
 	// componentd.RuntimeKubernetes, which runs the control planes as workloads in the
 	// management kube-apiserver (and so needs it).
@@ -258,6 +263,8 @@ type Stack struct {
 	adminToken      string
 	// Cloud is the local platform's cloud, run in-process; its machines stop with the stack
 	// and resume on the next start (their state stays under <data dir>/localcloud).
+	// Registry is the OCI registry real nodes pull from (nil when it is not built).
+	Registry    *registry.Registry
 	Cloud       *localcloud.Cloud
 	cloudCancel context.CancelFunc
 	cloudDone   chan struct{}
@@ -291,6 +298,9 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		return nil, err
 	}
 	if err := s.startCloud(ctx, filepath.Join(cfg.DataDir, "localcloud")); err != nil {
+		return nil, err
+	}
+	if err := s.startRegistry(ctx); err != nil {
 		return nil, err
 	}
 	registries, err := s.buildDaemons()
@@ -396,6 +406,10 @@ func (s *Stack) buildDaemons() (prometheus.Gatherers, error) {
 	// Under the kubernetes runtime each cluster's apiservers are its Service's pods, which
 	// the balancers reach by the Service's name (useClusterDNS).
 	inf := infrad.Config{Host: cfg.InfraHost, LocalCloudURL: s.Cloud.URL(), APIServerService: s.mgmtCluster != nil}
+	var ign ignitiond.Config
+	if r := s.nodeRegistry(); r != nil {
+		ign.Registry, ign.SandboxImage = r, s.Registry.Ref(PauseRepo, GuestTag)
+	}
 	base := func(name string, reg *prometheus.Registry) daemon.Base {
 		var tp trace.TracerProvider
 		if cfg.TracerProvider != nil {
@@ -412,7 +426,7 @@ func (s *Stack) buildDaemons() (prometheus.Gatherers, error) {
 			if cfg.Replicas > 1 {
 				b.ReplicaID = fmt.Sprintf("%s:%s#%d", name, cfg.DataDir, i)
 			}
-			d, err := buildDaemon(name, b, cd, inf)
+			d, err := buildDaemon(name, b, cd, inf, ign)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -459,7 +473,7 @@ func (s *Stack) run(ctx context.Context, router chi.Router) error {
 
 // Daemons builds the six daemons, each with the Base base returns (called once per daemon).
 func Daemons(base func() daemon.Base) ([]Daemon, error) {
-	return daemons(func(string) daemon.Base { return base() }, componentd.Config{}, infrad.Config{})
+	return daemons(func(string) daemon.Base { return base() }, componentd.Config{}, infrad.Config{}, ignitiond.Config{})
 }
 
 // daemonNames are the six daemons, in the order hostplane dev starts them.
@@ -467,10 +481,10 @@ var daemonNames = []string{"clusterd", "infrad", "pkid", "componentd", "nodepool
 
 // daemons is Daemons with componentd's and infrad's own settings cd and inf (their Base is
 // base's, called with the daemon's name).
-func daemons(base func(name string) daemon.Base, cd componentd.Config, inf infrad.Config) ([]Daemon, error) {
+func daemons(base func(name string) daemon.Base, cd componentd.Config, inf infrad.Config, ign ignitiond.Config) ([]Daemon, error) {
 	var out []Daemon
 	for _, name := range daemonNames {
-		d, err := buildDaemon(name, base(name), cd, inf)
+		d, err := buildDaemon(name, base(name), cd, inf, ign)
 		if err != nil {
 			return nil, err
 		}
@@ -481,7 +495,7 @@ func daemons(base func(name string) daemon.Base, cd componentd.Config, inf infra
 
 // buildDaemon builds the daemon called name with base (and cd or inf for componentd and
 // infrad).
-func buildDaemon(name string, base daemon.Base, cd componentd.Config, inf infrad.Config) (Daemon, error) {
+func buildDaemon(name string, base daemon.Base, cd componentd.Config, inf infrad.Config, ign ignitiond.Config) (Daemon, error) {
 	switch name {
 	case "clusterd":
 		return clusterd.New(clusterd.Config{Base: base})
@@ -496,7 +510,8 @@ func buildDaemon(name string, base daemon.Base, cd componentd.Config, inf infrad
 	case "nodepoold":
 		return nodepoold.New(nodepoold.Config{Base: base})
 	case "ignitiond":
-		return ignitiond.New(ignitiond.Config{Base: base})
+		ign.Base = base
+		return ignitiond.New(ign)
 	}
 	return nil, fmt.Errorf("no daemon %q", name)
 }
@@ -669,6 +684,11 @@ func (s *Stack) Stop(ctx context.Context) {
 			if err := sa.StopAll(ctx); err != nil {
 				s.log.Warn("stop processes", "daemon", d.Name(), "err", err)
 			}
+		}
+	}
+	if s.Registry != nil {
+		if err := s.Registry.Stop(ctx); err != nil {
+			s.log.Warn("stop the registry", "err", err)
 		}
 	}
 	if s.mgmtSup != nil {

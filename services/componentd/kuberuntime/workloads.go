@@ -193,6 +193,7 @@ func (in *Inputs) kubeAPIServer() workload {
 			"--client-ca-file=" + secretFile(SecretAPIServer, KeyClientCA),
 			"--kubelet-client-certificate=" + secretFile(SecretAPIServerKubeletClient, corev1.TLSCertKey),
 			"--kubelet-client-key=" + secretFile(SecretAPIServerKubeletClient, corev1.TLSPrivateKeyKey),
+			"--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
 			"--requestheader-client-ca-file=" + secretFile(SecretFrontProxyClient, KeyCA),
 			"--proxy-client-cert-file=" + secretFile(SecretFrontProxyClient, corev1.TLSCertKey),
 			"--proxy-client-key-file=" + secretFile(SecretFrontProxyClient, corev1.TLSPrivateKeyKey),

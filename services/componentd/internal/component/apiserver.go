@@ -86,6 +86,7 @@ func apiServerArgs(in *Inputs, n int) ([]string, error) {
 		"--client-ca-file=" + in.path(FileClientCA),
 		"--kubelet-client-certificate=" + in.path(CertFile(api.CertAPIServerKubelet)),
 		"--kubelet-client-key=" + in.path(KeyFile(api.CertAPIServerKubelet)),
+		"--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname", // a real node's name need not resolve here
 		"--requestheader-client-ca-file=" + in.path(CertFile(api.CertFrontProxyCA)),
 		"--proxy-client-cert-file=" + in.path(CertFile(api.CertFrontProxyClient)),
 		"--proxy-client-key-file=" + in.path(KeyFile(api.CertFrontProxyClient)),

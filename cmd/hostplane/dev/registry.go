@@ -1,0 +1,68 @@
+package dev
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/hostplane/hostplane/pkg/ignition"
+	"github.com/hostplane/hostplane/pkg/registry"
+)
+
+// Guest images hostplane dev pushes to its registry: the sandbox image and the example
+// workload (cmd/hostplane/internal/guestimages), FROM scratch around one static binary each.
+const (
+	PauseRepo   = "hostplane/pause"
+	EchoRepo    = "hostplane/echo"
+	GuestTag    = "1"
+	pauseBinary = "hostplane-pause"
+	echoBinary  = "hostplane-echo"
+)
+
+// startRegistry starts the OCI registry real nodes pull from, on the infra host (where the
+// machines reach the clusters' endpoints), and pushes the guest images into it. Without the
+// registry binary (make registry) the stack runs without one and says so: real nodes then
+// cannot start pods.
+func (s *Stack) startRegistry(ctx context.Context) error {
+	r, err := registry.Start(ctx, registry.Config{Dir: filepath.Join(s.cfg.DataDir, "registry"),
+		Host: cmp.Or(s.cfg.InfraHost, "127.0.0.1"), Log: s.log.With("component", "registry")})
+	if errors.Is(err, registry.ErrNotBuilt) {
+		s.log.Warn("no OCI registry: real nodes cannot pull images", "err", err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("registry: %w", err)
+	}
+	s.Registry = r
+	dir := s.cfg.GuestImagesDir
+	if dir == "" {
+		if exe, err := os.Executable(); err == nil {
+			dir = filepath.Dir(exe)
+		}
+	}
+	for _, img := range []registry.Image{
+		{Repo: PauseRepo, Tag: GuestTag, Files: map[string]string{"/pause": filepath.Join(dir, pauseBinary)}, Entrypoint: []string{"/pause"}},
+		{Repo: EchoRepo, Tag: GuestTag, Files: map[string]string{"/echo": filepath.Join(dir, echoBinary)}, Entrypoint: []string{"/echo"}},
+	} {
+		d, err := r.Push(ctx, img)
+		if err != nil {
+			s.log.Warn("the registry lacks a guest image (make run builds its binary beside hostplane)", "image", img.Repo, "err", err)
+			continue
+		}
+		s.log.Info("pushed a guest image", "ref", r.Ref(img.Repo, img.Tag), "digest", d)
+	}
+	return nil
+}
+
+// nodeRegistry is what ignitiond hands real nodes of the registry: its host, CA and
+// credential; nil without a registry.
+func (s *Stack) nodeRegistry() *ignition.Registry {
+	if s.Registry == nil {
+		return nil
+	}
+	user, pass := s.Registry.Credentials()
+	return &ignition.Registry{Host: s.Registry.Host(), CAPEM: s.Registry.CAPEM(), Username: user, Password: pass}
+}
