@@ -1,11 +1,14 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -273,6 +276,54 @@ func TestRealNode_PlatformNoneMachineBootsTheUserdataIntoAReadyNode(t *testing.T
 	if err != nil || strings.TrimSpace(out) != "echo" {
 		t.Errorf("kubectl exec: %v: %q, want the pod's own answer", err, out)
 	}
+	// kubectl port-forward: this host reaches the pod's port through the kubelet.
+	if got := c.portForwardGet(cl, "pod/echo", 8080, "/"); strings.TrimSpace(got) != "echo" {
+		t.Errorf("through kubectl port-forward: %q, want the pod's name", got)
+	}
+}
+
+// portForwardGet runs kubectl port-forward to target's port on a free local port, GETs path
+// through it and returns the answer ("" when it fails; the failure is logged).
+func (c *client) portForwardGet(cluster, target string, port int, path string) string {
+	c.t.Helper()
+	code, kc := c.do("GET", "/v1/clusters/"+cluster+"/kubeconfig", "", nil)
+	if code != http.StatusOK {
+		c.t.Fatalf("kubeconfig: %d %s", code, kc)
+	}
+	kcPath := filepath.Join(c.t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kcPath, kc, 0o600); err != nil {
+		c.t.Fatal(err)
+	}
+	pctx, cancel := context.WithTimeout(ctx(c.t), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(pctx, "kubectl", "--kubeconfig", kcPath, "port-forward", target, fmt.Sprintf(":%d", port))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	defer func() { cancel(); _ = cmd.Wait() }()
+	// "Forwarding from 127.0.0.1:41234 -> 8080"
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	_, local, ok := strings.Cut(line, "Forwarding from ")
+	local, _, _ = strings.Cut(local, " ->")
+	if err != nil || !ok {
+		c.t.Logf("kubectl port-forward: %q %v: %s", line, err, stderr.String())
+		return ""
+	}
+	req, _ := http.NewRequestWithContext(pctx, http.MethodGet, "http://"+strings.TrimSpace(local)+path, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Logf("GET through port-forward: %v: %s", err, stderr.String())
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
 
 // lazyFunc formats a value only when a failure message is printed.
