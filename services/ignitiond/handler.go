@@ -57,16 +57,9 @@ func (d *Daemon) serveIgnition(w http.ResponseWriter, r *http.Request, cluster s
 	log := d.log.With("cluster", cluster, "remote", r.RemoteAddr)
 	w.Header().Set("Cache-Control", "no-store")
 
-	tok, ok := bearer(r.Header.Values("Authorization"))
-	result := TokenMalformed
-	var ref tokenRef
-	if ok {
-		select {
-		case <-d.index.synced:
-		case <-r.Context().Done():
-			return
-		}
-		ref, result = d.index.lookup(cluster, tok, d.cfg.Clock.Now())
+	ref, result, ok := d.authenticate(r, cluster)
+	if !ok {
+		return
 	}
 	d.metrics.tokens.WithLabelValues(result).Inc()
 	if result != TokenCurrent && result != TokenPrevious {
@@ -113,6 +106,23 @@ func (d *Daemon) serveIgnition(w http.ResponseWriter, r *http.Request, cluster s
 		_, _ = w.Write(body)
 	}
 	log.Debug("served Ignition", "token", result)
+}
+
+// authenticate looks up the request's bearer token among cluster's (once the index has read
+// every record): the token's ref and how the lookup went (TokenCurrent and TokenPrevious
+// are valid). ok is false when the request went away while the index was syncing.
+func (d *Daemon) authenticate(r *http.Request, cluster string) (tokenRef, string, bool) {
+	tok, ok := bearer(r.Header.Values("Authorization"))
+	if !ok {
+		return tokenRef{}, TokenMalformed, true
+	}
+	select {
+	case <-d.index.synced:
+	case <-r.Context().Done():
+		return tokenRef{}, "", false
+	}
+	ref, result := d.index.lookup(cluster, tok, d.cfg.Clock.Now())
+	return ref, result, true
 }
 
 // unauthorized answers 401 with an empty body: nothing says why.

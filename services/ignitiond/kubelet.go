@@ -83,17 +83,11 @@ func (k *kubelets) find(version string) (string, string, error) {
 // for a release whose kubelet is not built here.
 func (d *Daemon) serveKubelet(w http.ResponseWriter, r *http.Request, cluster string) {
 	log := d.log.With("cluster", cluster, "remote", r.RemoteAddr)
-	tok, ok := bearer(r.Header.Values("Authorization"))
+	_, result, ok := d.authenticate(r, cluster)
 	if !ok {
-		unauthorized(w)
 		return
 	}
-	select {
-	case <-d.index.synced:
-	case <-r.Context().Done():
-		return
-	}
-	if _, result := d.index.lookup(cluster, tok, d.cfg.Clock.Now()); result != TokenCurrent && result != TokenPrevious {
+	if result != TokenCurrent && result != TokenPrevious {
 		unauthorized(w)
 		return
 	}

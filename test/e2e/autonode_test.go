@@ -72,6 +72,18 @@ spec:
 // kubectl runs the kubectl on PATH against cluster's admin kubeconfig.
 func (c *client) kubectl(cluster, stdin string, args ...string) (string, error) {
 	c.t.Helper()
+	cmd := exec.CommandContext(ctx(c.t), "kubectl", append([]string{"--kubeconfig", c.kubeconfigFile(cluster)}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// kubeconfigFile writes the cluster's admin kubeconfig into a temp file (mode 0600) for
+// kubectl and returns its path.
+func (c *client) kubeconfigFile(cluster string) string {
+	c.t.Helper()
 	code, kc := c.do("GET", "/v1/clusters/"+cluster+"/kubeconfig", "", nil)
 	if code != http.StatusOK {
 		c.t.Fatalf("kubeconfig: %d %s", code, kc)
@@ -80,12 +92,7 @@ func (c *client) kubectl(cluster, stdin string, args ...string) (string, error) 
 	if err := os.WriteFile(path, kc, 0o600); err != nil {
 		c.t.Fatal(err)
 	}
-	cmd := exec.CommandContext(ctx(c.t), "kubectl", append([]string{"--kubeconfig", path}, args...)...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	return out.String(), err
+	return path
 }
 
 // autoNodes are the machines of the cluster Karpenter launched for NodeClaims, by node name.

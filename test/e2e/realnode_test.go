@@ -286,14 +286,7 @@ func TestRealNode_PlatformNoneMachineBootsTheUserdataIntoAReadyNode(t *testing.T
 // through it and returns the answer ("" when it fails; the failure is logged).
 func (c *client) portForwardGet(cluster, target string, port int, path string) string {
 	c.t.Helper()
-	code, kc := c.do("GET", "/v1/clusters/"+cluster+"/kubeconfig", "", nil)
-	if code != http.StatusOK {
-		c.t.Fatalf("kubeconfig: %d %s", code, kc)
-	}
-	kcPath := filepath.Join(c.t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kcPath, kc, 0o600); err != nil {
-		c.t.Fatal(err)
-	}
+	kcPath := c.kubeconfigFile(cluster)
 	pctx, cancel := context.WithTimeout(ctx(c.t), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(pctx, "kubectl", "--kubeconfig", kcPath, "port-forward", target, fmt.Sprintf(":%d", port))
