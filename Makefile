@@ -53,6 +53,10 @@ node-image: ## build hostplane-node, the Docker image of a Kubernetes node booti
 registry: ## build the CNCF Distribution registry (the OCI registry real nodes pull from) into ~/.cache/hostplane (skips it when built)
 	@tools/registry/build.sh
 
+.PHONY: coredns
+coredns: ## build CoreDNS (tools/coredns: the DNS of guest clusters on real nodes, pushed to the registry by hostplane dev) into ~/.cache/hostplane (skips it when built)
+	@tools/coredns/build.sh
+
 .PHONY: mgmt-tools
 mgmt-tools: ## install containerd, runc and the CNI plugins (Debian packages) the real management cluster runs, when missing
 	@tools/mgmt-tools.sh
@@ -113,7 +117,7 @@ run: ## run everything in one process: hostplane dev on http://127.0.0.1:8080 (C
 	    $(GO) build -o $(BIN)/hostplane-karpenter ./cmd/hostplane-karpenter && \
 	    $(GO) build -o $(BIN)/hostplane-pause ./cmd/hostplane/internal/guestimages/pause && \
 	    $(GO) build -o $(BIN)/hostplane-echo ./cmd/hostplane/internal/guestimages/echo && \
-	    tools/registry/build.sh; } || { kill $$rel; exit 1; }; \
+	    tools/registry/build.sh && tools/coredns/build.sh; } || { kill $$rel; exit 1; }; \
 	  wait $$rel || exit 1; echo "[run] built in $$((SECONDS-start))s"
 	@tools/k8s-bins/build.sh > .hostplane/k8s-bins.log 2>&1 & \
 	  echo "building the other releases in the background: hostplane get releases; log in .hostplane/k8s-bins.log"; \
@@ -124,7 +128,7 @@ test: ## lint, then build what the tests need and run every test (the compose sm
 	@MAKE="$(MAKE)" tools/test.sh
 
 .PHONY: test-tools
-test-tools: k8s-bins kubelet node-image registry mgmt-tools prometheus-tools chromium-tools clusterctl s3-tools ## build or install everything make test needs (each skipped when current)
+test-tools: k8s-bins kubelet node-image registry coredns mgmt-tools prometheus-tools chromium-tools clusterctl s3-tools ## build or install everything make test needs (each skipped when current)
 
 .PHONY: go-test
 go-test: ## go test of every package in one go (the real-kubelet management test included: root)

@@ -8,7 +8,10 @@ require (
 	sigs.k8s.io/controller-runtime v0.22.5
 )
 
-require github.com/go-openapi/swag/jsonname v0.25.5 // indirect
+require (
+	github.com/go-openapi/swag/jsonname v0.25.5 // indirect
+	github.com/stretchr/testify v1.12.1 // indirect
+)
 
 require (
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect

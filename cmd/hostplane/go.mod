@@ -70,6 +70,7 @@ require (
 	go.uber.org/zap v1.27.1 // indirect
 	gopkg.in/ini.v1 v1.67.3 // indirect
 	k8s.io/cli-runtime v0.34.3 // indirect
+	k8s.io/kube-proxy v0.34.3 // indirect
 	k8s.io/kubectl v0.34.3 // indirect
 	k8s.io/kubelet v0.34.3 // indirect
 	sigs.k8s.io/kustomize/api v0.20.1 // indirect

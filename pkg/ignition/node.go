@@ -10,6 +10,8 @@ import (
 	"github.com/coreos/ignition/v2/config/v3_5/types"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	componentbasev1alpha1 "k8s.io/component-base/config/v1alpha1"
+	kubeproxyv1alpha1 "k8s.io/kube-proxy/config/v1alpha1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"sigs.k8s.io/yaml"
 
@@ -23,6 +25,11 @@ const (
 	// PathKubelet is the kubelet of the pool's release, fetched by Ignition over HTTPS from
 	// the listener the machine got its config from and checked against its SHA-512.
 	PathKubelet = "/usr/local/bin/kubelet"
+	// PathKubeProxy is the release's kube-proxy, fetched like the kubelet.
+	PathKubeProxy = "/usr/local/bin/kube-proxy"
+	// PathKubeProxyConfiguration is kube-proxy's kubeproxy.config.k8s.io/v1alpha1
+	// KubeProxyConfiguration (YAML).
+	PathKubeProxyConfiguration = "/etc/kubernetes/kube-proxy-config.yaml"
 	// PathKubeletConfiguration is the kubelet's kubelet.config.k8s.io/v1beta1
 	// KubeletConfiguration (YAML).
 	PathKubeletConfiguration = "/etc/kubernetes/kubelet-config.yaml"
@@ -42,8 +49,10 @@ const (
 	PathKubeletPre = "/usr/local/libexec/hostplane-kubelet-pre"
 	// PathModules names the kernel modules kube-proxy and the bridge need.
 	PathModules = "/etc/modules-load.d/hostplane.conf"
-	// UnitKubelet runs the kubelet; UnitContainerd is the OS's own containerd unit, enabled.
+	// UnitKubelet runs the kubelet, UnitKubeProxy kube-proxy; UnitContainerd is the OS's own
+	// containerd unit, enabled.
 	UnitKubelet    = "kubelet.service"
+	UnitKubeProxy  = "kube-proxy.service"
 	UnitContainerd = "containerd.service"
 	// CNIBinDir is where the CNI plugins are: Debian's containernetworking-plugins.
 	CNIBinDir = "/usr/lib/cni"
@@ -56,18 +65,19 @@ const (
 )
 
 // nodePaths are the files a real node's payload writes.
-var nodePaths = []string{PathKubelet, PathKubeletPre, PathKubeletConfiguration, PathContainerdConfig, PathCNIConfig, PathSysctl, PathModules}
+var nodePaths = []string{PathKubelet, PathKubeProxy, PathKubeletPre, PathKubeletConfiguration, PathKubeProxyConfiguration,
+	PathContainerdConfig, PathCNIConfig, PathSysctl, PathModules}
 
 // Node is what a payload needs to boot a real node (nil in Payload: a simulated machine of
 // the local platform, which reads only PathKubeletConfig).
 type Node struct {
-	// KubeletURL is the https URL of the release's kubelet binary, fetched with the
-	// header "Authorization: Bearer <Token>" and trusting ServerCAPEM (the machine's
-	// stub already trusts it; the payload says so again for its own fetches).
-	KubeletURL    string
-	KubeletSHA512 string // hex
-	Token         string
-	ServerCAPEM   []byte
+	// Kubelet and KubeProxy are the release's node binaries, each fetched from its https
+	// URL with the header "Authorization: Bearer <Token>", trusting ServerCAPEM (the
+	// machine's stub already trusts it; the payload says so again for its own fetches).
+	Kubelet     Binary
+	KubeProxy   Binary
+	Token       string
+	ServerCAPEM []byte
 	// PodCIDR is the range the node's bridge gives pods addresses from.
 	PodCIDR string
 	// ClusterDomain is the cluster's DNS domain (default cluster.local); ClusterDNS the
@@ -79,6 +89,23 @@ type Node struct {
 	// Registry, when set, is the OCI registry the node pulls from with a credential,
 	// trusting its CA.
 	Registry *Registry
+}
+
+// Binary is a file Ignition fetches over https and checks against its SHA-512.
+type Binary struct {
+	URL    string
+	SHA512 string // hex
+}
+
+// file is b as the executable at path, fetched with token.
+func (b Binary) file(path, token string) types.File {
+	f := file(path, 0o755, nil)
+	f.Contents = types.Resource{
+		Source:       new(b.URL),
+		HTTPHeaders:  types.HTTPHeaders{{Name: "Authorization", Value: new("Bearer " + token)}},
+		Verification: types.Verification{Hash: new("sha512-" + b.SHA512)},
+	}
+	return f
 }
 
 // Registry is an OCI registry a node pulls images from.
@@ -96,7 +123,8 @@ func registryCAPath(host string) string {
 // validate says what a Node lacks.
 func (n *Node) validate() error {
 	var missing []string
-	for name, v := range map[string]string{"kubelet URL": n.KubeletURL, "kubelet SHA-512": n.KubeletSHA512,
+	for name, v := range map[string]string{"kubelet URL": n.Kubelet.URL, "kubelet SHA-512": n.Kubelet.SHA512,
+		"kube-proxy URL": n.KubeProxy.URL, "kube-proxy SHA-512": n.KubeProxy.SHA512,
 		"token": n.Token, "pod CIDR": n.PodCIDR, "sandbox image": n.SandboxImage} {
 		if v == "" {
 			missing = append(missing, name)
@@ -106,8 +134,10 @@ func (n *Node) validate() error {
 		slices.Sort(missing)
 		return fmt.Errorf("%w: the real node's %s missing", ErrInvalidPayload, strings.Join(missing, ", "))
 	}
-	if !strings.HasPrefix(n.KubeletURL, "https://") {
-		return fmt.Errorf("%w: kubelet URL %q is not https", ErrInvalidPayload, n.KubeletURL)
+	for name, b := range map[string]Binary{"kubelet": n.Kubelet, "kube-proxy": n.KubeProxy} {
+		if !strings.HasPrefix(b.URL, "https://") {
+			return fmt.Errorf("%w: %s URL %q is not https", ErrInvalidPayload, name, b.URL)
+		}
 	}
 	return nil
 }
@@ -121,21 +151,21 @@ func (n *Node) config(k KubeletConfig) (types.Config, error) {
 	if err != nil {
 		return types.Config{}, err
 	}
+	proxyConf, err := n.kubeProxyConfiguration()
+	if err != nil {
+		return types.Config{}, err
+	}
 	cni, err := n.cniConfig()
 	if err != nil {
 		return types.Config{}, err
 	}
-	kubelet := file(PathKubelet, 0o755, nil)
-	kubelet.Contents = types.Resource{
-		Source:       new(n.KubeletURL),
-		HTTPHeaders:  types.HTTPHeaders{{Name: "Authorization", Value: new("Bearer " + n.Token)}},
-		Verification: types.Verification{Hash: new("sha512-" + n.KubeletSHA512)},
-	}
 	cfg := types.Config{
 		Ignition: types.Ignition{Version: Version},
 		Storage: types.Storage{Files: []types.File{
-			kubelet,
+			n.Kubelet.file(PathKubelet, n.Token),
+			n.KubeProxy.file(PathKubeProxy, n.Token),
 			file(PathKubeletConfiguration, 0o644, kubeletConf),
+			file(PathKubeProxyConfiguration, 0o644, proxyConf),
 			file(PathContainerdConfig, 0o644, []byte(n.containerdConfig())),
 			file(PathCNIConfig, 0o644, cni),
 			file(PathSysctl, 0o644, []byte("net.ipv4.ip_forward = 1\nnet.bridge.bridge-nf-call-iptables = 1\nnet.bridge.bridge-nf-call-ip6tables = 1\n")),
@@ -145,6 +175,7 @@ func (n *Node) config(k KubeletConfig) (types.Config, error) {
 		Systemd: types.Systemd{Units: []types.Unit{
 			{Name: UnitContainerd, Enabled: new(true)},
 			{Name: UnitKubelet, Enabled: new(true), Contents: new(kubeletUnit(k))},
+			{Name: UnitKubeProxy, Enabled: new(true), Contents: new(kubeProxyUnit(k))},
 		}},
 	}
 	if r := n.Registry; r != nil && r.Host != "" && len(r.CAPEM) > 0 {
@@ -182,6 +213,25 @@ func (n *Node) kubeletConfiguration(k KubeletConfig) ([]byte, error) {
 		FailSwapOn:               new(false),
 		FailCgroupV1:             new(false),
 		ResolverConfig:           new("/etc/resolv.conf"),
+	}
+	return yaml.Marshal(c)
+}
+
+// kubeProxyConfiguration is kube-proxy's config file: iptables mode, the pod network as the
+// cluster CIDR (traffic from outside it to a Service is masqueraded), and the node's own
+// credential, the kubelet's kubeconfig (its client certificate rotated by the kubelet; the
+// guest RBAC pkid applies grants the nodes system:node-proxier). Conntrack limits are left as
+// the machine has them: they are the host's, not the node's, when the node is a container.
+func (n *Node) kubeProxyConfiguration() ([]byte, error) {
+	zero := &metav1.Duration{}
+	c := kubeproxyv1alpha1.KubeProxyConfiguration{
+		TypeMeta:         metav1.TypeMeta{APIVersion: kubeproxyv1alpha1.SchemeGroupVersion.String(), Kind: "KubeProxyConfiguration"},
+		ClientConnection: componentbasev1alpha1.ClientConnectionConfiguration{Kubeconfig: PathKubeletKubeconfig},
+		Mode:             "iptables",
+		ClusterCIDR:      n.PodCIDR,
+		Conntrack: kubeproxyv1alpha1.KubeProxyConntrackConfiguration{
+			MaxPerCore: new(int32(0)), TCPEstablishedTimeout: zero, TCPCloseWaitTimeout: zero,
+		},
 	}
 	return yaml.Marshal(c)
 }
@@ -248,6 +298,28 @@ ExecStart=KUBELET --config=CONFIG --bootstrap-kubeconfig=BOOTSTRAP --kubeconfig=
 Restart=always
 RestartSec=2
 KillMode=process
+
+[Install]
+WantedBy=multi-user.target
+`)
+}
+
+// kubeProxyUnit runs kube-proxy once the kubelet has its kubeconfig (TLS bootstrap done),
+// and restarts it whenever it stops.
+func kubeProxyUnit(k KubeletConfig) string {
+	r := strings.NewReplacer("RELEASE", k.KubeletVersion, "KUBELETUNIT", UnitKubelet, "PROXY", PathKubeProxy,
+		"CONFIG", PathKubeProxyConfiguration, "KUBECONFIG", PathKubeletKubeconfig)
+	return r.Replace(`[Unit]
+Description=Kubernetes kube-proxy (hostplane node, release RELEASE)
+Wants=KUBELETUNIT
+After=KUBELETUNIT
+
+[Service]
+ExecStartPre=/bin/sh -c 'until [ -s KUBECONFIG ]; do sleep 1; done'
+ExecStart=PROXY --config=CONFIG
+TimeoutStartSec=0
+Restart=always
+RestartSec=2
 
 [Install]
 WantedBy=multi-user.target

@@ -2,11 +2,14 @@ package ignition_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/coreos/ignition/v2/config/v3_1"
 	"github.com/coreos/ignition/v2/config/v3_3"
+	"github.com/coreos/ignition/v2/config/v3_5/types"
+	kubeproxyv1alpha1 "k8s.io/kube-proxy/config/v1alpha1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"sigs.k8s.io/yaml"
 
@@ -26,8 +29,9 @@ func realNodePayload() ignition.Payload {
 			ConfigHash: "abc", KubeletVersion: "v1.34.4",
 		},
 		Node: &ignition.Node{
-			KubeletURL: "https://10.0.0.1:9443/ignition/releases/v1.34.4/kubelet", KubeletSHA512: strings.Repeat("ab", 64),
-			Token: "tok", ServerCAPEM: []byte("ca"), PodCIDR: "10.244.0.0/24", SandboxImage: "10.0.0.1:5000/hostplane/pause:3.10",
+			Kubelet:   ignition.Binary{URL: "https://10.0.0.1:9443/releases/v1.34.4/kubelet", SHA512: strings.Repeat("ab", 64)},
+			KubeProxy: ignition.Binary{URL: "https://10.0.0.1:9443/releases/v1.34.4/kube-proxy", SHA512: strings.Repeat("cd", 64)},
+			Token:     "tok", ServerCAPEM: []byte("ca"), PodCIDR: "10.244.0.0/24", SandboxImage: "10.0.0.1:5000/hostplane/pause:3.10",
 			Registry: &ignition.Registry{Host: "10.0.0.1:5000", CAPEM: []byte("registry-ca"), Username: "hostplane", Password: "s3cret"},
 		},
 	}
@@ -42,18 +46,16 @@ func TestPayload_RealNodeGetsTheKubeletItsUnitAndConfigs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var kubelet *string
-	var hash *string
-	for _, f := range cfg.Storage.Files {
-		if f.Path == ignition.PathKubelet {
-			kubelet, hash = f.Contents.Source, f.Contents.Verification.Hash
-			if *f.Mode != 0o755 || len(f.Contents.HTTPHeaders) != 1 || *f.Contents.HTTPHeaders[0].Value != "Bearer tok" {
-				t.Errorf("kubelet file = %+v", f)
-			}
+	for path, want := range map[string]ignition.Binary{ignition.PathKubelet: realNodePayload().Node.Kubelet, ignition.PathKubeProxy: realNodePayload().Node.KubeProxy} {
+		i := slices.IndexFunc(cfg.Storage.Files, func(f types.File) bool { return f.Path == path })
+		if i < 0 {
+			t.Fatalf("no %s in the payload", path)
 		}
-	}
-	if kubelet == nil || *kubelet != realNodePayload().Node.KubeletURL || hash == nil || *hash != "sha512-"+strings.Repeat("ab", 64) {
-		t.Fatalf("the kubelet is not fetched from its URL with its hash: %v %v", kubelet, hash)
+		f := cfg.Storage.Files[i]
+		if *f.Mode != 0o755 || len(f.Contents.HTTPHeaders) != 1 || *f.Contents.HTTPHeaders[0].Value != "Bearer tok" ||
+			f.Contents.Source == nil || *f.Contents.Source != want.URL || f.Contents.Verification.Hash == nil || *f.Contents.Verification.Hash != "sha512-"+want.SHA512 {
+			t.Errorf("%s is not fetched from its URL with its hash and the token: %+v", path, f)
+		}
 	}
 	units := map[string]bool{}
 	for _, u := range cfg.Systemd.Units {
@@ -67,10 +69,22 @@ func TestPayload_RealNodeGetsTheKubeletItsUnitAndConfigs(t *testing.T) {
 			}
 		}
 	}
-	if !units[ignition.UnitKubelet] || !units[ignition.UnitContainerd] {
-		t.Errorf("units enabled = %v, want kubelet and containerd", units)
+	if !units[ignition.UnitKubelet] || !units[ignition.UnitContainerd] || !units[ignition.UnitKubeProxy] {
+		t.Errorf("units enabled = %v, want kubelet, kube-proxy and containerd", units)
 	}
-	raw, err := ignition.FileContents(cfg, ignition.PathKubeletConfiguration)
+	raw, err := ignition.FileContents(cfg, ignition.PathKubeProxyConfiguration)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kp kubeproxyv1alpha1.KubeProxyConfiguration
+	if err := yaml.UnmarshalStrict(raw, &kp); err != nil {
+		t.Fatalf("the KubeProxyConfiguration does not parse: %v\n%s", err, raw)
+	}
+	if kp.Kind != "KubeProxyConfiguration" || kp.Mode != "iptables" || kp.ClusterCIDR != "10.244.0.0/24" ||
+		kp.ClientConnection.Kubeconfig != ignition.PathKubeletKubeconfig {
+		t.Errorf("KubeProxyConfiguration = %+v", kp)
+	}
+	raw, err = ignition.FileContents(cfg, ignition.PathKubeletConfiguration)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,12 +118,12 @@ func TestPayload_RealNodeGetsTheKubeletItsUnitAndConfigs(t *testing.T) {
 
 func TestPayload_RealNodeWithoutItsKubeletIsNotServed(t *testing.T) {
 	p := realNodePayload()
-	p.Node.KubeletSHA512 = ""
-	if _, err := p.Render(); !errors.Is(err, ignition.ErrInvalidPayload) || !strings.Contains(err.Error(), "kubelet SHA-512") {
-		t.Fatalf("Render = %v, want ErrInvalidPayload naming the kubelet SHA-512", err)
+	p.Node.KubeProxy.SHA512 = ""
+	if _, err := p.Render(); !errors.Is(err, ignition.ErrInvalidPayload) || !strings.Contains(err.Error(), "kube-proxy SHA-512") {
+		t.Fatalf("Render = %v, want ErrInvalidPayload naming the kube-proxy SHA-512", err)
 	}
 	p = realNodePayload()
-	p.Node.KubeletURL = "http://10.0.0.1/kubelet"
+	p.Node.Kubelet.URL = "http://10.0.0.1/kubelet"
 	if _, err := p.Render(); !errors.Is(err, ignition.ErrInvalidPayload) {
 		t.Fatalf("a kubelet over plain http rendered: %v", err)
 	}

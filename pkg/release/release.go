@@ -21,10 +21,16 @@ const (
 	KubeScheduler         = "kube-scheduler"
 )
 
-// Kubelet is the node agent of a release: not a control-plane component (Components), but a
-// binary of the release's cache (tools/k8s-bins/kubelet.sh) that ignitiond serves to real
-// nodes.
-const Kubelet = "kubelet"
+// The node binaries of a release: not control-plane components (Components), but binaries of
+// the release's cache (tools/k8s-bins/kubelet.sh builds both) that ignitiond serves to real
+// nodes: the node agent and the Service proxy.
+const (
+	Kubelet   = "kubelet"
+	KubeProxy = "kube-proxy"
+)
+
+// NodeBinaries lists the binaries a real node of a release runs.
+func NodeBinaries() []string { return []string{Kubelet, KubeProxy} }
 
 // Components lists every component of a release, in start order.
 func Components() []string {
@@ -129,7 +135,7 @@ func (r Release) BinaryPath(component string) (string, error) {
 	switch component {
 	case Etcd:
 		return filepath.Join(CacheDir(), "etcd", "v"+r.EtcdVersion, Etcd), nil
-	case KubeAPIServer, KubeControllerManager, KubeScheduler, Kubelet:
+	case KubeAPIServer, KubeControllerManager, KubeScheduler, Kubelet, KubeProxy:
 		return filepath.Join(CacheDir(), "releases", "v"+r.Version, component), nil
 	default:
 		return "", fmt.Errorf("%w %q (want one of %s)", ErrUnknownComponent, component,
@@ -149,7 +155,7 @@ func (r Release) Binary(component string) (string, error) {
 		return path, nil
 	}
 	build := fmt.Sprintf("`make k8s-bins` (or tools/k8s-bins/build.sh %s)", r.Version)
-	if component == Kubelet {
+	if slices.Contains(NodeBinaries(), component) {
 		build = fmt.Sprintf("`make kubelet` (or tools/k8s-bins/kubelet.sh %s)", r.Version)
 	}
 	return "", fmt.Errorf("%w: %s for release %s is not at %s; build it with %s, "+

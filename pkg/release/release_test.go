@@ -128,7 +128,8 @@ func TestBinary(t *testing.T) {
 		{KubeControllerManager, "", ErrBinaryMissing},
 		{KubeScheduler, "", ErrBinaryMissing},
 		{Kubelet, "", ErrBinaryMissing},
-		{"kube-proxy", "", ErrUnknownComponent},
+		{KubeProxy, "", ErrBinaryMissing},
+		{"kubectl", "", ErrUnknownComponent},
 	}
 	for _, tt := range tests {
 		t.Run(tt.component, func(t *testing.T) {
@@ -138,7 +139,7 @@ func TestBinary(t *testing.T) {
 					t.Fatalf("Binary(%q) error = %v, want %v", tt.component, err, tt.wantErr)
 				}
 				how := "make k8s-bins"
-				if tt.component == Kubelet {
+				if tt.component == Kubelet || tt.component == KubeProxy {
 					how = "make kubelet"
 				}
 				if tt.wantErr == ErrBinaryMissing && !strings.Contains(err.Error(), how) {

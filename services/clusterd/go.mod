@@ -17,6 +17,7 @@ require (
 require (
 	github.com/evanphx/json-patch/v5 v5.9.11 // indirect
 	github.com/go-openapi/swag/jsonname v0.25.5 // indirect
+	github.com/stretchr/testify v1.12.1 // indirect
 )
 
 require (

@@ -16,6 +16,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/certs"
 	"github.com/hostplane/hostplane/pkg/daemon"
 	"github.com/hostplane/hostplane/pkg/events"
+	"github.com/hostplane/hostplane/pkg/guest"
 	"github.com/hostplane/hostplane/pkg/kube"
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/release"
@@ -52,6 +53,9 @@ type Config struct {
 	// (HOSTPLANE_KARPENTER_BINARY); default: hostplane-karpenter beside this program's own
 	// executable, else on PATH.
 	KarpenterBinary string
+	// DNSImage is the CoreDNS image clusters of real nodes run as their DNS (package
+	// addons; HOSTPLANE_DNS_IMAGE; default DefaultDNSImage).
+	DNSImage string
 	// KarpenterImage is the image the kubernetes runtime runs the autoscaler from: one with
 	// /usr/local/bin/hostplane-karpenter, as componentd's own image (HOSTPLANE_KARPENTER_IMAGE;
 	// default DefaultKarpenterImage).
@@ -88,6 +92,7 @@ func (c *Config) defaults() error {
 	c.DataDir = abs
 	c.SealKeyFile = cmp.Or(c.SealKeyFile, filepath.Join(c.DataDir, "pki.key"))
 	c.Runtime = cmp.Or(c.Runtime, RuntimeProcess)
+	c.DNSImage = cmp.Or(c.DNSImage, DefaultDNSImage)
 	switch c.Runtime {
 	case RuntimeProcess:
 	case RuntimeKubernetes:
@@ -116,6 +121,8 @@ func RegisterFlags(fs *flag.FlagSet) *Config {
 		"key that opens the sealed PKI (HOSTPLANE_PKI_KEY_FILE; default <data dir>/pki.key)")
 	fs.StringVar(&cfg.KarpenterBinary, "karpenter-binary", daemon.Env("HOSTPLANE_KARPENTER_BINARY", ""),
 		"hostplane-karpenter executable for the autoscaler (HOSTPLANE_KARPENTER_BINARY; default: beside this executable, else on PATH)")
+	fs.StringVar(&cfg.DNSImage, "dns-image", daemon.Env("HOSTPLANE_DNS_IMAGE", DefaultDNSImage),
+		"CoreDNS image clusters of real nodes (platform none) run as their DNS (HOSTPLANE_DNS_IMAGE)")
 	fs.StringVar(&cfg.KarpenterImage, "karpenter-image", daemon.Env("HOSTPLANE_KARPENTER_IMAGE", DefaultKarpenterImage),
 		"image with /usr/local/bin/hostplane-karpenter the kubernetes runtime runs the autoscaler from (HOSTPLANE_KARPENTER_IMAGE)")
 	fs.StringVar(&cfg.Tuning, "component-tuning", daemon.Env("HOSTPLANE_COMPONENT_TUNING", ""),
@@ -153,6 +160,9 @@ type Daemon struct {
 	controller *reconcile.Controller
 	seal       *certs.SealKey
 	metrics    *metrics
+	// guests are the guest clusters' admin clients the addons are applied with.
+	guests     *guest.Clients
+	addonState addonState
 	workloads  workloads // the runtime: processRuntime or *kubeRuntime
 	// proc is the process runtime (package procruntime). It exists whatever the runtime, so
 	// StopAll, RunDir and ClusterDir work before Run and after it.
@@ -169,7 +179,7 @@ func New(cfg Config) (*Daemon, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	d := &Daemon{cfg: cfg}
+	d := &Daemon{cfg: cfg, addonState: addonState{applied: map[string]addonApplied{}}}
 	var err error
 	if d.Daemon, err = daemon.New(cfg.Base, daemon.Spec{
 		Name:    Name,
@@ -227,6 +237,7 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	if d.metrics, err = newMetrics(rt.Registry); err != nil {
 		return nil, err
 	}
+	d.guests = d.newGuests()
 	switch d.cfg.Runtime {
 	case RuntimeKubernetes:
 		kc, err := os.ReadFile(d.cfg.ManagementKubeconfig)

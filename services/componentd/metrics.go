@@ -17,7 +17,18 @@ type metrics struct {
 	backupDuration *prometheus.HistogramVec
 	backupLast     *prometheus.GaugeVec
 	backupSize     *prometheus.GaugeVec
+
+	addons         *prometheus.CounterVec
+	addonsDuration prometheus.Histogram
 }
+
+// Results of applying a cluster's guest addons: label values of
+// hostplane_componentd_addon_applies_total.
+const (
+	addonsApplied = "applied"
+	addonsFailed  = "failed"
+	addonsInvalid = "invalid"
+)
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	r := obs.NewRegistrar(reg)
@@ -55,8 +66,20 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Name: "hostplane_etcd_backup_size_bytes",
 		Help: "Size of the cluster's last completed etcd snapshot.",
 	}, []string{"cluster"}))
+	addons := obs.Add(r, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hostplane_componentd_addon_applies_total",
+		Help: "Applications of a real-node cluster's guest addons (CoreDNS, the kubernetes Service's endpoints), by result (applied, failed: the guest API refused or did not answer, invalid: the cluster's endpoint or service CIDR cannot carry them).",
+	}, []string{"result"}))
+	addonsDuration := obs.Add(r, prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "hostplane_componentd_addon_apply_duration_seconds",
+		Help:    "Time to apply a cluster's guest addons that were applied.",
+		Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 15},
+	}))
 	if err := r.Err(); err != nil {
 		return nil, err
+	}
+	for _, res := range []string{addonsApplied, addonsFailed, addonsInvalid} {
+		addons.WithLabelValues(res)
 	}
 	// Every component's rollout histogram is exported at zero from the start: a series born at
 	// its first observation never shows that observation in a rate.
@@ -64,7 +87,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		rollout.WithLabelValues(c)
 	}
 	return &metrics{available: available, rollout: rollout, restarts: restarts, replicas: replicas,
-		backups: backups, backupDuration: backupDuration, backupLast: backupLast, backupSize: backupSize}, nil
+		backups: backups, backupDuration: backupDuration, backupLast: backupLast, backupSize: backupSize,
+		addons: addons, addonsDuration: addonsDuration}, nil
 }
 
 // observeReplicas sets the replica counts of the component: the rollout's progress is

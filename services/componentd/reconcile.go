@@ -115,7 +115,14 @@ func (d *Daemon) keepUp(ctx context.Context, log *slog.Logger, c *api.Cluster, c
 		}
 		return reconcile.Result{}, nil
 	}
-	return d.workloads.converge(ctx, log, &clusterState{cluster: c, infra: inf, pki: pki, clusterRev: crev, pkiRev: pkiRev})
+	res, err := d.workloads.converge(ctx, log, &clusterState{cluster: c, infra: inf, pki: pki, clusterRev: crev, pkiRev: pkiRev})
+	if err != nil {
+		return res, err
+	}
+	if after := d.ensureAddons(ctx, log, c, inf); after > 0 && (res.RequeueAfter == 0 || after < res.RequeueAfter) {
+		res.RequeueAfter = after
+	}
+	return res, nil
 }
 
 // remove removes a deleting (or vanished) cluster's workloads and, once they are gone, its
@@ -128,6 +135,7 @@ func (d *Daemon) remove(ctx context.Context, log *slog.Logger, cluster string) (
 	if !gone {
 		return reconcile.Result{RequeueAfter: d.cfg.ProgressInterval}, nil
 	}
+	d.forgetAddons(cluster)
 	// The cluster's backups stay (a new cluster may restore from them); those not taken
 	// yet never will be, and an in-place restore has nothing left to restore.
 	if err := d.failPending(ctx, cluster, "the cluster was deleted before the snapshot was taken"); err != nil {

@@ -11,9 +11,9 @@ var (
 	ErrNoCertificate = errors.New("no ignition-server certificate")
 	// ErrNoRootCA: the cluster's PKI has no root CA (certificate or key).
 	ErrNoRootCA = errors.New("no root CA")
-	// ErrNoKubelet: a real node's payload needs the kubelet of a release this host has not
-	// built (the wrapped error says how to build it).
-	ErrNoKubelet = errors.New("the release's kubelet is not here")
+	// ErrNoNodeBinary: a real node's payload needs a node binary (kubelet, kube-proxy) of a
+	// release this host has not built (the wrapped error says how to build it).
+	ErrNoNodeBinary = errors.New("the release's node binaries are not here")
 	// ErrPoolGone: a token's pool has no record any more; its tokens are being removed.
 	ErrPoolGone = errors.New("the token's nodepool is gone")
 	// ErrStopping: ignitiond is shutting down and opens no listener.

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/daemon"
+	"github.com/hostplane/hostplane/pkg/release"
 )
 
 // Tokens of pool demo.workers in the fuzzed daemon: fixed, so the seeds can present them.
@@ -62,7 +65,7 @@ func fuzzDaemon(t *testing.T) (*Daemon, map[string][]byte) {
 	}
 	clk := clocktesting.NewFakeClock(time.Now()) // the tokens stay valid however long the fuzzing runs
 	d := &Daemon{cfg: Config{Base: daemon.Base{Clock: clk}}, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		metrics: m, index: newTokenIndex(nil), cache: newPayloadCache(), kubelets: newKubelets()}
+		metrics: m, index: newTokenIndex(nil), cache: newPayloadCache(), binaries: newNodeBinaries()}
 	now := clk.Now()
 	cur := mint("hash-new", "1.34.4", nil, now, time.Hour)
 	cur.Token = fuzzCurrent
@@ -101,6 +104,9 @@ func FuzzServeIgnition(f *testing.F) {
 		{"/releases/v1.34.4/kubelet", "Bearer " + fuzzCurrent, ""},
 		{"/releases/v1.34.4/kubelet", "Bearer " + strings.ToUpper(fuzzCurrent), ""},
 		{"/releases/v9.9.9/kubelet", "Bearer " + fuzzPrevious, ""},
+		{"/releases/v1.34.4/kube-proxy", "Bearer " + fuzzCurrent, ""},
+		{"/releases/v1.34.4/kube-apiserver", "Bearer " + fuzzCurrent, ""},
+		{"/releases/v1.34.4/..%2fkubelet", "Bearer " + fuzzCurrent, ""},
 		{"*", "", ""},
 	} {
 		f.Add(s.path, s.auth, s.second)
@@ -136,8 +142,9 @@ func FuzzServeIgnition(f *testing.F) {
 					continue
 				}
 				tok, ok := bearer(r.Header.Values("Authorization"))
-				if _, kubelet := payloads[tok]; kubelet && name == "listener" && strings.HasPrefix(u.Path, "/releases/") {
-					continue // a release's kubelet, to a valid token (when this host has built it)
+				if _, valid := payloads[tok]; valid && name == "listener" && strings.HasPrefix(u.Path, "/releases/") &&
+					slices.Contains(release.NodeBinaries(), path.Base(u.Path)) {
+					continue // a release's node binary, to a valid token (when this host has built it)
 				}
 				if !ok || u.Path != h.path || u.RawPath != "" || !bytes.Equal(body, payloads[tok]) {
 					t.Fatalf("%s: GET %q with Authorization %q: served %q", name, target, r.Header.Values("Authorization"), body)

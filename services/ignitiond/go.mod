@@ -21,9 +21,11 @@ require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
 	github.com/spf13/cobra v1.10.2 // indirect
+	github.com/stretchr/testify v1.12.1 // indirect
 	github.com/vincent-petithory/dataurl v1.0.0 // indirect
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.65.0 // indirect
 	k8s.io/component-base v0.34.3 // indirect
+	k8s.io/kube-proxy v0.34.3 // indirect
 	k8s.io/kubelet v0.34.3 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )

@@ -17,11 +17,11 @@ const (
 	PathHealthz  = "/healthz"
 )
 
-// handler is cluster's listener: GET /ignition, the releases' kubelets and /healthz.
+// handler is cluster's listener: GET /ignition, the releases' node binaries and /healthz.
 func (d *Daemon) handler(cluster string) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+PathIgnition, func(w http.ResponseWriter, r *http.Request) { d.serveIgnition(w, r, cluster) })
-	mux.HandleFunc("GET "+PathKubelet, func(w http.ResponseWriter, r *http.Request) { d.serveKubelet(w, r, cluster) })
+	mux.HandleFunc("GET "+PathNodeBinary, func(w http.ResponseWriter, r *http.Request) { d.serveNodeBinary(w, r, cluster) })
 	mux.HandleFunc("GET "+PathHealthz, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
@@ -75,11 +75,11 @@ func (d *Daemon) serveIgnition(w http.ResponseWriter, r *http.Request, cluster s
 		outcome = OutcomeUnauthorized
 		unauthorized(w)
 		return
-	case errors.Is(err, ErrNoKubelet):
-		outcome = OutcomeNoKubelet
-		log.Error("a real node's payload needs a kubelet this host does not have; the machine will ask again", "err", err)
+	case errors.Is(err, ErrNoNodeBinary):
+		outcome = OutcomeNoNodeBinary
+		log.Error("a real node's payload needs a node binary this host does not have; the machine will ask again", "err", err)
 		w.Header().Set("Retry-After", "10")
-		http.Error(w, "the release's kubelet is not built on this Ignition server yet", http.StatusServiceUnavailable)
+		http.Error(w, "the release's node binaries are not built on this Ignition server yet", http.StatusServiceUnavailable)
 		return
 	case errors.Is(err, ignition.ErrInvalidPayload):
 		outcome = OutcomeInvalidConfig

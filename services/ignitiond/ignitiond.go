@@ -172,7 +172,7 @@ type Daemon struct {
 
 	index     *tokenIndex
 	cache     *payloadCache
-	kubelets  *kubelets
+	binaries  *nodeBinaries
 	listeners *listeners
 
 	mu        sync.Mutex
@@ -223,7 +223,7 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	}
 	d.guests = guest.NewClients(d.pki, d.seal, guest.WithInfra(d.infra))
 	d.cache = newPayloadCache()
-	d.kubelets = newKubelets()
+	d.binaries = newNodeBinaries()
 	d.index = newTokenIndex(d.cache.keep)
 	d.listeners = newListeners(d.log, m)
 	d.mu.Lock()

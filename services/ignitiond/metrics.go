@@ -24,10 +24,10 @@ const (
 	// OutcomeNotAcceptable: the machine's Ignition reads no spec version that expresses its
 	// config (406).
 	OutcomeNotAcceptable = "not_acceptable"
-	// OutcomeNoKubelet: a real node's payload names a kubelet this host has not built (503:
-	// Ignition asks again).
-	OutcomeNoKubelet = "no_kubelet"
-	OutcomeError     = "error"
+	// OutcomeNoNodeBinary: a real node's payload names a node binary (kubelet, kube-proxy)
+	// this host has not built (503: Ignition asks again).
+	OutcomeNoNodeBinary = "no_node_binary"
+	OutcomeError        = "error"
 )
 
 // Token lookups (label "outcome" of MetricTokens).
@@ -82,7 +82,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	// Every outcome is exported from the start, at zero, so rates have a series before the
 	// first machine asks.
-	for _, o := range []string{OutcomeServed, OutcomeUnauthorized, OutcomeInvalidConfig, OutcomeNotAcceptable, OutcomeNoKubelet, OutcomeError} {
+	for _, o := range []string{OutcomeServed, OutcomeUnauthorized, OutcomeInvalidConfig, OutcomeNotAcceptable, OutcomeNoNodeBinary, OutcomeError} {
 		m.requests.WithLabelValues(o)
 	}
 	for _, o := range []string{TokenCurrent, TokenPrevious, TokenExpired, TokenUnknown, TokenMalformed} {

@@ -14,6 +14,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/ignition"
 	"github.com/hostplane/hostplane/pkg/kube"
+	"github.com/hostplane/hostplane/pkg/release"
 	"github.com/hostplane/hostplane/pkg/store"
 )
 
@@ -151,8 +152,8 @@ func (d *Daemon) render(ctx context.Context, ref tokenRef) ([]byte, error) {
 }
 
 // realNode is what a payload needs to boot a real node of ref's pool (platform none; the
-// local platform's machines are simulated and read only the KubeletConfig): the kubelet of the token's release from this cluster's listener, and
-// the cluster's pod network.
+// local platform's machines are simulated and read only the KubeletConfig): the node binaries
+// of the token's release from this cluster's listener, and the cluster's pod network.
 func (d *Daemon) realNode(ctx context.Context, ref tokenRef, rootCA []byte) (*ignition.Node, error) {
 	srv, _, err := d.servers.Get(ctx, ref.cluster)
 	if err != nil {
@@ -162,13 +163,26 @@ func (d *Daemon) realNode(ctx context.Context, ref tokenRef, rootCA []byte) (*ig
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", ref.cluster, err)
 	}
-	_, sum, err := d.kubelets.find(ref.token.Release)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrNoKubelet, err)
+	bins := map[string]*ignition.Binary{}
+	for _, name := range release.NodeBinaries() {
+		_, sum, err := d.binaries.find(ref.token.Release, name)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrNoNodeBinary, err)
+		}
+		bins[name] = &ignition.Binary{URL: nodeBinaryURL(srv.Endpoint, ref.token.Release, name), SHA512: sum}
+	}
+	// The cluster's DNS Service (componentd's CoreDNS addon for clusters of real nodes); a
+	// service CIDR too small for it leaves the kubelet without one (pods get the node's
+	// resolver).
+	var dns []string
+	if ip, err := c.Spec.Networking.ServiceIP(api.DNSServiceIndex); err == nil {
+		dns = []string{ip.String()}
 	}
 	return &ignition.Node{
-		KubeletURL:    kubeletURL(srv.Endpoint, ref.token.Release),
-		KubeletSHA512: sum,
+		ClusterDomain: api.ClusterDomain,
+		ClusterDNS:    dns,
+		Kubelet:       *bins[release.Kubelet],
+		KubeProxy:     *bins[release.KubeProxy],
 		Token:         ref.token.Token,
 		ServerCAPEM:   rootCA,
 		PodCIDR:       podCIDR(c),

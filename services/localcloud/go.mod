@@ -19,8 +19,10 @@ require (
 	github.com/go-openapi/swag/jsonname v0.25.5 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/spf13/cobra v1.10.2 // indirect
+	github.com/stretchr/testify v1.12.1 // indirect
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.65.0 // indirect
 	k8s.io/component-base v0.34.3 // indirect
+	k8s.io/kube-proxy v0.34.3 // indirect
 	k8s.io/kubelet v0.34.3 // indirect
 )
 

@@ -16,6 +16,7 @@ require (
 
 require (
 	github.com/go-openapi/swag/jsonname v0.25.5 // indirect
+	k8s.io/kube-proxy v0.34.3 // indirect
 	k8s.io/kubelet v0.34.3 // indirect
 )
 

@@ -16,6 +16,7 @@ require (
 require (
 	github.com/evanphx/json-patch/v5 v5.9.11 // indirect
 	github.com/go-openapi/swag/jsonname v0.25.5 // indirect
+	github.com/stretchr/testify v1.12.1 // indirect
 	k8s.io/apiextensions-apiserver v0.34.3 // indirect
 )
 

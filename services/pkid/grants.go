@@ -11,8 +11,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// Guest RBAC of the identities pkid issues that Kubernetes has no role for: the autoscaler
-// (Karpenter's core with Hostplane's provider, user KarpenterUser). It gets what Karpenter's
+// Guest RBAC of the identities pkid issues that Kubernetes has no binding for: the nodes'
+// kube-proxy (NodeProxierGrant), and the autoscaler (Karpenter's core with Hostplane's
+// provider, user KarpenterUser). It gets what Karpenter's
 // own chart grants its controller, plus what Hostplane's side of it does: installing its CRDs
 // and Hostplane's node class CRD, and writing the default node class and the karpenter.sh
 // NodePools that stand for autoscaled pools. Nothing else: no Secrets, no RBAC.
@@ -20,6 +21,9 @@ const (
 	KarpenterUser = "system:hostplane:karpenter"
 	// GrantName names every RBAC object of the autoscaler's grants.
 	GrantName = "hostplane:karpenter"
+	// NodeProxierGrant binds Kubernetes' system:node-proxier role to the nodes (group
+	// system:nodes): kube-proxy on a real node uses the node's credential.
+	NodeProxierGrant = "hostplane:node-proxier"
 	// fieldManager applies the grants.
 	grantsManager = "hostplane-pkid"
 	// grantRetry bounds the wait between two attempts to apply the grants.
@@ -65,8 +69,9 @@ func KarpenterClusterRules() []*rbacv1ac.PolicyRuleApplyConfiguration {
 	}
 }
 
-// applyGrants applies the autoscaler's ClusterRole and its binding, and its Roles in
-// kube-node-lease (the leases of nodes it deletes) and kube-system (the DNS Service it reads).
+// applyGrants applies the autoscaler's ClusterRole and its binding, the nodes' kube-proxy
+// binding, and the autoscaler's Roles in kube-node-lease (the leases of nodes it deletes) and
+// kube-system (the DNS Service it reads).
 func applyGrants(ctx context.Context, cs kubernetes.Interface) error {
 	opts := metav1.ApplyOptions{FieldManager: grantsManager, Force: true}
 	labels := map[string]string{"app.kubernetes.io/managed-by": grantsManager}
@@ -79,6 +84,14 @@ func applyGrants(ctx context.Context, cs kubernetes.Interface) error {
 		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("ClusterRole").WithName(GrantName)).
 		WithSubjects(user), opts); err != nil {
 		return fmt.Errorf("apply ClusterRoleBinding %s: %w", GrantName, err)
+	}
+	// kube-proxy on a real node runs with the node's own credential (the kubelet's rotated
+	// client certificate, ignition's KubeProxyConfiguration): the nodes get Kubernetes' own
+	// role for it, which the Node authorizer does not cover (EndpointSlices).
+	if _, err := cs.RbacV1().ClusterRoleBindings().Apply(ctx, rbacv1ac.ClusterRoleBinding(NodeProxierGrant).WithLabels(labels).
+		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("ClusterRole").WithName("system:node-proxier")).
+		WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.GroupKind).WithAPIGroup(rbacv1.GroupName).WithName("system:nodes")), opts); err != nil {
+		return fmt.Errorf("apply ClusterRoleBinding %s: %w", NodeProxierGrant, err)
 	}
 	for ns, rules := range map[string][]*rbacv1ac.PolicyRuleApplyConfiguration{
 		"kube-node-lease": {rule([]string{"coordination.k8s.io"}, []string{"leases"}, []string{"get", "list", "watch", "delete", "patch", "update"})},
@@ -103,13 +116,13 @@ func (w *csrWatcher) grant(ctx context.Context) {
 	for {
 		err := applyGrants(ctx, w.cs)
 		if err == nil {
-			w.log.Info("applied the autoscaler's guest RBAC", "user", KarpenterUser, "clusterrole", GrantName)
+			w.log.Info("applied the guest RBAC of the autoscaler and the nodes' kube-proxy", "user", KarpenterUser, "clusterrole", GrantName, "binding", NodeProxierGrant)
 			return
 		}
 		if ctx.Err() != nil {
 			return
 		}
-		w.log.Warn("cannot apply the autoscaler's guest RBAC yet; retrying", "retry_in", wait, "err", err)
+		w.log.Warn("cannot apply the guest RBAC yet; retrying", "retry_in", wait, "err", err)
 		select {
 		case <-ctx.Done():
 			return

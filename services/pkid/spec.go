@@ -3,7 +3,6 @@ package pkid
 import (
 	"fmt"
 	"net"
-	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -113,10 +112,10 @@ func leafSpecs(c *api.Cluster, inf *api.Infra) ([]leafSpec, []string, error) {
 	if c.Name != "" {
 		apiserver.add(api.KubeAPIServerHost(c.Name), api.KubeAPIServerHost(c.Name)+".cluster.local")
 	}
-	ip, err := firstServiceIP(c.Spec.Networking.ServiceCIDR)
+	ip, err := c.Spec.Networking.ServiceIP(1)
 	if err != nil {
 		problems = append(problems, fmt.Sprintf("spec.networking.serviceCIDR: %v; using %s", err, api.DefaultServiceCIDR))
-		ip, _ = firstServiceIP(api.DefaultServiceCIDR)
+		ip, _ = api.Networking{}.ServiceIP(1)
 	}
 	apiserver.add(ip.String())
 
@@ -147,24 +146,6 @@ func leafSpecs(c *api.Cluster, inf *api.Infra) ([]leafSpec, []string, error) {
 // kubeconfigServer is the URL every kubeconfig points at.
 func kubeconfigServer(inf *api.Infra) string {
 	return "https://" + net.JoinHostPort(inf.Endpoint.Host, fmt.Sprint(inf.Endpoint.Port))
-}
-
-// firstServiceIP is the first address of the (first) service CIDR: the kubernetes Service's
-// ClusterIP. Empty means api.DefaultServiceCIDR.
-func firstServiceIP(cidr string) (net.IP, error) {
-	if cidr == "" {
-		cidr = api.DefaultServiceCIDR
-	}
-	first, _, _ := strings.Cut(cidr, ",") // dual stack: the primary family
-	p, err := netip.ParsePrefix(strings.TrimSpace(first))
-	if err != nil {
-		return nil, fmt.Errorf("%q is not a CIDR", cidr)
-	}
-	a := p.Masked().Addr().Next()
-	if !a.IsValid() || !p.Contains(a) {
-		return nil, fmt.Errorf("%q has no room for a service IP", cidr)
-	}
-	return net.IP(a.AsSlice()), nil
 }
 
 // sans is an ordered, duplicate-free set of subject alternative names.

@@ -42,32 +42,6 @@ func TestLifetimesOf_FallsBackToDefaultsForBadValues(t *testing.T) {
 	}
 }
 
-func TestFirstServiceIP(t *testing.T) {
-	tests := []struct {
-		cidr, want string
-		wantErr    bool
-	}{
-		{"", "10.96.0.1", false},
-		{"10.96.0.0/16", "10.96.0.1", false},
-		{"172.30.5.7/16", "172.30.0.1", false},
-		{"fd00:10:96::/112", "fd00:10:96::1", false},
-		{"10.100.0.0/24,fd00::/108", "10.100.0.1", false},
-		{"10.0.0.0/32", "", true},
-		{"not-a-cidr", "", true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.cidr, func(t *testing.T) {
-			got, err := firstServiceIP(tt.cidr)
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("err = %v", err)
-			}
-			if err == nil && !got.Equal(net.ParseIP(tt.want)) {
-				t.Fatalf("got %v, want %s", got, tt.want)
-			}
-		})
-	}
-}
-
 func TestRenewAt(t *testing.T) {
 	issued := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	backdated := issued.Add(-time.Minute)

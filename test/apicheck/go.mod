@@ -4,6 +4,8 @@ go 1.26.0
 
 require github.com/getkin/kin-openapi v0.153.0
 
+require github.com/stretchr/testify v1.12.1 // indirect
+
 require (
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-openapi/jsonpointer v0.22.5 // indirect

@@ -73,6 +73,7 @@ require (
 	go.yaml.in/yaml/v4 v4.0.0 // indirect
 	gopkg.in/ini.v1 v1.67.3 // indirect
 	k8s.io/cli-runtime v0.34.3 // indirect
+	k8s.io/kube-proxy v0.34.3 // indirect
 	k8s.io/kubectl v0.34.3 // indirect
 	k8s.io/kubelet v0.34.3 // indirect
 )

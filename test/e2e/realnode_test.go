@@ -20,6 +20,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/hostplane/hostplane/cmd/hostplane/dev"
 	"github.com/hostplane/hostplane/pkg/api"
@@ -160,8 +162,10 @@ func randomSuffix() string {
 func TestRealNode_PlatformNoneMachineBootsTheUserdataIntoAReadyNode(t *testing.T) {
 	rel := release.Latest()
 	testenv.RequireBinaries(t, rel, release.Components()...)
-	if _, err := rel.Binary(release.Kubelet); err != nil {
-		t.Fatal(err)
+	for _, b := range release.NodeBinaries() {
+		if _, err := rel.Binary(b); err != nil {
+			t.Fatal(err)
+		}
 	}
 	requireNodeImage(t)
 	host := dockerBridgeGateway(t)
@@ -248,22 +252,13 @@ func TestRealNode_PlatformNoneMachineBootsTheUserdataIntoAReadyNode(t *testing.T
 	// the credential of the payload, in a sandbox of the registry's pause image.
 	image := s.Registry.Ref(dev.EchoRepo, dev.GuestTag)
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "echo", Namespace: "default"},
+		ObjectMeta: metav1.ObjectMeta{Name: "echo", Namespace: "default", Labels: map[string]string{"app": "echo"}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{
 			Name: "echo", Image: image,
 			Env: []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
 		}}},
 	}
-	if _, err := kc.CoreV1().Pods("default").Create(ctx(t), pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Eventually(t, 3*time.Minute, func() bool {
-		p, err := kc.CoreV1().Pods("default").Get(ctx(t), "echo", metav1.GetOptions{})
-		if err == nil {
-			pod = p
-		}
-		return err == nil && p.Status.Phase == corev1.PodRunning && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].Ready
-	}, "the pod never ran: %s\ncontainerd:\n%s", lazyJSON{&pod}, lazyFunc(func() string { return node.journal("containerd") }))
+	pod = runPod(t, kc, pod, node)
 	if pod.Spec.NodeName != name || pod.Status.PodIP == "" {
 		t.Errorf("pod on %q with IP %q, want node %s and a pod IP", pod.Spec.NodeName, pod.Status.PodIP, name)
 	}
@@ -280,6 +275,94 @@ func TestRealNode_PlatformNoneMachineBootsTheUserdataIntoAReadyNode(t *testing.T
 	if got := c.portForwardGet(cl, "pod/echo", 8080, "/"); strings.TrimSpace(got) != "echo" {
 		t.Errorf("through kubectl port-forward: %q, want the pod's name", got)
 	}
+
+	// A Service reaches the pod through kube-proxy on the node: by its cluster IP from
+	// another pod, and by its node port from this host.
+	checkServiceOnRealNode(t, c, cl, node, got, image)
+}
+
+// runPod creates pod and waits until its one container is running and ready (on node n,
+// whose containerd's journal a failure shows).
+func runPod(t *testing.T, kc kubernetes.Interface, pod *corev1.Pod, n *nodeContainer) *corev1.Pod {
+	t.Helper()
+	if _, err := kc.CoreV1().Pods(pod.Namespace).Create(ctx(t), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 3*time.Minute, func() bool {
+		p, err := kc.CoreV1().Pods(pod.Namespace).Get(ctx(t), pod.Name, metav1.GetOptions{})
+		if err == nil {
+			pod = p
+		}
+		return err == nil && p.Status.Phase == corev1.PodRunning && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].Ready
+	}, "pod %s never ran: %s\ncontainerd:\n%s", pod.Name, lazyJSON{&pod}, lazyFunc(func() string { return n.journal("containerd") }))
+	return pod
+}
+
+// checkServiceOnRealNode puts Service echo (port 80 to the echo pod's 8080, type NodePort) in
+// front of the echo pod on node n and checks kube-proxy routes to it and the guest's DNS
+// names it: a second pod reaches http://<cluster IP>/ and http://echo.default.svc.../, this
+// host http://<node IP>:<node port>/.
+func checkServiceOnRealNode(t *testing.T, c *client, cl string, n *nodeContainer, node *corev1.Node, image string) {
+	t.Helper()
+	kc := c.kubeClient(cl)
+	svc, err := kc.CoreV1().Services("default").Create(ctx(t), &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "echo", Namespace: "default"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app": "echo"},
+			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "client", Namespace: "default"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "client", Image: image}}},
+	}
+	runPod(t, kc, client, n)
+	var out string
+	testenv.Eventually(t, time.Minute, func() bool {
+		out, err = c.kubectl(cl, "", "exec", "client", "--", "/echo", "http://"+svc.Spec.ClusterIP+"/")
+		return err == nil && strings.TrimSpace(out) == "echo"
+	}, "the Service's cluster IP %s never answered from a pod: %q %v\nkube-proxy:\n%s", svc.Spec.ClusterIP, lazyString{&out}, lazyFunc(func() string { return fmt.Sprint(err) }),
+		lazyFunc(func() string { return n.journal("kube-proxy") }))
+
+	// DNS: componentd's CoreDNS (from hostplane's registry) answers for the Service's name;
+	// it reads the Services through the kubernetes Service, whose endpoint componentd points
+	// at the cluster's endpoint, so a pod's in-cluster configuration works too.
+	testenv.Eventually(t, 2*time.Minute, func() bool {
+		d, err := kc.AppsV1().Deployments("kube-system").Get(ctx(t), "coredns", metav1.GetOptions{})
+		return err == nil && d.Status.AvailableReplicas >= 1
+	}, "CoreDNS never became available in the guest:\n%s", lazyFunc(func() string {
+		out, _ := c.kubectl(cl, "", "-n", "kube-system", "get", "deploy,pods,endpointslices", "-o", "wide")
+		logs, _ := c.kubectl(cl, "", "-n", "kube-system", "logs", "deploy/coredns", "--tail=30")
+		return out + "\n" + logs
+	}))
+	for _, name := range []string{"echo.default.svc." + api.ClusterDomain, "echo.default.svc", "echo"} {
+		testenv.Eventually(t, time.Minute, func() bool {
+			out, err = c.kubectl(cl, "", "exec", "client", "--", "/echo", "http://"+name+"/")
+			return err == nil && strings.TrimSpace(out) == "echo"
+		}, "the Service's name %s never answered from a pod: %q %v", name, lazyString{&out}, lazyFunc(func() string { return fmt.Sprint(err) }))
+	}
+
+	var ip string
+	for _, a := range node.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			ip = a.Address
+		}
+	}
+	url := fmt.Sprintf("http://%s/", net.JoinHostPort(ip, fmt.Sprint(svc.Spec.Ports[0].NodePort)))
+	hc := &http.Client{Timeout: 5 * time.Second}
+	var answer string
+	testenv.Eventually(t, time.Minute, func() bool {
+		resp, err := hc.Get(url)
+		if err != nil {
+			answer = err.Error()
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		answer = string(b)
+		return resp.StatusCode == http.StatusOK && strings.TrimSpace(answer) == "echo"
+	}, "the Service's node port never answered at %s: %s", url, lazyString{&answer})
 }
 
 // portForwardGet runs kubectl port-forward to target's port on a free local port, GETs path

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the kubelet of one Kubernetes release (default: the newest, the management plane's)
-# from the same tools module as that release's other binaries, into the same cache directory,
-# and skips it when it is already built from the same module files.
+# Builds the node binaries of one Kubernetes release (default: the newest, the management
+# plane's): the kubelet and kube-proxy, from the same tools module as that release's other
+# binaries, into the same cache directory, and skips them when they are already built from the
+# same module files. kube-proxy costs about 20 s more: nearly all its packages are the kubelet's.
 #
 # A separate script with its own stamp (.kubelet-stamp) on purpose: build.sh stamps each release
 # with a hash that covers build.sh itself, so adding the kubelet there would invalidate every
@@ -12,7 +13,7 @@
 # build.sh's stamp too.
 #
 # Usage: kubelet.sh [version]        (make kubelet; a prerequisite of make mgmt-test)
-# Cache:  ${HOSTPLANE_CACHE_DIR:-$HOME/.cache/hostplane}/releases/v<version>/kubelet
+# Cache:  ${HOSTPLANE_CACHE_DIR:-$HOME/.cache/hostplane}/releases/v<version>/{kubelet,kube-proxy}
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${HOSTPLANE_CACHE_DIR:-$HOME/.cache/hostplane}
@@ -28,7 +29,7 @@ mod="$here/v$version"
 [ -f "$mod/go.mod" ] || { log "no tools module for release $version (run tools/k8s-bins/gen-module.sh $version)"; exit 2; }
 out="$cache/releases/v$version"
 stamp=$(cat "$mod/go.mod" "$mod/go.sum" "$here/kubelet.sh" | sha256sum | cut -c1-16)
-if [ -x "$out/kubelet" ] && [ "$(cat "$out/.kubelet-stamp" 2>/dev/null)" = "$stamp" ]; then exit 0; fi
+if [ -x "$out/kubelet" ] && [ -x "$out/kube-proxy" ] && [ "$(cat "$out/.kubelet-stamp" 2>/dev/null)" = "$stamp" ]; then exit 0; fi
 
 major=${version%%.*} rest=${version#*.}; minor=${rest%%.*}
 ld="-s -w"
@@ -37,13 +38,13 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ld="$ld -X $pkg.gitTreeState=clean -X $pkg.gitCommit=0000000000000000000000000000000000000000"
   ld="$ld -X $pkg.buildDate=1970-01-01T00:00:00Z"
 done
-log "building kubelet v$version into $out (about 8 minutes cold)"
+log "building kubelet and kube-proxy v$version into $out (about 8 minutes cold)"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cp "$mod/go.mod" "$mod/go.sum" "$work/"
-mkdir -p "$out"
+mkdir -p "$out/.node-tmp"
 start=$SECONDS
-(cd "$work" && go build -trimpath -ldflags "$ld" -o "$out/kubelet.tmp" k8s.io/kubernetes/cmd/kubelet)
-mv "$out/kubelet.tmp" "$out/kubelet"
+(cd "$work" && go build -trimpath -ldflags "$ld" -o "$out/.node-tmp/" k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy)
+mv "$out/.node-tmp/kubelet" "$out/.node-tmp/kube-proxy" "$out/" && rmdir "$out/.node-tmp"
 echo "$stamp" > "$out/.kubelet-stamp"
-log "kubelet v$version built in $((SECONDS-start))s"
+log "kubelet and kube-proxy v$version built in $((SECONDS-start))s"

@@ -261,10 +261,12 @@ type Stack struct {
 	restoreResolver func()
 	server          *httpapi.Server
 	adminToken      string
+	// Registry is the OCI registry real nodes pull from (nil when it is not built);
+	// dnsImage its CoreDNS image ("" when it lacks one: componentd's default then).
+	Registry *registry.Registry
+	dnsImage string
 	// Cloud is the local platform's cloud, run in-process; its machines stop with the stack
 	// and resume on the next start (their state stays under <data dir>/localcloud).
-	// Registry is the OCI registry real nodes pull from (nil when it is not built).
-	Registry    *registry.Registry
 	Cloud       *localcloud.Cloud
 	cloudCancel context.CancelFunc
 	cloudDone   chan struct{}
@@ -410,6 +412,7 @@ func (s *Stack) buildDaemons() (prometheus.Gatherers, error) {
 	if r := s.nodeRegistry(); r != nil {
 		ign.Registry, ign.SandboxImage = r, s.Registry.Ref(PauseRepo, GuestTag)
 	}
+	cd.DNSImage = s.dnsImage
 	base := func(name string, reg *prometheus.Registry) daemon.Base {
 		var tp trace.TracerProvider
 		if cfg.TracerProvider != nil {

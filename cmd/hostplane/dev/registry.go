@@ -10,6 +10,7 @@ import (
 
 	"github.com/hostplane/hostplane/pkg/ignition"
 	"github.com/hostplane/hostplane/pkg/registry"
+	"github.com/hostplane/hostplane/pkg/release"
 )
 
 // Guest images hostplane dev pushes to its registry: the sandbox image and the example
@@ -20,7 +21,17 @@ const (
 	GuestTag    = "1"
 	pauseBinary = "hostplane-pause"
 	echoBinary  = "hostplane-echo"
+	// CoreDNSRepo is the DNS server of guest clusters on real nodes (componentd's addons),
+	// tagged with its version: tools/coredns/build.sh's build of the CoreDNS that
+	// tools/coredns/go.mod pins.
+	CoreDNSRepo    = "hostplane/coredns"
+	CoreDNSVersion = "v1.12.1"
 )
+
+// coreDNSBinary is where tools/coredns/build.sh (make coredns) puts CoreDNS.
+func coreDNSBinary() string {
+	return filepath.Join(release.CacheDir(), "coredns", CoreDNSVersion, "coredns")
+}
 
 // startRegistry starts the OCI registry real nodes pull from, on the infra host (where the
 // machines reach the clusters' endpoints), and pushes the guest images into it. Without the
@@ -46,13 +57,17 @@ func (s *Stack) startRegistry(ctx context.Context) error {
 	for _, img := range []registry.Image{
 		{Repo: PauseRepo, Tag: GuestTag, Files: map[string]string{"/pause": filepath.Join(dir, pauseBinary)}, Entrypoint: []string{"/pause"}},
 		{Repo: EchoRepo, Tag: GuestTag, Files: map[string]string{"/echo": filepath.Join(dir, echoBinary)}, Entrypoint: []string{"/echo"}},
+		{Repo: CoreDNSRepo, Tag: CoreDNSVersion, Files: map[string]string{"/coredns": coreDNSBinary()}, Entrypoint: []string{"/coredns"}},
 	} {
 		d, err := r.Push(ctx, img)
 		if err != nil {
-			s.log.Warn("the registry lacks a guest image (make run builds its binary beside hostplane)", "image", img.Repo, "err", err)
+			s.log.Warn("the registry lacks a guest image (make run builds its binary beside hostplane, make coredns CoreDNS)", "image", img.Repo, "err", err)
 			continue
 		}
 		s.log.Info("pushed a guest image", "ref", r.Ref(img.Repo, img.Tag), "digest", d)
+		if img.Repo == CoreDNSRepo {
+			s.dnsImage = r.Ref(img.Repo, img.Tag)
+		}
 	}
 	return nil
 }
