@@ -67,28 +67,35 @@ func (d *Daemon) ensureAddons(ctx context.Context, log *slog.Logger, c *api.Clus
 	if !wantsAddons(c) || c.DeletionTimestamp != nil {
 		return 0
 	}
+	d.addonState.mu.Lock()
+	last := d.addonState.applied[c.Name]
+	d.addonState.mu.Unlock()
+	cfg, err := d.addonsConfig(c, inf)
+	if err != nil {
+		if time.Now().After(last.retryAt) { // said once an addonsRefresh, not every reconcile
+			log.Warn("the cluster gets no guest addons (DNS, the kubernetes Service's endpoints)", "err", err)
+			d.metrics.addons.WithLabelValues(addonsInvalid).Inc()
+			d.addonState.mu.Lock()
+			d.addonState.applied[c.Name] = addonApplied{retryAt: time.Now().Add(addonsRefresh)}
+			d.addonState.mu.Unlock()
+		}
+		return 0
+	}
+	hash := cfg.Hash()
+	if last.hash == hash && time.Since(last.at) < addonsRefresh {
+		return 0
+	}
+	if wait := time.Until(last.retryAt); wait > 0 {
+		return wait
+	}
+	// Only now the component records (a read of the bucket): a cluster whose addons are
+	// current costs its reconciles nothing here.
 	recs, err := d.records(ctx, c.Name)
 	if err != nil {
 		return d.cfg.ProgressInterval
 	}
 	if r := recs[api.ComponentKubeAPIServer]; r == nil || r.Value.Status.ReadyReplicas == 0 {
 		return d.cfg.ProgressInterval
-	}
-	cfg, err := d.addonsConfig(c, inf)
-	if err != nil {
-		log.Warn("the cluster gets no guest addons (DNS, the kubernetes Service's endpoints)", "err", err)
-		d.metrics.addons.WithLabelValues(addonsInvalid).Inc()
-		return 0
-	}
-	hash := cfg.Hash()
-	d.addonState.mu.Lock()
-	last := d.addonState.applied[c.Name]
-	d.addonState.mu.Unlock()
-	if last.hash == hash && time.Since(last.at) < addonsRefresh {
-		return 0
-	}
-	if wait := time.Until(last.retryAt); wait > 0 {
-		return wait
 	}
 	cl, err := d.guests.For(ctx, c.Name)
 	if err != nil {
