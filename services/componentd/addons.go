@@ -36,9 +36,10 @@ type addonState struct {
 type addonApplied struct {
 	hash string
 	at   time.Time
-	// retryAt: after a failure, not before then (every reconcile of the cluster would
-	// otherwise try again at once).
-	retryAt time.Time
+	// retryAt: after a failure to apply configuration retryFor (a hash, or addonsInvalid),
+	// not before then: every reconcile of the cluster would otherwise try again at once.
+	retryAt  time.Time
+	retryFor string
 }
 
 // wantsAddons says whether cluster c gets the guest addons: clusters whose nodes are real
@@ -72,11 +73,11 @@ func (d *Daemon) ensureAddons(ctx context.Context, log *slog.Logger, c *api.Clus
 	d.addonState.mu.Unlock()
 	cfg, err := d.addonsConfig(c, inf)
 	if err != nil {
-		if time.Now().After(last.retryAt) { // said once an addonsRefresh, not every reconcile
+		if last.retryFor != addonsInvalid || time.Now().After(last.retryAt) { // said once an addonsRefresh, not every reconcile
 			log.Warn("the cluster gets no guest addons (DNS, the kubernetes Service's endpoints)", "err", err)
 			d.metrics.addons.WithLabelValues(addonsInvalid).Inc()
 			d.addonState.mu.Lock()
-			d.addonState.applied[c.Name] = addonApplied{retryAt: time.Now().Add(addonsRefresh)}
+			d.addonState.applied[c.Name] = addonApplied{retryAt: time.Now().Add(addonsRefresh), retryFor: addonsInvalid}
 			d.addonState.mu.Unlock()
 		}
 		return 0
@@ -85,7 +86,7 @@ func (d *Daemon) ensureAddons(ctx context.Context, log *slog.Logger, c *api.Clus
 	if last.hash == hash && time.Since(last.at) < addonsRefresh {
 		return 0
 	}
-	if wait := time.Until(last.retryAt); wait > 0 {
+	if wait := time.Until(last.retryAt); wait > 0 && last.retryFor == hash {
 		return wait
 	}
 	// Only now the component records (a read of the bucket): a cluster whose addons are
@@ -109,7 +110,7 @@ func (d *Daemon) ensureAddons(ctx context.Context, log *slog.Logger, c *api.Clus
 		log.Warn("cannot apply the guest addons yet; retrying", "retry_in", addonsRetry, "err", err)
 		d.metrics.addons.WithLabelValues(addonsFailed).Inc()
 		d.addonState.mu.Lock()
-		last.retryAt = time.Now().Add(addonsRetry)
+		last.retryAt, last.retryFor = time.Now().Add(addonsRetry), hash
 		d.addonState.applied[c.Name] = last
 		d.addonState.mu.Unlock()
 		return addonsRetry
