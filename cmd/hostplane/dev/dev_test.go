@@ -149,6 +149,20 @@ func TestDev_ADaemonThatLosesItsLease_IsStartedAgainAndLeadsOnceTheLeaseExpires(
 		code, _, _ := getJSON(t, clusters, s.AdminToken())
 		return code == http.StatusOK
 	}, "clusterd never answered")
+	// Every daemon leads before the lease is taken, so clusterd's own readiness is what the
+	// test watches fall and rise, not another daemon still starting.
+	var clusterd dev.Daemon
+	for _, d := range s.Daemons {
+		if d.Name() == "clusterd" {
+			clusterd = d
+		}
+	}
+	if clusterd == nil {
+		t.Fatal("the stack runs no daemon named clusterd")
+	}
+	testenv.Eventually(t, time.Minute, func() bool {
+		return s.Ready(t.Context()) == nil
+	}, "the stack never became ready")
 
 	nc, err := s.ConnectNATS(t.Context(), natsauth.Admin)
 	if err != nil {
@@ -170,7 +184,7 @@ func TestDev_ADaemonThatLosesItsLease_IsStartedAgainAndLeadsOnceTheLeaseExpires(
 	}
 	// clusterd stops leading at its next renewal: the front door has no leader to route to.
 	testenv.Eventually(t, 30*time.Second, func() bool {
-		return s.Ready(t.Context()) != nil
+		return clusterd.Ready(t.Context()) != nil
 	}, "clusterd went on leading with its lease held by another")
 	testenv.Eventually(t, time.Minute, func() bool {
 		code, _, _ := getJSON(t, clusters, s.AdminToken())
