@@ -117,6 +117,7 @@ run: ## run everything in one process: hostplane dev on http://127.0.0.1:8080 (C
 	    $(GO) build -o $(BIN)/hostplane-karpenter ./cmd/hostplane-karpenter && \
 	    $(GO) build -o $(BIN)/hostplane-pause ./cmd/hostplane/internal/guestimages/pause && \
 	    $(GO) build -o $(BIN)/hostplane-echo ./cmd/hostplane/internal/guestimages/echo && \
+	    $(GO) build -o $(BIN)/hostplane-netd ./cmd/hostplane/internal/guestimages/netd && \
 	    tools/registry/build.sh && tools/coredns/build.sh; } || { kill $$rel; exit 1; }; \
 	  wait $$rel || exit 1; echo "[run] built in $$((SECONDS-start))s"
 	@tools/k8s-bins/build.sh > .hostplane/k8s-bins.log 2>&1 & \

@@ -282,6 +282,9 @@ func validateNetworking(fe *FieldErrors, n Networking) {
 		fe.Add("spec.networking.podCIDR", "%s and the service network %s must be of the same IP family", pod, svc)
 	case svc.Overlaps(pod):
 		fe.Add("spec.networking.podCIDR", "%s overlaps the service network %s", pod, svc)
+	case pod.Bits() > n.NodeCIDRMaskSize()-minNodeRangeBits:
+		fe.Add("spec.networking.podCIDR", "%s is too small: every node takes a /%d of it, and it must hold at least %d (/%d or larger)",
+			pod, n.NodeCIDRMaskSize(), 1<<minNodeRangeBits, n.NodeCIDRMaskSize()-minNodeRangeBits)
 	}
 }
 

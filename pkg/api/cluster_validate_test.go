@@ -110,6 +110,8 @@ func TestValidateCluster_NamesEachBadField(t *testing.T) {
 			want: []string{"spec.networking.podCIDR"}, detail: "overlaps"},
 		{name: "mixed IP families", mutate: func(c *api.Cluster) { c.Spec.Networking.PodCIDR = "fd00::/48" },
 			want: []string{"spec.networking.podCIDR"}, detail: "same IP family"},
+		{name: "pod network smaller than four nodes' ranges", mutate: func(c *api.Cluster) { c.Spec.Networking.PodCIDR = "10.132.0.0/23" },
+			want: []string{"spec.networking.podCIDR"}, detail: "/22 or larger"},
 		{name: "bad CA lifetime", mutate: func(c *api.Cluster) { c.Spec.PKI = &api.PKISpec{CALifetime: "a year"} },
 			want: []string{"spec.pki.caLifetime"}, detail: "duration"},
 		{name: "negative leaf lifetime", mutate: func(c *api.Cluster) { c.Spec.PKI = &api.PKISpec{LeafLifetime: "-5m"} },

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -41,4 +42,31 @@ func (n Networking) ServiceIP(i int) (netip.Addr, error) {
 		return netip.Addr{}, fmt.Errorf("%q has no service address %d", cidr, i)
 	}
 	return a, nil
+}
+
+// Node pod ranges: kube-controller-manager gives every Node a range of the pod network of
+// this size (a /24 of IPv4, 254 pods; a /64 of IPv6), and kube-controller-manager refuses a
+// node range more than maxNodeCIDRBitsBelowPodCIDR bits smaller than the pod network.
+const (
+	nodeCIDRBitsIPv4            = 24
+	nodeCIDRBitsIPv6            = 64
+	maxNodeCIDRBitsBelowPodCIDR = 16
+	// minNodeRangeBits: a pod network holds at least 2^minNodeRangeBits node ranges.
+	minNodeRangeBits = 2
+)
+
+// NodeCIDRMaskSize is the prefix length of each node's pod range
+// (kube-controller-manager --node-cidr-mask-size): /24 for IPv4 and /64 for IPv6, or 16 bits
+// below the pod network's when that is larger. It is 0 when the pod CIDR does not parse.
+func (n Networking) NodeCIDRMaskSize() int {
+	first, _, _ := strings.Cut(n.PodCIDR, ",")
+	p, err := netip.ParsePrefix(strings.TrimSpace(cmp.Or(first, DefaultPodCIDR)))
+	if err != nil {
+		return 0
+	}
+	size := nodeCIDRBitsIPv4
+	if !p.Addr().Is4() {
+		size = nodeCIDRBitsIPv6
+	}
+	return min(size, p.Bits()+maxNodeCIDRBitsBelowPodCIDR)
 }

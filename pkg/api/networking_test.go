@@ -31,3 +31,20 @@ func TestNetworking_ServiceIP(t *testing.T) {
 		}
 	}
 }
+
+func TestNetworking_NodeCIDRMaskSize(t *testing.T) {
+	for cidr, want := range map[string]int{
+		"":                       24, // the default pod network
+		"10.132.0.0/14":          24,
+		"10.0.0.0/8":             24,
+		"10.0.0.0/6":             22, // kube-controller-manager allows 16 bits below the pod network
+		"fd00::/48":              64,
+		"fd00::/40":              56,
+		"not a CIDR":             0,
+		"10.1.0.0/16, fd00::/48": 24,
+	} {
+		if got := (Networking{PodCIDR: cidr}).NodeCIDRMaskSize(); got != want {
+			t.Errorf("NodeCIDRMaskSize of %q = %d, want %d", cidr, got, want)
+		}
+	}
+}

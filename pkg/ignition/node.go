@@ -1,7 +1,6 @@
 package ignition
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -40,7 +39,10 @@ const (
 	// PathContainerdConfig is containerd's config: CRI with the sandbox image, runc under
 	// the cgroupfs driver, CNI from PathCNIConfig's directory.
 	PathContainerdConfig = "/etc/containerd/config.toml"
-	// PathCNIConfig is the pod network of the node: a bridge with host-local addresses.
+	// PathCNIConfig is the pod network of the node: a bridge over the node's pod range with
+	// host-local addresses, written by the cluster's pod network (hostplane-netd, a
+	// DaemonSet componentd applies) once the node has a range, not by the payload: until
+	// then the kubelet reports the node's network not ready.
 	PathCNIConfig = "/etc/cni/net.d/10-hostplane.conflist"
 	// PathSysctl holds the sysctls pods need (forwarding, bridged traffic through iptables).
 	PathSysctl = "/etc/sysctl.d/90-hostplane.conf"
@@ -78,7 +80,8 @@ type Node struct {
 	KubeProxy   Binary
 	Token       string
 	ServerCAPEM []byte
-	// PodCIDR is the range the node's bridge gives pods addresses from.
+	// PodCIDR is the cluster's pod network (kube-proxy's clusterCIDR: what is not in it is
+	// outside the cluster).
 	PodCIDR string
 	// ClusterDomain is the cluster's DNS domain (default cluster.local); ClusterDNS the
 	// Service address of its DNS server, if it has one.
@@ -155,10 +158,6 @@ func (n *Node) config(k KubeletConfig) (types.Config, error) {
 	if err != nil {
 		return types.Config{}, err
 	}
-	cni, err := n.cniConfig()
-	if err != nil {
-		return types.Config{}, err
-	}
 	cfg := types.Config{
 		Ignition: types.Ignition{Version: Version},
 		Storage: types.Storage{Files: []types.File{
@@ -167,7 +166,6 @@ func (n *Node) config(k KubeletConfig) (types.Config, error) {
 			file(PathKubeletConfiguration, 0o644, kubeletConf),
 			file(PathKubeProxyConfiguration, 0o644, proxyConf),
 			file(PathContainerdConfig, 0o644, []byte(n.containerdConfig())),
-			file(PathCNIConfig, 0o644, cni),
 			file(PathSysctl, 0o644, []byte("net.ipv4.ip_forward = 1\nnet.bridge.bridge-nf-call-iptables = 1\nnet.bridge.bridge-nf-call-ip6tables = 1\n")),
 			file(PathModules, 0o644, []byte("br_netfilter\noverlay\n")),
 			file(PathKubeletPre, 0o755, []byte(kubeletPre)),
@@ -369,22 +367,3 @@ func (n *Node) registryConfig() string {
 	return out
 }
 
-// cniConfig is the node's pod network: a bridge whose gateway is the node, addresses from
-// PodCIDR, outbound traffic masqueraded, host ports through portmap.
-func (n *Node) cniConfig() ([]byte, error) {
-	return json.MarshalIndent(map[string]any{
-		"cniVersion": "0.4.0",
-		"name":       "hostplane",
-		"plugins": []any{
-			map[string]any{
-				"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": true, "hairpinMode": true,
-				"ipam": map[string]any{
-					"type":   "host-local",
-					"ranges": [][]map[string]string{{{"subnet": n.PodCIDR}}},
-					"routes": []map[string]string{{"dst": "0.0.0.0/0"}},
-				},
-			},
-			map[string]any{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}},
-		},
-	}, "", "  ")
-}

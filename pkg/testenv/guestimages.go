@@ -11,7 +11,7 @@ var (
 	guestErr  error
 )
 
-// GuestImagesDir is a directory holding hostplane-pause and hostplane-echo, the binaries of
+// GuestImagesDir is a directory holding hostplane-pause, hostplane-echo and hostplane-netd, the binaries of
 // the guest images hostplane dev pushes to its registry (dev.Config.GuestImagesDir): built
 // once per test process from the workspace the test runs in.
 func GuestImagesDir(t testing.TB) string {
@@ -20,6 +20,7 @@ func GuestImagesDir(t testing.TB) string {
 		guestDir, guestErr = buildTemp("hostplane-guest-images", map[string]string{
 			"hostplane-pause": "github.com/hostplane/hostplane/cmd/hostplane/internal/guestimages/pause",
 			"hostplane-echo":  "github.com/hostplane/hostplane/cmd/hostplane/internal/guestimages/echo",
+			"hostplane-netd":  "github.com/hostplane/hostplane/cmd/hostplane/internal/guestimages/netd",
 		})
 	})
 	if guestErr != nil {

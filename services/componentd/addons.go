@@ -56,8 +56,13 @@ func (d *Daemon) addonsConfig(c *api.Cluster, inf *api.Infra) (addons.Config, er
 	if err != nil {
 		return addons.Config{}, fmt.Errorf("spec.networking.serviceCIDR: %w", err)
 	}
-	return addons.Config{APIServer: netip.AddrPortFrom(ip, uint16(inf.Endpoint.Port)), DNSIP: dns,
-		DNSImage: d.cfg.DNSImage, ClusterDomain: api.ClusterDomain}, nil
+	pods, err := netip.ParsePrefix(c.Spec.Networking.PodCIDR)
+	if err != nil {
+		return addons.Config{}, fmt.Errorf("spec.networking.podCIDR %q: %w", c.Spec.Networking.PodCIDR, err)
+	}
+	cfg := addons.Config{APIServer: netip.AddrPortFrom(ip, uint16(inf.Endpoint.Port)), DNSIP: dns,
+		DNSImage: d.cfg.DNSImage, ClusterDomain: api.ClusterDomain, PodCIDR: pods, NetImage: d.cfg.NetImage}
+	return cfg, cfg.Validate()
 }
 
 // ensureAddons applies cluster c's guest addons once its kube-apiserver is ready, again when
@@ -74,7 +79,7 @@ func (d *Daemon) ensureAddons(ctx context.Context, log *slog.Logger, c *api.Clus
 	cfg, err := d.addonsConfig(c, inf)
 	if err != nil {
 		if last.retryFor != addonsInvalid || time.Now().After(last.retryAt) { // said once an addonsRefresh, not every reconcile
-			log.Warn("the cluster gets no guest addons (DNS, the kubernetes Service's endpoints)", "err", err)
+			log.Warn("the cluster gets no guest addons (pod network, DNS, the kubernetes Service's endpoints)", "err", err)
 			d.metrics.addons.WithLabelValues(addonsInvalid).Inc()
 			d.addonState.mu.Lock()
 			d.addonState.applied[c.Name] = addonApplied{retryAt: time.Now().Add(addonsRefresh), retryFor: addonsInvalid}
@@ -121,7 +126,7 @@ func (d *Daemon) ensureAddons(ctx context.Context, log *slog.Logger, c *api.Clus
 	d.addonState.applied[c.Name] = addonApplied{hash: hash, at: time.Now()}
 	d.addonState.mu.Unlock()
 	if last.hash != hash {
-		log.Info("applied the guest addons", "dns", cfg.DNSIP, "dns_image", cfg.DNSImage, "kubernetes_endpoint", cfg.APIServer, "hash", hash)
+		log.Info("applied the guest addons", "dns", cfg.DNSIP, "dns_image", cfg.DNSImage, "netd_image", cfg.NetImage, "kubernetes_endpoint", cfg.APIServer, "hash", hash)
 	}
 	return 0
 }

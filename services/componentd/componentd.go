@@ -56,6 +56,10 @@ type Config struct {
 	// DNSImage is the CoreDNS image clusters of real nodes run as their DNS (package
 	// addons; HOSTPLANE_DNS_IMAGE; default DefaultDNSImage).
 	DNSImage string
+	// NetImage is the image of hostplane-netd, the pod network of clusters of real nodes
+	// (package addons; HOSTPLANE_NETD_IMAGE; no default: hostplane dev pushes one to its
+	// registry and sets it). Without it those clusters get no addons, and say so.
+	NetImage string
 	// KarpenterImage is the image the kubernetes runtime runs the autoscaler from: one with
 	// /usr/local/bin/hostplane-karpenter, as componentd's own image (HOSTPLANE_KARPENTER_IMAGE;
 	// default DefaultKarpenterImage).
@@ -123,6 +127,8 @@ func RegisterFlags(fs *flag.FlagSet) *Config {
 		"hostplane-karpenter executable for the autoscaler (HOSTPLANE_KARPENTER_BINARY; default: beside this executable, else on PATH)")
 	fs.StringVar(&cfg.DNSImage, "dns-image", daemon.Env("HOSTPLANE_DNS_IMAGE", DefaultDNSImage),
 		"CoreDNS image clusters of real nodes (platform none) run as their DNS (HOSTPLANE_DNS_IMAGE)")
+	fs.StringVar(&cfg.NetImage, "netd-image", daemon.Env("HOSTPLANE_NETD_IMAGE", ""),
+		"hostplane-netd image, the pod network of clusters of real nodes (platform none) (HOSTPLANE_NETD_IMAGE)")
 	fs.StringVar(&cfg.KarpenterImage, "karpenter-image", daemon.Env("HOSTPLANE_KARPENTER_IMAGE", DefaultKarpenterImage),
 		"image with /usr/local/bin/hostplane-karpenter the kubernetes runtime runs the autoscaler from (HOSTPLANE_KARPENTER_IMAGE)")
 	fs.StringVar(&cfg.Tuning, "component-tuning", daemon.Env("HOSTPLANE_COMPONENT_TUNING", ""),

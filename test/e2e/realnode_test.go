@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -180,7 +181,7 @@ func TestRealNode_PlatformNoneMachineBootsTheUserdataIntoAReadyNode(t *testing.T
 		t.Fatalf("create cluster: %d %s", code, body)
 	}
 	c.waitCondition(cl, api.ConditionAvailable, api.ConditionTrue, available)
-	if code, body := c.do("POST", "/v1/clusters/"+cl+"/nodepools", `{"name":"`+pool+`","spec":{"replicas":1,"release":{"version":"`+rel.Version+`"},"management":{"upgradeType":"Replace"},"nodeLabels":{"tier":"metal"}}}`, nil); code != http.StatusCreated && code != http.StatusAccepted {
+	if code, body := c.do("POST", "/v1/clusters/"+cl+"/nodepools", `{"name":"`+pool+`","spec":{"replicas":2,"release":{"version":"`+rel.Version+`"},"management":{"upgradeType":"Replace"},"nodeLabels":{"tier":"metal"}}}`, nil); code != http.StatusCreated && code != http.StatusAccepted {
 		t.Fatalf("create pool: %d %s", code, body)
 	}
 	var userData []byte
@@ -198,25 +199,22 @@ func TestRealNode_PlatformNoneMachineBootsTheUserdataIntoAReadyNode(t *testing.T
 		t.Fatalf("the stub points at %s, not at the address the machines reach (%s)", stub.URL, host)
 	}
 
-	name := "byo-" + randomSuffix()
-	node := startNodeContainer(t, name, userData)
+	// Two machines booting the same userdata: each becomes a node of its own pod range.
+	suffix := randomSuffix()
+	names := []string{"byo-" + suffix + "-a", "byo-" + suffix + "-b"}
+	machines := make([]*nodeContainer, len(names))
+	for i, name := range names {
+		machines[i] = startNodeContainer(t, name, userData)
+	}
 	kc := c.kubeClient(cl)
-	var got *corev1.Node
-	testenv.Eventually(t, 4*time.Minute, func() bool {
-		n, err := kc.CoreV1().Nodes().Get(ctx(t), name, metav1.GetOptions{})
-		if err != nil {
-			return false
-		}
-		got = n
-		for _, cond := range n.Status.Conditions {
-			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-				return true
-			}
-		}
-		return false
-	}, "machine %s never became a Ready node: %s\nfirst boot:\n%s\nkubelet:\n%s", name, lazyJSON{&got},
-		lazyFunc(func() string { return node.journal("hostplane-ignition") }), lazyFunc(func() string { return node.journal("kubelet") }))
-
+	nodes := make([]*corev1.Node, len(names))
+	for i := range names {
+		nodes[i] = waitNodeReady(t, kc, machines[i])
+	}
+	if a, b := nodes[0].Spec.PodCIDRs[0], nodes[1].Spec.PodCIDRs[0]; a == b {
+		t.Errorf("both nodes have pod range %s", a)
+	}
+	name, node, got := names[0], machines[0], nodes[0]
 	if v := got.Status.NodeInfo.KubeletVersion; v != "v"+rel.Version {
 		t.Errorf("kubelet version %s, want v%s", v, rel.Version)
 	}
@@ -244,8 +242,8 @@ func TestRealNode_PlatformNoneMachineBootsTheUserdataIntoAReadyNode(t *testing.T
 	if out, err := node.exec("sh", "-c", "sha512sum "+ignition.PathKubelet); err != nil || len(out) < 128 {
 		t.Errorf("kubelet on the machine: %v %s", err, out)
 	}
-	// The pool counts the node as ready and updated (its config label names the pool's hash).
-	c.waitPoolReady(cl, pool, 1, 2*time.Minute)
+	// The pool counts the nodes as ready and updated (their config label names the pool's hash).
+	c.waitPoolReady(cl, pool, int32(len(names)), 2*time.Minute)
 	t.Logf("node %s: kubelet %s, %s, OS %s", name, got.Status.NodeInfo.KubeletVersion, got.Status.NodeInfo.ContainerRuntimeVersion, got.Status.NodeInfo.OSImage)
 
 	// A real container runs on it: the example image, pulled from hostplane's registry with
@@ -258,9 +256,10 @@ func TestRealNode_PlatformNoneMachineBootsTheUserdataIntoAReadyNode(t *testing.T
 			Env: []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
 		}}},
 	}
+	pod.Spec.NodeName = name
 	pod = runPod(t, kc, pod, node)
-	if pod.Spec.NodeName != name || pod.Status.PodIP == "" {
-		t.Errorf("pod on %q with IP %q, want node %s and a pod IP", pod.Spec.NodeName, pod.Status.PodIP, name)
+	if pod.Status.PodIP == "" || !podInNodeRange(pod, got) {
+		t.Errorf("pod IP %q, want one of node %s's pod range %v", pod.Status.PodIP, name, got.Spec.PodCIDRs)
 	}
 	// kubectl logs and exec reach the kubelet; the process in the container is the real one.
 	logs, err := c.kubectl(cl, "", "logs", "echo")
@@ -276,9 +275,41 @@ func TestRealNode_PlatformNoneMachineBootsTheUserdataIntoAReadyNode(t *testing.T
 		t.Errorf("through kubectl port-forward: %q, want the pod's name", got)
 	}
 
-	// A Service reaches the pod through kube-proxy on the node: by its cluster IP from
-	// another pod, and by its node port from this host.
-	checkServiceOnRealNode(t, c, cl, node, got, image)
+	// A pod on the other node reaches the echo pod by its pod IP, with its own address (no
+	// masquerade between pods); a Service reaches the echo pod through kube-proxy: by its
+	// cluster IP and DNS names from that pod, and by its node port from this host.
+	checkServiceOnRealNode(t, c, cl, pod, machines[1], got, image)
+}
+
+// waitNodeReady waits until machine n is a Ready node with a pod range and returns it.
+func waitNodeReady(t *testing.T, kc kubernetes.Interface, n *nodeContainer) *corev1.Node {
+	t.Helper()
+	var got *corev1.Node
+	testenv.Eventually(t, 4*time.Minute, func() bool {
+		node, err := kc.CoreV1().Nodes().Get(ctx(t), n.name, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		got = node
+		for _, cond := range node.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				return len(node.Spec.PodCIDRs) > 0
+			}
+		}
+		return false
+	}, "machine %s never became a Ready node with a pod range: %s\nfirst boot:\n%s\nkubelet:\n%s", n.name, lazyJSON{&got},
+		lazyFunc(func() string { return n.journal("hostplane-ignition") }), lazyFunc(func() string { return n.journal("kubelet") }))
+	return got
+}
+
+// podInNodeRange says whether pod's IP is in node's pod range.
+func podInNodeRange(pod *corev1.Pod, node *corev1.Node) bool {
+	ip, err := netip.ParseAddr(pod.Status.PodIP)
+	if err != nil || len(node.Spec.PodCIDRs) == 0 {
+		return false
+	}
+	p, err := netip.ParsePrefix(node.Spec.PodCIDRs[0])
+	return err == nil && p.Contains(ip)
 }
 
 // runPod creates pod and waits until its one container is running and ready (on node n,
@@ -298,13 +329,36 @@ func runPod(t *testing.T, kc kubernetes.Interface, pod *corev1.Pod, n *nodeConta
 	return pod
 }
 
-// checkServiceOnRealNode puts Service echo (port 80 to the echo pod's 8080, type NodePort) in
-// front of the echo pod on node n and checks kube-proxy routes to it and the guest's DNS
-// names it: a second pod reaches http://<cluster IP>/ and http://echo.default.svc.../, this
-// host http://<node IP>:<node port>/.
-func checkServiceOnRealNode(t *testing.T, c *client, cl string, n *nodeContainer, node *corev1.Node, image string) {
+// checkServiceOnRealNode starts a client pod on machine n (another node than echo's) and
+// checks that it reaches the echo pod at its pod IP, seen from its own pod IP (the echo
+// server logs the remote address); then puts Service echo (port 80 to the echo pod's 8080,
+// type NodePort) in front of it and checks kube-proxy routes to it and the guest's DNS
+// names it: the client reaches http://<cluster IP>/ and http://echo.default.svc.../, this
+// host http://<echo's node IP>:<node port>/.
+func checkServiceOnRealNode(t *testing.T, c *client, cl string, echo *corev1.Pod, n *nodeContainer, node *corev1.Node, image string) {
 	t.Helper()
 	kc := c.kubeClient(cl)
+	client := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "client", Namespace: "default"},
+		Spec:       corev1.PodSpec{NodeName: n.name, Containers: []corev1.Container{{Name: "client", Image: image}}},
+	}
+	client = runPod(t, kc, client, n)
+	var out string
+	var err error
+	podURL := "http://" + net.JoinHostPort(echo.Status.PodIP, "8080") + "/"
+	testenv.Eventually(t, time.Minute, func() bool {
+		out, err = c.kubectl(cl, "", "exec", "client", "--", "/echo", podURL)
+		return err == nil && strings.TrimSpace(out) == "echo"
+	}, "the echo pod on %s never answered at %s from a pod on %s: %q %v\nnetd:\n%s", echo.Spec.NodeName, podURL, n.name,
+		lazyString{&out}, lazyFunc(func() string { return fmt.Sprint(err) }),
+		lazyFunc(func() string {
+			out, _ := c.kubectl(cl, "", "-n", "kube-system", "logs", "-l", "k8s-app=hostplane-netd", "--tail=20", "--prefix")
+			routes, _ := n.exec("ip", "route")
+			return out + "\nroutes on " + n.name + ":\n" + routes
+		}))
+	if logs, err := c.kubectl(cl, "", "logs", "echo"); err != nil || !strings.Contains(logs, "from "+client.Status.PodIP+":") {
+		t.Errorf("the echo pod saw the client (%s) from another address (masqueraded between pods?): %v\n%s", client.Status.PodIP, err, logs)
+	}
 	svc, err := kc.CoreV1().Services("default").Create(ctx(t), &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "echo", Namespace: "default"},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app": "echo"},
@@ -313,12 +367,6 @@ func checkServiceOnRealNode(t *testing.T, c *client, cl string, n *nodeContainer
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "client", Namespace: "default"},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "client", Image: image}}},
-	}
-	runPod(t, kc, client, n)
-	var out string
 	testenv.Eventually(t, time.Minute, func() bool {
 		out, err = c.kubectl(cl, "", "exec", "client", "--", "/echo", "http://"+svc.Spec.ClusterIP+"/")
 		return err == nil && strings.TrimSpace(out) == "echo"

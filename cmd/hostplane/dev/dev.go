@@ -59,7 +59,7 @@ type Config struct {
 	// are on (infrad.Config.Host; default 127.0.0.1). Real nodes in containers on this host
 	// need one they can reach, such as the Docker bridge's gateway (172.17.0.1).
 	InfraHost string
-	// GuestImagesDir holds hostplane-pause and hostplane-echo, the binaries of the guest
+	// GuestImagesDir holds hostplane-pause, hostplane-echo and hostplane-netd, the binaries of the guest
 	// images pushed to the registry (default: the directory of the running executable,
 	// where make run builds them).
 	GuestImagesDir string
@@ -262,9 +262,10 @@ type Stack struct {
 	server          *httpapi.Server
 	adminToken      string
 	// Registry is the OCI registry real nodes pull from (nil when it is not built);
-	// dnsImage its CoreDNS image ("" when it lacks one: componentd's default then).
-	Registry *registry.Registry
-	dnsImage string
+	// dnsImage its CoreDNS image ("" when it lacks one: componentd's default then),
+	// netImage its hostplane-netd image ("" when it lacks one).
+	Registry           *registry.Registry
+	dnsImage, netImage string
 	// Cloud is the local platform's cloud, run in-process; its machines stop with the stack
 	// and resume on the next start (their state stays under <data dir>/localcloud).
 	Cloud       *localcloud.Cloud
@@ -412,7 +413,7 @@ func (s *Stack) buildDaemons() (prometheus.Gatherers, error) {
 	if r := s.nodeRegistry(); r != nil {
 		ign.Registry, ign.SandboxImage = r, s.Registry.Ref(PauseRepo, GuestTag)
 	}
-	cd.DNSImage = s.dnsImage
+	cd.DNSImage, cd.NetImage = s.dnsImage, s.netImage
 	base := func(name string, reg *prometheus.Registry) daemon.Base {
 		var tp trace.TracerProvider
 		if cfg.TracerProvider != nil {

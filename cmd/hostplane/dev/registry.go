@@ -13,14 +13,17 @@ import (
 	"github.com/hostplane/hostplane/pkg/release"
 )
 
-// Guest images hostplane dev pushes to its registry: the sandbox image and the example
-// workload (cmd/hostplane/internal/guestimages), FROM scratch around one static binary each.
+// Guest images hostplane dev pushes to its registry: the sandbox image, the example
+// workload and the pod network (cmd/hostplane/internal/guestimages), FROM scratch around one
+// static binary each.
 const (
 	PauseRepo   = "hostplane/pause"
 	EchoRepo    = "hostplane/echo"
+	NetRepo     = "hostplane/netd"
 	GuestTag    = "1"
 	pauseBinary = "hostplane-pause"
 	echoBinary  = "hostplane-echo"
+	netBinary   = "hostplane-netd"
 	// CoreDNSRepo is the DNS server of guest clusters on real nodes (componentd's addons),
 	// tagged with its version: tools/coredns/build.sh's build of the CoreDNS that
 	// tools/coredns/go.mod pins.
@@ -57,6 +60,7 @@ func (s *Stack) startRegistry(ctx context.Context) error {
 	for _, img := range []registry.Image{
 		{Repo: PauseRepo, Tag: GuestTag, Files: map[string]string{"/pause": filepath.Join(dir, pauseBinary)}, Entrypoint: []string{"/pause"}},
 		{Repo: EchoRepo, Tag: GuestTag, Files: map[string]string{"/echo": filepath.Join(dir, echoBinary)}, Entrypoint: []string{"/echo"}},
+		{Repo: NetRepo, Tag: GuestTag, Files: map[string]string{"/netd": filepath.Join(dir, netBinary)}, Entrypoint: []string{"/netd"}},
 		{Repo: CoreDNSRepo, Tag: CoreDNSVersion, Files: map[string]string{"/coredns": coreDNSBinary()}, Entrypoint: []string{"/coredns"}},
 	} {
 		d, err := r.Push(ctx, img)
@@ -65,8 +69,11 @@ func (s *Stack) startRegistry(ctx context.Context) error {
 			continue
 		}
 		s.log.Info("pushed a guest image", "ref", r.Ref(img.Repo, img.Tag), "digest", d)
-		if img.Repo == CoreDNSRepo {
+		switch img.Repo {
+		case CoreDNSRepo:
 			s.dnsImage = r.Ref(img.Repo, img.Tag)
+		case NetRepo:
+			s.netImage = r.Ref(img.Repo, img.Tag)
 		}
 	}
 	return nil

@@ -261,6 +261,8 @@ func (in *Inputs) kubeControllerManager() workload {
 			"--use-service-account-credentials=true",
 			"--service-cluster-ip-range=" + in.ServiceCIDR,
 			"--cluster-cidr=" + in.PodCIDR,
+			"--allocate-node-cidrs=true",
+			"--node-cidr-mask-size=" + strconv.Itoa(api.Networking{PodCIDR: in.PodCIDR}.NodeCIDRMaskSize()),
 			"--bind-address=0.0.0.0",
 			"--secure-port=" + strconv.Itoa(ControllerManagerPort),
 			"--leader-elect=true",

@@ -11,6 +11,10 @@
 //     Corefile, a Deployment of two replicas spread over nodes, and the kube-dns Service at
 //     the service CIDR's tenth address, which ignitiond writes into every real node's
 //     KubeletConfiguration (clusterDNS).
+//   - The pod network: hostplane-netd (cmd/hostplane/internal/guestimages/netd), a
+//     DaemonSet on every node that writes the CNI configuration of the node's pod range
+//     (kube-controller-manager allocates them), routes the other nodes' ranges through
+//     their addresses and masquerades what leaves the pod network.
 //
 // On the simulated local platform none of this is applied: its nodes run no container, and
 // pods that never run would only hold capacity the autoscalers size for.
@@ -58,6 +62,10 @@ const (
 	corefileKey    = "Corefile"
 	// dnsReplicas: two, as kubeadm runs, so that one node's loss or a rollout keeps DNS.
 	dnsReplicas = 2
+	// NetName names the pod network's ServiceAccount and DaemonSet; NetRole its ClusterRole.
+	NetName     = "hostplane-netd"
+	NetRole     = "hostplane:netd"
+	netAppValue = "hostplane-netd"
 )
 
 // Config is what a cluster's addons are made of.
@@ -70,11 +78,15 @@ type Config struct {
 	DNSImage string
 	// ClusterDomain is the domain CoreDNS answers for Services (cluster.local).
 	ClusterDomain string
+	// PodCIDR is the cluster's pod network; NetImage the image of hostplane-netd.
+	PodCIDR  netip.Prefix
+	NetImage string
 }
 
 // Hash identifies c: the objects applied for it are the same as long as it is.
 func (c Config) Hash() string {
-	b, _ := json.Marshal([]string{c.APIServer.String(), c.DNSIP.String(), c.DNSImage, c.ClusterDomain, corefile(c.ClusterDomain)})
+	b, _ := json.Marshal([]string{c.APIServer.String(), c.DNSIP.String(), c.DNSImage, c.ClusterDomain, corefile(c.ClusterDomain),
+		c.PodCIDR.String(), c.NetImage})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }
@@ -90,6 +102,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("no CoreDNS image")
 	case c.ClusterDomain == "":
 		return fmt.Errorf("no cluster domain")
+	case !c.PodCIDR.IsValid():
+		return fmt.Errorf("no pod network")
+	case c.NetImage == "":
+		return fmt.Errorf("no pod network image (componentd --netd-image, which hostplane dev sets to the image it pushes)")
 	}
 	return nil
 }
@@ -133,6 +149,10 @@ func Apply(ctx context.Context, cs kubernetes.Interface, c Config) error {
 	if err := applyAPIServerEndpoints(ctx, cs, c, opts); err != nil {
 		return err
 	}
+	// The pod network before DNS: CoreDNS's pods start only on a node whose network is set.
+	if err := applyNetwork(ctx, cs, c, opts); err != nil {
+		return err
+	}
 	return applyDNS(ctx, cs, c, opts)
 }
 
@@ -165,24 +185,33 @@ func applyAPIServerEndpoints(ctx context.Context, cs kubernetes.Interface, c Con
 	return nil
 }
 
+// applyIdentity applies ServiceAccount kube-system/account, ClusterRole role of rules and the
+// binding of one to the other.
+func applyIdentity(ctx context.Context, cs kubernetes.Interface, account, role string, opts metav1.ApplyOptions, rules ...*rbacv1ac.PolicyRuleApplyConfiguration) error {
+	if _, err := cs.CoreV1().ServiceAccounts(kubeSystem).Apply(ctx, corev1ac.ServiceAccount(account, kubeSystem), opts); err != nil {
+		return fmt.Errorf("apply ServiceAccount %s/%s: %w", kubeSystem, account, err)
+	}
+	if _, err := cs.RbacV1().ClusterRoles().Apply(ctx, rbacv1ac.ClusterRole(role).WithRules(rules...), opts); err != nil {
+		return fmt.Errorf("apply ClusterRole %s: %w", role, err)
+	}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Apply(ctx, rbacv1ac.ClusterRoleBinding(role).
+		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("ClusterRole").WithName(role)).
+		WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(account).WithNamespace(kubeSystem)), opts); err != nil {
+		return fmt.Errorf("apply ClusterRoleBinding %s: %w", role, err)
+	}
+	return nil
+}
+
 // applyDNS applies CoreDNS: its identity and role, the Corefile, the Deployment and the
 // kube-dns Service.
 func applyDNS(ctx context.Context, cs kubernetes.Interface, c Config, opts metav1.ApplyOptions) error {
 	labels := map[string]string{dnsAppLabel: dnsAppValue}
-	if _, err := cs.CoreV1().ServiceAccounts(kubeSystem).Apply(ctx, corev1ac.ServiceAccount(DNSName, kubeSystem), opts); err != nil {
-		return fmt.Errorf("apply ServiceAccount %s/%s: %w", kubeSystem, DNSName, err)
-	}
 	read := []string{"list", "watch"}
-	if _, err := cs.RbacV1().ClusterRoles().Apply(ctx, rbacv1ac.ClusterRole(DNSRole).WithRules(
+	if err := applyIdentity(ctx, cs, DNSName, DNSRole, opts,
 		rbacv1ac.PolicyRule().WithAPIGroups("").WithResources("endpoints", "services", "pods", "namespaces").WithVerbs(read...),
 		rbacv1ac.PolicyRule().WithAPIGroups(discoveryv1.GroupName).WithResources("endpointslices").WithVerbs(read...),
-	), opts); err != nil {
-		return fmt.Errorf("apply ClusterRole %s: %w", DNSRole, err)
-	}
-	if _, err := cs.RbacV1().ClusterRoleBindings().Apply(ctx, rbacv1ac.ClusterRoleBinding(DNSRole).
-		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("ClusterRole").WithName(DNSRole)).
-		WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(DNSName).WithNamespace(kubeSystem)), opts); err != nil {
-		return fmt.Errorf("apply ClusterRoleBinding %s: %w", DNSRole, err)
+	); err != nil {
+		return err
 	}
 	conf := corefile(c.ClusterDomain)
 	if _, err := cs.CoreV1().ConfigMaps(kubeSystem).Apply(ctx, corev1ac.ConfigMap(DNSName, kubeSystem).
@@ -248,4 +277,51 @@ func dnsDeployment(c Config, labels map[string]string, conf string) *appsv1ac.De
 				WithContainers(container).
 				WithVolumes(corev1ac.Volume().WithName("config").WithConfigMap(corev1ac.ConfigMapVolumeSource().
 					WithName(DNSName).WithItems(corev1ac.KeyToPath().WithKey(corefileKey).WithPath(corefileKey)))))))
+}
+
+// applyNetwork applies hostplane-netd: its identity, a role that reads Nodes, and the
+// DaemonSet.
+func applyNetwork(ctx context.Context, cs kubernetes.Interface, c Config, opts metav1.ApplyOptions) error {
+	if err := applyIdentity(ctx, cs, NetName, NetRole, opts,
+		rbacv1ac.PolicyRule().WithAPIGroups("").WithResources("nodes").WithVerbs("get", "list", "watch"),
+	); err != nil {
+		return err
+	}
+	if _, err := cs.AppsV1().DaemonSets(kubeSystem).Apply(ctx, netDaemonSet(c), opts); err != nil {
+		return fmt.Errorf("apply DaemonSet %s/%s: %w", kubeSystem, NetName, err)
+	}
+	return nil
+}
+
+// netDaemonSet runs hostplane-netd on every node, NotReady ones first of all (a node is not
+// Ready until netd wrote its CNI configuration): in the node's network namespace with
+// NET_ADMIN, tolerating every taint, at node-critical priority, writing the node's
+// /etc/cni/net.d.
+func netDaemonSet(c Config) *appsv1ac.DaemonSetApplyConfiguration {
+	labels := map[string]string{dnsAppLabel: netAppValue}
+	const confDir = "/etc/cni/net.d"
+	container := corev1ac.Container().WithName("netd").WithImage(c.NetImage).WithImagePullPolicy(corev1.PullIfNotPresent).
+		WithArgs("--cluster-cidr="+c.PodCIDR.String(), "--cni-conf-dir="+confDir).
+		WithEnv(corev1ac.EnvVar().WithName("NODE_NAME").WithValueFrom(corev1ac.EnvVarSource().
+			WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath("spec.nodeName")))).
+		WithVolumeMounts(corev1ac.VolumeMount().WithName("cni-conf").WithMountPath(confDir)).
+		WithResources(corev1ac.ResourceRequirements().
+			WithRequests(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("20Mi")}).
+			WithLimits(corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("100Mi")})).
+		WithSecurityContext(corev1ac.SecurityContext().WithAllowPrivilegeEscalation(false).WithReadOnlyRootFilesystem(true).
+			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL").WithAdd("NET_ADMIN")))
+	return appsv1ac.DaemonSet(NetName, kubeSystem).WithLabels(labels).WithSpec(appsv1ac.DaemonSetSpec().
+		WithSelector(metav1ac.LabelSelector().WithMatchLabels(labels)).
+		WithUpdateStrategy(appsv1ac.DaemonSetUpdateStrategy().WithType(appsv1.RollingUpdateDaemonSetStrategyType).
+			WithRollingUpdate(appsv1ac.RollingUpdateDaemonSet().WithMaxUnavailable(intstr.FromInt32(1)))).
+		WithTemplate(corev1ac.PodTemplateSpec().WithLabels(labels).WithSpec(corev1ac.PodSpec().
+			WithServiceAccountName(NetName).
+			WithPriorityClassName("system-node-critical").
+			WithHostNetwork(true).
+			WithDNSPolicy(corev1.DNSDefault).
+			WithNodeSelector(map[string]string{corev1.LabelOSStable: "linux"}).
+			WithTolerations(corev1ac.Toleration().WithOperator(corev1.TolerationOpExists)).
+			WithContainers(container).
+			WithVolumes(corev1ac.Volume().WithName("cni-conf").WithHostPath(corev1ac.HostPathVolumeSource().
+				WithPath(confDir).WithType(corev1.HostPathDirectoryOrCreate))))))
 }

@@ -81,6 +81,10 @@ func controllerManagerArgs(in *Inputs, n int) ([]string, error) {
 		"--use-service-account-credentials=true",
 		"--service-cluster-ip-range=" + in.serviceCIDR(),
 		"--cluster-cidr=" + in.podCIDR(),
+		// Every Node gets a range of the pod network: real nodes' pod network (netd) is
+		// made of them.
+		"--allocate-node-cidrs=true",
+		"--node-cidr-mask-size=" + strconv.Itoa(api.Networking{PodCIDR: in.podCIDR()}.NodeCIDRMaskSize()),
 		"--secure-port=" + strconv.Itoa(port),
 		"--bind-address=" + loopback,
 		"--leader-elect=" + strconv.FormatBool(in.ha()),
