@@ -366,4 +366,3 @@ func (n *Node) registryConfig() string {
 	}
 	return out
 }
-
