@@ -16,7 +16,16 @@ require (
 	sigs.k8s.io/controller-runtime v0.22.5
 )
 
-require github.com/go-openapi/swag/jsonname v0.25.5 // indirect
+require (
+	github.com/blang/semver/v4 v4.0.0 // indirect
+	github.com/go-openapi/swag/jsonname v0.25.5 // indirect
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/moby/sys/mountinfo v0.7.2 // indirect
+	github.com/spf13/cobra v1.10.2 // indirect
+	k8s.io/component-base v0.34.3 // indirect
+	k8s.io/kube-proxy v0.34.3 // indirect
+	k8s.io/kubelet v0.34.3 // indirect
+)
 
 require (
 	github.com/antithesishq/antithesis-sdk-go v0.7.2-default-no-op // indirect

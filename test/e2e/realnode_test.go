@@ -30,23 +30,13 @@ import (
 	"github.com/hostplane/hostplane/pkg/ignition"
 	"github.com/hostplane/hostplane/pkg/release"
 	"github.com/hostplane/hostplane/pkg/testenv"
+	"github.com/hostplane/hostplane/services/infrad/dockercloud"
 )
 
 // nodeImage is the node image tools/node-image/build.sh builds (make node-image): Debian
 // with systemd, containerd, runc and Ignition, nothing of hostplane's but a first-boot unit
-// that applies /etc/hostplane/userdata.ign with Debian's own Ignition.
-const nodeImage = "hostplane-node:latest"
-
-// nodeUserDataPath is where a node container's first boot reads its userdata.
-const nodeUserDataPath = "/etc/hostplane/userdata.ign"
-
-// nodeRunFlags run systemd, containerd and a kubelet in a container on this Docker (which
-// refuses --privileged: CAP_SYS_RESOURCE is outside its bounding set).
-var nodeRunFlags = []string{
-	"--cap-add=ALL", "--cap-drop=SYS_RESOURCE",
-	"--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined", "--security-opt", "systempaths=unconfined",
-	"--device", "/dev/kmsg", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--tmpfs", "/run", "--tmpfs", "/tmp", "-e", "container=docker",
-}
+// that applies dockercloud.UserDataPath with Debian's own Ignition.
+const nodeImage = dockercloud.DefaultImage
 
 // requireNodeImage fails the test when Docker or the node image is missing: make test
 // builds the image (make node-image) before the tests run.
@@ -104,8 +94,8 @@ func startNodeContainer(t *testing.T, name string, userData []byte) *nodeContain
 		t.Fatal(err)
 	}
 	n := &nodeContainer{t: t, name: name, volume: name + "-containerd"}
-	args := append([]string{"run", "-d", "--name", name, "--hostname", name, "--label", "dev.hostplane.e2e=" + t.Name()}, nodeRunFlags...)
-	args = append(args, "-v", n.volume+":/var/lib/containerd", "-v", ud+":"+nodeUserDataPath+":ro", nodeImage)
+	args := append([]string{"run", "-d", "--name", name, "--hostname", name, "--label", "dev.hostplane.e2e=" + t.Name()}, dockercloud.RunFlags...)
+	args = append(args, "-v", n.volume+":/var/lib/containerd", "-v", ud+":"+dockercloud.UserDataPath+":ro", nodeImage)
 	t.Cleanup(n.remove)
 	if out, err := exec.Command("docker", args...).CombinedOutput(); err != nil {
 		t.Fatalf("docker run: %v: %s", err, out)
