@@ -1,7 +1,9 @@
 package api
 
 import (
+	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -19,6 +21,7 @@ const (
 	HighlyAvailable    = "HighlyAvailable"
 	PlatformLocal      = "local"
 	PlatformNone       = "none"
+	PlatformDocker     = "docker"
 	DefaultServiceCIDR = "10.96.0.0/16"
 	DefaultPodCIDR     = "10.132.0.0/14"
 )
@@ -275,4 +278,28 @@ const (
 // ClusterList is the answer of GET /v1/clusters.
 type ClusterList struct {
 	Items []Cluster `json:"items"`
+}
+
+// Platforms are the platform types: local (simulated machines of the local cloud), docker
+// (real machines: containers of the node image on the local Docker engine) and none
+// (machines the user provisions with the pool's userdata).
+var Platforms = []string{PlatformLocal, PlatformDocker, PlatformNone}
+
+// RealNodes says whether platform's machines run a real kubelet and containers (docker,
+// none), and so get the guest data plane (pod network, DNS).
+func RealNodes(platform string) bool { return platform == PlatformDocker || platform == PlatformNone }
+
+// ProvidesMachines says whether Hostplane provisions platform's machines itself, through
+// Cluster API (local, docker); on none the user does.
+func ProvidesMachines(platform string) bool {
+	return platform == PlatformLocal || platform == PlatformDocker
+}
+
+// platformList is Platforms for error messages: "local", "docker" or "none".
+func platformList() string {
+	q := make([]string, len(Platforms))
+	for i, p := range Platforms {
+		q[i] = fmt.Sprintf("%q", p)
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
 }

@@ -146,9 +146,9 @@ func validateClusterSpec(fe *FieldErrors, s *ClusterSpec, releases ReleaseCatalo
 		}
 	}
 	switch s.Platform.Type {
-	case PlatformLocal, PlatformNone:
+	case PlatformLocal, PlatformDocker, PlatformNone:
 	default:
-		fe.Add("spec.platform.type", "%q is not a platform; use %q or %q", s.Platform.Type, PlatformLocal, PlatformNone)
+		fe.Add("spec.platform.type", "%q is not a platform; use %s", s.Platform.Type, platformList())
 	}
 	switch s.ControllerAvailabilityPolicy {
 	case SingleReplica, HighlyAvailable:

@@ -54,7 +54,9 @@ type NodePoolPlatform struct {
 	Local *LocalNodePoolPlatform `json:"local,omitempty"`
 }
 
-// LocalNodePoolPlatform is the machine settings of a pool on platform local.
+// LocalNodePoolPlatform is the machine settings of a pool on platform local or docker:
+// both take their shapes from the local catalogue (on docker, a type's CPU and memory are
+// the machine container's limits).
 type LocalNodePoolPlatform struct {
 	// InstanceType names the machines' shape in the local catalogue (LocalInstanceTypes).
 	// Changing it rolls a Replace pool onto machines of the new type; an InPlace pool cannot
@@ -62,9 +64,9 @@ type LocalNodePoolPlatform struct {
 	InstanceType string `json:"instanceType"`
 }
 
-// InstanceType is the pool's local instance type, "" off platform local.
+// InstanceType is the pool's local instance type, "" off platforms local and docker.
 func (p NodePoolPlatform) InstanceType() string {
-	if p.Type != PlatformLocal {
+	if !ProvidesMachines(p.Type) {
 		return ""
 	}
 	if p.Local == nil || p.Local.InstanceType == "" {

@@ -57,7 +57,7 @@ func (s *NodePoolSpec) Default(cluster *ClusterSpec) {
 	if s.Platform.Type == "" && cluster != nil {
 		s.Platform.Type = cluster.Platform.Type
 	}
-	if s.Platform.Type == PlatformLocal && (s.Platform.Local == nil || s.Platform.Local.InstanceType == "") {
+	if ProvidesMachines(s.Platform.Type) && (s.Platform.Local == nil || s.Platform.Local.InstanceType == "") {
 		s.Platform.Local = &LocalNodePoolPlatform{InstanceType: DefaultInstanceType}
 	}
 	m := &s.Management
@@ -183,8 +183,8 @@ func validateNodePoolSpec(fe *FieldErrors, s *NodePoolSpec, cluster *Cluster, ch
 	validateNodePoolSize(fe, s)
 	validateNodePoolRelease(fe, s, cluster, checks, checkSkew)
 	switch {
-	case s.Platform.Type != PlatformLocal && s.Platform.Type != PlatformNone:
-		fe.Add("spec.platform.type", "%q is not a platform; use %q or %q", s.Platform.Type, PlatformLocal, PlatformNone)
+	case !slices.Contains(Platforms, s.Platform.Type):
+		fe.Add("spec.platform.type", "%q is not a platform; use %s", s.Platform.Type, platformList())
 	case cluster != nil && s.Platform.Type != cluster.Spec.Platform.Type:
 		fe.Add("spec.platform.type", "%q differs from the cluster's platform %q: a pool's machines run on its cluster's platform",
 			s.Platform.Type, cluster.Spec.Platform.Type)
@@ -202,9 +202,9 @@ func validateLocalPlatform(fe *FieldErrors, p *NodePoolPlatform) {
 	if p.Local == nil {
 		return
 	}
-	if p.Type != PlatformLocal {
+	if !ProvidesMachines(p.Type) {
 		if !slices.ContainsFunc(*fe, func(f FieldError) bool { return f.Field == "spec.platform.type" }) {
-			fe.Add("spec.platform.local", "applies only to platform %q", PlatformLocal)
+			fe.Add("spec.platform.local", "applies only to platforms %q and %q", PlatformLocal, PlatformDocker)
 		}
 		return
 	}

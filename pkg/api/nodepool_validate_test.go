@@ -319,7 +319,7 @@ func TestValidateNodePool_InstanceType(t *testing.T) {
 			want: []string{"spec.platform.local.instanceType"}, detail: `"local.huge" is not an instance type of the local platform; use one of ` + api.LocalInstanceTypeNames()},
 		{name: "local settings on platform none", cluster: api.PlatformNone, mutate: func(np *api.NodePool) {
 			np.Spec.Platform.Type = api.PlatformNone
-		}, want: []string{"spec.platform.local"}, detail: `applies only to platform "local"`},
+		}, want: []string{"spec.platform.local"}, detail: `applies only to platforms "local" and "docker"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

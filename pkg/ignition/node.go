@@ -80,6 +80,11 @@ type Node struct {
 	KubeProxy   Binary
 	Token       string
 	ServerCAPEM []byte
+	// ProviderIDPrefix, for a machine Hostplane provisions (platform docker), is its Node's
+	// spec.providerID up to the machine's name, which is its hostname:
+	// api.ProviderID(cluster, ""). Cluster API finds a Machine's Node by it. Empty on
+	// platform none: the user's machines have no Machine.
+	ProviderIDPrefix string
 	// PodCIDR is the cluster's pod network (kube-proxy's clusterCIDR: what is not in it is
 	// outside the cluster).
 	PodCIDR string
@@ -172,7 +177,7 @@ func (n *Node) config(k KubeletConfig) (types.Config, error) {
 		}},
 		Systemd: types.Systemd{Units: []types.Unit{
 			{Name: UnitContainerd, Enabled: new(true)},
-			{Name: UnitKubelet, Enabled: new(true), Contents: new(kubeletUnit(k))},
+			{Name: UnitKubelet, Enabled: new(true), Contents: new(kubeletUnit(k, n.ProviderIDPrefix))},
 			{Name: UnitKubeProxy, Enabled: new(true), Contents: new(kubeProxyUnit(k))},
 		}},
 	}
@@ -270,7 +275,16 @@ done
 // api.LabelCurrentConfig (the config it booted), its
 // cgroup root is CgroupRootPrefix/<hostname> (created first in every cgroup v1 hierarchy, or
 // under cgroup v2's single one), and it restarts whenever it stops.
-func kubeletUnit(k KubeletConfig) string {
+// providerIDFlag is the kubelet's --provider-id of a machine whose provider ID is prefix and
+// its hostname (systemd's %H), or nothing without a prefix.
+func providerIDFlag(prefix string) string {
+	if prefix == "" {
+		return ""
+	}
+	return " --provider-id=" + prefix + "%H"
+}
+
+func kubeletUnit(k KubeletConfig, providerIDPrefix string) string {
 	all := maps.Clone(k.NodeLabels)
 	if all == nil {
 		all = map[string]string{}
@@ -283,7 +297,7 @@ func kubeletUnit(k KubeletConfig) string {
 	r := strings.NewReplacer("RELEASE", k.KubeletVersion, "CONTAINERD", UnitContainerd, "PRE", PathKubeletPre,
 		"KUBELET", PathKubelet, "CONFIG", PathKubeletConfiguration, "BOOTSTRAP", PathBootstrapKubeconfig,
 		"KUBECONFIG", PathKubeletKubeconfig, "CERTDIR", PathKubeletPKI, "CGROUPS", CgroupRootPrefix,
-		"LABELS", strings.Join(labels, ","))
+		"LABELS", strings.Join(labels, ","), " PROVIDERID", providerIDFlag(providerIDPrefix))
 	return r.Replace(`[Unit]
 Description=Kubernetes kubelet (hostplane node, release RELEASE)
 Wants=network-online.target
@@ -292,7 +306,7 @@ Requires=CONTAINERD
 
 [Service]
 ExecStartPre=PRE %H
-ExecStart=KUBELET --config=CONFIG --bootstrap-kubeconfig=BOOTSTRAP --kubeconfig=KUBECONFIG --cert-dir=CERTDIR --cgroup-root=CGROUPS/%H --node-labels=LABELS
+ExecStart=KUBELET --config=CONFIG --bootstrap-kubeconfig=BOOTSTRAP --kubeconfig=KUBECONFIG --cert-dir=CERTDIR --cgroup-root=CGROUPS/%H --node-labels=LABELS PROVIDERID
 Restart=always
 RestartSec=2
 KillMode=process

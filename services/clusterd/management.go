@@ -195,7 +195,7 @@ func renderCluster(in capiInputs) *clusterv1.Cluster {
 			ControlPlaneEndpoint: in.endpoint(),
 		},
 	}
-	if c.Spec.Platform.Type == api.PlatformLocal {
+	if api.ProvidesMachines(c.Spec.Platform.Type) {
 		cl.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{
 			APIGroup: api.InfrastructureGroup, Kind: api.KindLocalCluster, Name: c.Name,
 		}

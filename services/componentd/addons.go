@@ -43,8 +43,9 @@ type addonApplied struct {
 }
 
 // wantsAddons says whether cluster c gets the guest addons: clusters whose nodes are real
-// machines (platform none). The local platform's simulated nodes run no container.
-func wantsAddons(c *api.Cluster) bool { return c.Spec.Platform.Type == api.PlatformNone }
+// machines (platforms docker and none). The local platform's simulated nodes run no
+// container.
+func wantsAddons(c *api.Cluster) bool { return api.RealNodes(c.Spec.Platform.Type) }
 
 // addonsConfig is cluster c's addons configuration with infra inf.
 func (d *Daemon) addonsConfig(c *api.Cluster, inf *api.Infra) (addons.Config, error) {

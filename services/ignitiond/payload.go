@@ -143,8 +143,8 @@ func (d *Daemon) render(ctx context.Context, ref tokenRef) ([]byte, error) {
 		},
 		Documents: ref.token.Config,
 	}
-	if pool.Spec.Platform.Type == api.PlatformNone {
-		if payload.Node, err = d.realNode(ctx, ref, ca.CertPEM); err != nil {
+	if api.RealNodes(pool.Spec.Platform.Type) {
+		if payload.Node, err = d.realNode(ctx, ref, pool, ca.CertPEM); err != nil {
 			return nil, err
 		}
 	}
@@ -154,7 +154,7 @@ func (d *Daemon) render(ctx context.Context, ref tokenRef) ([]byte, error) {
 // realNode is what a payload needs to boot a real node of ref's pool (platform none; the
 // local platform's machines are simulated and read only the KubeletConfig): the node binaries
 // of the token's release from this cluster's listener, and the cluster's pod network.
-func (d *Daemon) realNode(ctx context.Context, ref tokenRef, rootCA []byte) (*ignition.Node, error) {
+func (d *Daemon) realNode(ctx context.Context, ref tokenRef, pool *api.NodePool, rootCA []byte) (*ignition.Node, error) {
 	srv, _, err := d.servers.Get(ctx, ref.cluster)
 	if err != nil {
 		return nil, fmt.Errorf("ignition server of %s: %w", ref.cluster, err)
@@ -178,16 +178,21 @@ func (d *Daemon) realNode(ctx context.Context, ref tokenRef, rootCA []byte) (*ig
 	if ip, err := c.Spec.Networking.ServiceIP(api.DNSServiceIndex); err == nil {
 		dns = []string{ip.String()}
 	}
+	var providerIDPrefix string
+	if api.ProvidesMachines(pool.Spec.Platform.Type) {
+		providerIDPrefix = api.ProviderID(ref.cluster, "")
+	}
 	return &ignition.Node{
-		ClusterDomain: api.ClusterDomain,
-		ClusterDNS:    dns,
-		Kubelet:       *bins[release.Kubelet],
-		KubeProxy:     *bins[release.KubeProxy],
-		Token:         ref.token.Token,
-		ServerCAPEM:   rootCA,
-		PodCIDR:       podCIDR(c),
-		SandboxImage:  d.cfg.SandboxImage,
-		Registry:      d.cfg.Registry,
+		ProviderIDPrefix: providerIDPrefix,
+		ClusterDomain:    api.ClusterDomain,
+		ClusterDNS:       dns,
+		Kubelet:          *bins[release.Kubelet],
+		KubeProxy:        *bins[release.KubeProxy],
+		Token:            ref.token.Token,
+		ServerCAPEM:      rootCA,
+		PodCIDR:          podCIDR(c),
+		SandboxImage:     d.cfg.SandboxImage,
+		Registry:         d.cfg.Registry,
 	}, nil
 }
 

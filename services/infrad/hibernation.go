@@ -22,10 +22,10 @@ import (
 // autorepair's business.
 func (d *Daemon) syncMachinePower(ctx context.Context, c *api.Cluster, log *slog.Logger) (settled bool, err error) {
 	p := d.provider
-	if p == nil || p.Cloud() == nil {
+	if p == nil || p.CloudFor(c.Spec.Platform.Type) == nil {
 		return true, nil // no machine here to stop
 	}
-	cloud := p.Cloud()
+	cloud := p.CloudFor(c.Spec.Platform.Type)
 	machines, err := cloud.List(ctx, c.Name)
 	if err != nil {
 		return false, fmt.Errorf("list the machines of %s: %w", c.Name, err)

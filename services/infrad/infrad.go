@@ -42,6 +42,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/outbox"
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/store"
+	"github.com/hostplane/hostplane/services/infrad/dockercloud"
 	"github.com/hostplane/hostplane/services/infrad/lb"
 	"github.com/hostplane/hostplane/services/infrad/provider"
 )
@@ -98,6 +99,9 @@ type Config struct {
 	// (HOSTPLANE_LOCALCLOUD_URL). Without it LocalMachines are not provisioned (their Ready
 	// condition says so).
 	LocalCloudURL string
+	// NodeImage is the node image machines of platform docker are containers of
+	// (HOSTPLANE_NODE_IMAGE; default dockercloud.DefaultImage, which make node-image builds).
+	NodeImage string
 	// MachineResync is how often a running machine's status is read from the local cloud
 	// again (default 15s).
 	MachineResync time.Duration
@@ -127,6 +131,8 @@ func RegisterFlags(fs *flag.FlagSet) *Config {
 		"load balancers forward to each cluster's kube-apiserver Service in the management cluster (componentd's kubernetes runtime) (HOSTPLANE_INFRA_APISERVER_SERVICE)")
 	fs.DurationVar(&cfg.HealthInterval, "lb-health-interval", DefaultHealthInterval, "how often a load balancer probes its kube-apiserver backends' /readyz")
 	fs.StringVar(&cfg.LocalCloudURL, "localcloud-url", daemon.Env("HOSTPLANE_LOCALCLOUD_URL", ""), "the local cloud's API, unix:///abs.sock or http://host:port (HOSTPLANE_LOCALCLOUD_URL); without it machines are not provisioned")
+	fs.StringVar(&cfg.NodeImage, "node-image", daemon.Env("HOSTPLANE_NODE_IMAGE", dockercloud.DefaultImage),
+		"Docker image of platform-docker machines (make node-image builds it) (HOSTPLANE_NODE_IMAGE)")
 	fs.BoolVar(&cfg.LeaderElection, "machines-leader-election", false, "hold a Lease in the management cluster for the machines provider (several infrads)")
 	return &cfg
 }
@@ -213,6 +219,7 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 		Outbox:         d.outbox,
 		Infra:          d.infra,
 		Clusters:       d.clusters,
+		Docker:         dockercloud.New(dockercloud.Cloud{Image: d.cfg.NodeImage}),
 	})
 	if err != nil {
 		return nil, err

@@ -72,8 +72,8 @@ func (d *Daemon) faultMachine(w http.ResponseWriter, r *http.Request) error {
 		fe.Add("type", "%q is not a fault; use one of %s", in.Type, strings.Join(faults, ", "))
 		return fe.Err()
 	}
-	if c.Spec.Platform.Type == api.PlatformNone {
-		return api.Errorf(api.CodeConflict, "cluster %q is on platform %q: its machines are not hostplane's to fault", c.Name, api.PlatformNone)
+	if !api.ProvidesMachines(c.Spec.Platform.Type) {
+		return api.Errorf(api.CodeConflict, "cluster %q is on platform %q: its machines are not hostplane's to fault", c.Name, c.Spec.Platform.Type)
 	}
 	name := chi.URLParam(r, "machine")
 	ctx := r.Context()

@@ -1,6 +1,7 @@
 package infrad
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 
@@ -50,10 +52,16 @@ func (d *Daemon) reconcile(ctx context.Context, cluster string) (reconcile.Resul
 	return reconcile.Result{}, err
 }
 
-// supportedPlatform reports whether this infrad provides infrastructure for platform.
-func supportedPlatform(platform string) bool {
-	return platform == api.PlatformLocal || platform == api.PlatformNone
+// loopbackOnly says whether the endpoints infrad records are on a loopback address, which
+// only processes of this host reach.
+func (d *Daemon) loopbackOnly() bool {
+	host := cmp.Or(d.cfg.AdvertiseHost, d.cfg.Host)
+	ip := net.ParseIP(host)
+	return host == "localhost" || (ip != nil && ip.IsLoopback())
 }
+
+// supportedPlatform reports whether this infrad provides infrastructure for platform.
+func supportedPlatform(platform string) bool { return slices.Contains(api.Platforms, platform) }
 
 // ensure allocates the cluster's record if it has none, keeps the record's ports otherwise,
 // runs or closes the load balancer, powers the machines off or on as the cluster hibernates
@@ -80,7 +88,18 @@ func (d *Daemon) ensure(ctx context.Context, c *api.Cluster, log *slog.Logger) (
 	if !supportedPlatform(platform) {
 		d.closeLB(name)
 		inf.Ready = false
-		inf.Message = fmt.Sprintf("platform %q is not supported; infrad provides %q and %q", platform, api.PlatformLocal, api.PlatformNone)
+		inf.Message = fmt.Sprintf("platform %q is not supported; infrad provides %s", platform, strings.Join(api.Platforms, ", "))
+		_, err := d.write(ctx, inf, rev, before, false, "")
+		d.setReady(name, false)
+		return true, err
+	}
+
+	if platform == api.PlatformDocker && d.loopbackOnly() {
+		d.closeLB(name)
+		inf.Ready = false
+		inf.Message = fmt.Sprintf("platform %q: its machines are containers, which cannot reach endpoints on %s; run infrad with --endpoint-host "+
+			"(HOSTPLANE_INFRA_HOST) at an address containers reach, such as Docker's bridge gateway (hostplane dev --infra-host 172.17.0.1)",
+			platform, cmp.Or(d.cfg.AdvertiseHost, d.cfg.Host))
 		_, err := d.write(ctx, inf, rev, before, false, "")
 		d.setReady(name, false)
 		return true, err

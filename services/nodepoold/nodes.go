@@ -75,7 +75,7 @@ func syncNode(ctx context.Context, cs kubernetes.Interface, n *corev1.Node, np *
 func poolNodes(s *scope) []*corev1.Node {
 	st := s.state
 	var out []*corev1.Node
-	if s.np.Spec.Platform.Type == api.PlatformNone {
+	if !api.ProvidesMachines(s.np.Spec.Platform.Type) {
 		for _, name := range slices.Sorted(maps.Keys(st.nodes)) {
 			if n := st.nodes[name]; n.Labels[api.LabelNodePool] == s.np.Name {
 				out = append(out, n)

@@ -219,7 +219,7 @@ func (o objects) autoscalerAnnotations(t machineTemplate) map[string]string {
 // platform local.
 func (o objects) scaleFromZeroAnnotations(t machineTemplate) map[string]string {
 	it, ok := api.LocalInstanceType(t.InstanceType)
-	if o.np.Spec.Platform.Type != api.PlatformLocal || !ok {
+	if !api.ProvidesMachines(o.np.Spec.Platform.Type) || !ok {
 		return nil
 	}
 	labels := maps.Clone(o.np.Spec.NodeLabels)

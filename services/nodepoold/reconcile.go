@@ -196,7 +196,7 @@ func (d *Daemon) converge(ctx context.Context, s *scope) {
 		// last one (release and userdata move together).
 		s.template = t
 	}
-	if s.np.Spec.Platform.Type == api.PlatformNone {
+	if !api.ProvidesMachines(s.np.Spec.Platform.Type) {
 		// The user provisions the machines with the userdata Secret; nothing else to write.
 		d.syncNodes(ctx, s)
 		d.deleteUnusedUserData(ctx, s)
@@ -299,7 +299,7 @@ func (s *scope) progressing() bool {
 		return false
 	}
 	c := s.counts()
-	if s.np.Spec.Platform.Type != api.PlatformNone && len(s.state.machines) != int(c.replicas) {
+	if api.ProvidesMachines(s.np.Spec.Platform.Type) && len(s.state.machines) != int(c.replicas) {
 		return true // machines being deleted
 	}
 	return c.replicas != s.desired || c.ready != c.replicas || c.updated != c.replicas

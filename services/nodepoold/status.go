@@ -156,7 +156,7 @@ func (d *Daemon) computeStatus(st *api.NodePoolStatus, s *scope) {
 	switch {
 	case !np.Spec.Management.AutoRepair:
 		set(api.NodePoolConditionAutorepairEnabled, api.ConditionFalse, ReasonDisabled, "autoRepair is off")
-	case np.Spec.Platform.Type == api.PlatformNone:
+	case !api.ProvidesMachines(np.Spec.Platform.Type):
 		set(api.NodePoolConditionAutorepairEnabled, api.ConditionFalse, ReasonDisabled, "platform none: the user provisions and repairs the machines")
 	default:
 		set(api.NodePoolConditionAutorepairEnabled, api.ConditionTrue, ReasonAsExpected, "MachineHealthCheck "+np.Name)
@@ -219,7 +219,7 @@ func (s *scope) counts() poolCounts {
 	var versions []string // what each machine runs, or (no Node yet) will run
 	var running []string  // what each machine's Node reports ("" for none yet)
 	want := "v" + s.np.Spec.Release.Version
-	if s.np.Spec.Platform.Type == api.PlatformNone {
+	if !api.ProvidesMachines(s.np.Spec.Platform.Type) {
 		for _, n := range poolNodes(s) {
 			c.replicas++
 			if nodeConditionStatus(n, corev1.NodeReady) == corev1.ConditionTrue {
@@ -282,7 +282,7 @@ func nodeVersion(st *poolState, m *clusterv1.Machine) string {
 // name the machines that are stuck and why.
 func (d *Daemon) machineConditions(s *scope, set func(t string, status api.ConditionStatus, reason, msg string)) {
 	st := s.state
-	if st == nil || s.np.Spec.Platform.Type == api.PlatformNone {
+	if st == nil || !api.ProvidesMachines(s.np.Spec.Platform.Type) {
 		msg := "no machines are managed"
 		if s.management != "" {
 			msg = s.management

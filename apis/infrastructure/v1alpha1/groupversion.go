@@ -37,6 +37,10 @@ const (
 	// last booted or was reconfigured with (compared with the Machine's
 	// api.AnnotationDesiredUserData).
 	AnnotationAppliedUserData = "hostplane.dev/applied-userdata"
+	// AnnotationPlatform on a LocalMachine names the platform whose cloud provisioned it
+	// (local, or docker: a container of the node image), so that it is deleted there even
+	// after its cluster's record is gone.
+	AnnotationPlatform = "hostplane.dev/platform"
 	// ConditionReady is the condition Cluster API mirrors into InfrastructureReady.
 	ConditionReady = "Ready"
 )
@@ -47,6 +51,7 @@ const (
 	ReasonWaitingForMachine       = "WaitingForMachine"
 	ReasonWaitingForBootstrapData = "WaitingForBootstrapData"
 	ReasonNoLocalCloud            = "LocalCloudNotConfigured"
+	ReasonNoDockerCloud           = "DockerCloudNotConfigured"
 	ReasonCloudError              = "LocalCloudError"
 	ReasonNotFound                = "NotFoundInCloud"
 	ReasonDeleting                = "Deleting"

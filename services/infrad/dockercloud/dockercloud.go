@@ -9,22 +9,24 @@
 // A machine is the container <Prefix><cluster>-<name> (hostname <name>, so its Node is
 // <name>), labelled with its cluster, pool, provider ID and instance type; its containerd
 // state is the volume <container>-containerd (containerd's overlayfs snapshotter needs a
-// real file system under it), its userdata a file under Dir. The instance type's CPU and
-// memory are the container's limits. Delete leaves nothing: no container, volume, file, or
-// cgroup of the node's pods (which live under /hostplane/<name> in the host's hierarchies).
+// real file system under it). Its userdata is copied into the container before it first
+// starts, and a power-off leaves a marker file in it: the cloud keeps no state of its own,
+// Docker's is the whole truth. The instance type's CPU and memory are the container's
+// limits. Delete leaves nothing: no container, volume, or cgroup of the node's pods (which
+// live under /hostplane/<name> in the host's hierarchies).
 //
 // It drives Docker through its CLI, as kind does: the one Docker client every host that
 // runs Docker has.
 package dockercloud
 
 import (
+	"archive/tar"
 	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -45,6 +47,8 @@ const (
 	DefaultImage = "hostplane-node:latest"
 	// UserDataPath is where the node image's first boot reads its userdata.
 	UserDataPath = "/etc/hostplane/userdata.ign"
+	// powerOffMarker, in a machine's container, says Power stopped it.
+	powerOffMarker = "/etc/hostplane/powered-off"
 	// DefaultPrefix starts every container name of the cloud.
 	DefaultPrefix = "hostplane-"
 
@@ -73,8 +77,8 @@ var (
 	ErrNoDocker = errors.New("dockercloud: no Docker engine")
 	// ErrNoImage: the node image is not built.
 	ErrNoImage = errors.New("dockercloud: no node image")
-	// ErrUnsupported: what the docker cloud does not do (yet).
-	ErrUnsupported = errors.New("dockercloud: not supported")
+	// ErrUnsupported: what the docker cloud does not do (yet); it is errors.ErrUnsupported.
+	ErrUnsupported = fmt.Errorf("dockercloud: %w", errors.ErrUnsupported)
 )
 
 // Cloud is the Docker engine's machines. The zero value is not usable: New sets defaults.
@@ -83,33 +87,30 @@ type Cloud struct {
 	// (DefaultImage); Network the Docker network machines join ("" is Docker's default
 	// bridge); Prefix starts container names (DefaultPrefix).
 	Docker, Image, Network, Prefix string
-	// Dir holds the machines' userdata files.
-	Dir string
 }
 
-// New is a cloud keeping its files under dir, with defaults for what c leaves empty.
-func New(c Cloud, dir string) *Cloud {
+// New is c with defaults for what it leaves empty.
+func New(c Cloud) *Cloud {
 	c.Docker = cmp.Or(c.Docker, "docker")
 	c.Image = cmp.Or(c.Image, DefaultImage)
 	c.Prefix = cmp.Or(c.Prefix, DefaultPrefix)
-	c.Dir = dir
 	return &c
 }
 
 func (c *Cloud) container(cluster, name string) string { return c.Prefix + cluster + "-" + name }
-func volume(container string) string                    { return container + "-containerd" }
-
-func (c *Cloud) userDataFile(cluster, name string) string {
-	return filepath.Join(c.Dir, cluster, name+".ign")
-}
-
-func (c *Cloud) powerOffMarker(cluster, name string) string {
-	return filepath.Join(c.Dir, cluster, name+".off")
-}
+func volume(container string) string                   { return container + "-containerd" }
 
 // docker runs the CLI; an engine that does not answer is ErrNoDocker.
 func (c *Cloud) docker(ctx context.Context, args ...string) (string, error) {
+	return c.dockerIn(ctx, nil, args...)
+}
+
+// dockerIn is docker with stdin.
+func (c *Cloud) dockerIn(ctx context.Context, stdin []byte, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, c.Docker, args...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -157,19 +158,12 @@ func (c *Cloud) Create(ctx context.Context, spec localcloud.MachineSpec) (localc
 	if err := c.Check(ctx); err != nil {
 		return localcloud.MachineStatus{}, err
 	}
-	ud := c.userDataFile(spec.Cluster, spec.Name)
-	if err := os.MkdirAll(filepath.Dir(ud), 0o700); err != nil {
-		return localcloud.MachineStatus{}, err
-	}
-	if err := os.WriteFile(ud, spec.UserData, 0o600); err != nil {
-		return localcloud.MachineStatus{}, err
-	}
 	zone := spec.Zone
 	if zone == "" && len(it.Zones) > 0 {
 		zone = it.Zones[0]
 	}
 	name := c.container(spec.Cluster, spec.Name)
-	args := []string{"run", "-d", "--name", name, "--hostname", spec.Name,
+	args := []string{"create", "--name", name, "--hostname", spec.Name,
 		"--label", LabelCluster + "=" + spec.Cluster, "--label", LabelMachine + "=" + spec.Name,
 		"--label", LabelNodePool + "=" + spec.NodePool, "--label", LabelProviderID + "=" + spec.ProviderID,
 		"--label", LabelType + "=" + it.Name, "--label", LabelZone + "=" + zone,
@@ -179,14 +173,52 @@ func (c *Cloud) Create(ctx context.Context, spec localcloud.MachineSpec) (localc
 		args = append(args, "--network", c.Network)
 	}
 	args = append(args, RunFlags...)
-	args = append(args, "-v", volume(name)+":/var/lib/containerd", "-v", ud+":"+UserDataPath+":ro", c.Image)
-	if _, err := c.docker(ctx, args...); err != nil {
+	args = append(args, "-v", volume(name)+":/var/lib/containerd", c.Image)
+	_, err := c.docker(ctx, args...)
+	if err == nil {
+		err = c.copyIn(ctx, name, UserDataPath, spec.UserData)
+	}
+	if err == nil {
+		_, err = c.docker(ctx, "start", name)
+	}
+	if err != nil {
 		// A half-made machine (the name taken, the volume made) is undone, so the next
 		// attempt starts clean.
 		_ = c.remove(context.WithoutCancel(ctx), spec.Cluster, spec.Name)
 		return localcloud.MachineStatus{}, err
 	}
 	return c.Get(ctx, spec.Cluster, spec.Name)
+}
+
+// copyIn writes data (mode 0600) to path in container, running or not, making the path's
+// directory (mode 0755) if it lacks it: docker cp of a tar archive of that directory and the
+// file into the directory's parent.
+func (c *Cloud) copyIn(ctx context.Context, container, path string, data []byte) error {
+	dir := filepath.Dir(path)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	now := time.Now()
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: filepath.Base(dir) + "/", Mode: 0o755, ModTime: now}); err != nil {
+		return err
+	}
+	name := filepath.Base(dir) + "/" + filepath.Base(path)
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o600, Size: int64(len(data)), ModTime: now}); err != nil {
+		return err
+	}
+	if _, err := tw.Write(data); err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	_, err := c.dockerIn(ctx, buf.Bytes(), "cp", "-", container+":"+filepath.Dir(dir))
+	return err
+}
+
+// exists says whether path is in container, running or not.
+func (c *Cloud) exists(ctx context.Context, container, path string) bool {
+	_, err := c.docker(ctx, "cp", container+":"+path, "-")
+	return err == nil
 }
 
 // limits are the docker run flags of instance type it: its cores (at most the host's) and
@@ -244,11 +276,10 @@ func (c *Cloud) status(ctx context.Context, in inspected) localcloud.MachineStat
 		InstanceType: l[LabelType], Zone: l[LabelZone], CapacityType: l[LabelCapacity], CreatedAt: in.Created,
 		Boots: 1 + in.RestartCount,
 	}
-	_, offErr := os.Stat(c.powerOffMarker(st.Cluster, st.Name))
 	switch {
 	case !in.State.Running:
 		st.State = localcloud.StateStopped
-		st.PoweredOff = offErr == nil
+		st.PoweredOff = c.exists(ctx, strings.TrimPrefix(in.Name, "/"), powerOffMarker)
 		st.Message = fmt.Sprintf("the container is %s (exit code %d)", in.State.Status, in.State.ExitCode)
 		if st.PoweredOff {
 			st.Message = "powered off"
@@ -301,7 +332,7 @@ func (c *Cloud) Delete(ctx context.Context, cluster, name string) error {
 	return c.remove(ctx, cluster, name)
 }
 
-// remove removes the container, its volume, its files and its pods' cgroups, whichever exist.
+// remove removes the container, its volume and its pods' cgroups, whichever exist.
 func (c *Cloud) remove(ctx context.Context, cluster, name string) error {
 	ctr := c.container(cluster, name)
 	var errs []error
@@ -310,11 +341,6 @@ func (c *Cloud) remove(ctx context.Context, cluster, name string) error {
 	}
 	if _, err := c.docker(ctx, "volume", "rm", "-f", volume(ctr)); err != nil {
 		errs = append(errs, err)
-	}
-	for _, f := range []string{c.userDataFile(cluster, name), c.powerOffMarker(cluster, name)} {
-		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, err)
-		}
 	}
 	if err := cgroups.RemoveEverywhere(filepath.Join(ignition.CgroupRootPrefix, name)); err != nil {
 		errs = append(errs, fmt.Errorf("cgroups of %s: %w", name, err))
@@ -328,19 +354,20 @@ func (c *Cloud) Power(ctx context.Context, cluster, name string, on bool) (local
 	if _, err := c.Get(ctx, cluster, name); err != nil {
 		return localcloud.MachineStatus{}, err
 	}
-	marker := c.powerOffMarker(cluster, name)
+	ctr := c.container(cluster, name)
 	if on {
-		if err := os.Remove(marker); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if _, err := c.docker(ctx, "start", ctr); err != nil {
 			return localcloud.MachineStatus{}, err
 		}
-		if _, err := c.docker(ctx, "start", c.container(cluster, name)); err != nil {
+		// Running again: a later stop is a crash unless Power stops it.
+		if _, err := c.docker(ctx, "exec", ctr, "rm", "-f", powerOffMarker); err != nil {
 			return localcloud.MachineStatus{}, err
 		}
 	} else {
-		if err := os.WriteFile(marker, nil, 0o600); err != nil {
+		if err := c.copyIn(ctx, ctr, powerOffMarker, nil); err != nil {
 			return localcloud.MachineStatus{}, err
 		}
-		if _, err := c.docker(ctx, "stop", "-t", "30", c.container(cluster, name)); err != nil {
+		if _, err := c.docker(ctx, "stop", "-t", "30", ctr); err != nil {
 			return localcloud.MachineStatus{}, err
 		}
 	}

@@ -39,8 +39,12 @@ func (p *Provider) Machines(ctx context.Context, cluster string) ([]api.Machine,
 	}
 	cloud := map[string]*localcloud.MachineStatus{}
 	cloudMsg := ""
-	if p.cloud != nil && len(machines.Items) > 0 {
-		list, err := p.cloud.List(ctx, cluster)
+	platform, err := p.clusterPlatform(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
+	if backend := p.CloudFor(platform); backend != nil && len(machines.Items) > 0 {
+		list, err := backend.List(ctx, cluster)
 		if err != nil {
 			p.metrics.cloudErrors.WithLabelValues("list").Inc()
 			httpapi.LoggerFrom(ctx).Warn("list the cluster's machines in the local cloud", "cluster", cluster, "err", err)
@@ -65,18 +69,23 @@ func (p *Provider) Machines(ctx context.Context, cluster string) ([]api.Machine,
 // machine.faulted; it returns the machine. Errors: ErrNoCloud, ErrMachineNotFound,
 // ErrUnknownFault, or the local cloud's failure.
 func (p *Provider) Fault(ctx context.Context, cluster, name, fault string) (api.Machine, error) {
-	if p.cloud == nil {
+	platform, err := p.clusterPlatform(ctx, cluster)
+	if err != nil {
+		return api.Machine{}, err
+	}
+	backend := p.CloudFor(platform)
+	if backend == nil {
 		return api.Machine{}, ErrNoCloud
 	}
-	st, err := p.cloud.Fault(ctx, cluster, name, fault)
+	st, err := backend.Fault(ctx, cluster, name, fault)
 	switch {
 	case errors.Is(err, localcloud.ErrNotFound):
 		return api.Machine{}, fmt.Errorf("%w: %w", ErrMachineNotFound, err)
-	case errors.Is(err, localcloud.ErrUnknownFault):
+	case errors.Is(err, localcloud.ErrUnknownFault), errors.Is(err, errors.ErrUnsupported):
 		return api.Machine{}, fmt.Errorf("%w: %w", ErrUnknownFault, err)
 	case err != nil:
 		p.metrics.cloudErrors.WithLabelValues("fault").Inc()
-		return api.Machine{}, fmt.Errorf("local cloud: fault %s/%s: %w", cluster, name, err)
+		return api.Machine{}, fmt.Errorf("%s: fault %s/%s: %w", cloudName(platform), cluster, name, err)
 	}
 	v := machineView(cluster, p.machine(ctx, cluster, name), &st)
 	if sent, err := p.outbox.Record(ctx, cluster, events.ResourceMachine, events.VerbMachineFaulted, cluster+"/"+name, v); err != nil {

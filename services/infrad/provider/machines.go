@@ -92,6 +92,10 @@ type machineScope struct {
 	id     machineID
 	log    *slog.Logger
 	cloud  *localcloud.MachineStatus // what the cloud reported, if it was asked
+	// platform is the machine's (its AnnotationPlatform once provisioned, its cluster's
+	// before); backend its cloud, nil when that one is not configured.
+	platform string
+	backend  Cloud
 
 	// Events to publish (resource "machine", key "<cluster>/<machine>", data the
 	// api.Machine; listed in events.Published and docs/events.md).
@@ -115,6 +119,12 @@ func (p *Provider) reconcileMachine(ctx context.Context, req crreconcile.Request
 	id := identify(lm, m)
 	s := &machineScope{lm: lm, m: m, id: id, log: p.log.With("cluster", id.cluster, "nodepool", id.nodepool, "machine", id.name)}
 	lm.Status.DeepCopyInto(&s.before)
+	if s.platform = lm.Annotations[infrav1.AnnotationPlatform]; s.platform == "" {
+		if s.platform, err = p.clusterPlatform(ctx, id.cluster); err != nil {
+			return crreconcile.Result{}, err
+		}
+	}
+	s.backend = p.CloudFor(s.platform)
 	if !lm.DeletionTimestamp.IsZero() {
 		return p.finalizeMachine(ctx, s)
 	}
@@ -176,8 +186,8 @@ func (p *Provider) notReadyToProvision(s *machineScope) bool {
 	switch {
 	case s.m == nil:
 		reason, msg = infrav1.ReasonWaitingForMachine, "waiting for Cluster API to set the owner Machine"
-	case p.cloud == nil:
-		reason, msg = infrav1.ReasonNoLocalCloud, "infrad has no local cloud (--localcloud-url, HOSTPLANE_LOCALCLOUD_URL): the machine is not provisioned"
+	case s.backend == nil:
+		reason, msg = noCloud(s.platform)
 	case s.m.Spec.Bootstrap.DataSecretName == nil || *s.m.Spec.Bootstrap.DataSecretName == "":
 		reason, msg = infrav1.ReasonWaitingForBootstrapData, "waiting for the Machine's bootstrap data Secret (spec.bootstrap.dataSecretName)"
 	default:
@@ -191,9 +201,9 @@ func (p *Provider) notReadyToProvision(s *machineScope) bool {
 // lookUp reads a provisioned machine from the local cloud; done with the result to return
 // when it is missing there or the cloud failed.
 func (p *Provider) lookUp(ctx context.Context, s *machineScope) (st localcloud.MachineStatus, done bool, res crreconcile.Result, err error) {
-	st, err = p.cloud.Get(ctx, s.id.cluster, s.id.name)
+	st, err = s.backend.Get(ctx, s.id.cluster, s.id.name)
 	if errors.Is(err, localcloud.ErrNotFound) {
-		s.setReady(infrav1.ReasonNotFound, fmt.Sprintf("the local cloud has no machine %s/%s", s.id.cluster, s.id.name))
+		s.setReady(infrav1.ReasonNotFound, fmt.Sprintf("the %s has no machine %s/%s", cloudName(s.platform), s.id.cluster, s.id.name))
 		s.lm.Status.State = ""
 		p.phases.set(s.lm, s.id.cluster, phaseMissing)
 		return st, true, crreconcile.Result{RequeueAfter: p.resync}, nil
@@ -218,7 +228,7 @@ func (p *Provider) provision(ctx context.Context, s *machineScope) (st localclou
 		return st, true, crreconcile.Result{RequeueAfter: bootPoll}, err
 	}
 	providerID := api.ProviderID(s.id.cluster, s.id.name)
-	st, err = p.cloud.Create(ctx, localcloud.MachineSpec{
+	st, err = s.backend.Create(ctx, localcloud.MachineSpec{
 		Cluster: s.id.cluster, Name: s.id.name, NodePool: s.id.nodepool, UserData: userData, ProviderID: providerID,
 		InstanceType: lm.Spec.InstanceType, Zone: lm.Spec.Zone, CapacityType: lm.Spec.CapacityType,
 	})
@@ -229,6 +239,7 @@ func (p *Provider) provision(ctx context.Context, s *machineScope) (st localclou
 	err = p.patchObject(ctx, s, func(lm *infrav1.LocalMachine) {
 		lm.Spec.ProviderID = providerID
 		setAnnotation(lm, infrav1.AnnotationAppliedUserData, secret)
+		setAnnotation(lm, infrav1.AnnotationPlatform, s.platform)
 	})
 	if err != nil {
 		return st, true, crreconcile.Result{}, err
@@ -238,7 +249,7 @@ func (p *Provider) provision(ctx context.Context, s *machineScope) (st localclou
 	lm.Status.Addresses = []clusterv1.MachineAddress{{Type: clusterv1.MachineHostName, Address: s.id.name}}
 	p.metrics.provisioning.Observe(time.Since(lm.CreationTimestamp.Time).Seconds())
 	s.created = true
-	s.log.Info("provisioned the machine in the local cloud", "providerID", providerID, "userdata", secret,
+	s.log.Info("provisioned the machine", "cloud", cloudName(s.platform), "providerID", providerID, "userdata", secret,
 		"instanceType", st.InstanceType, "zone", st.Zone)
 	return st, false, crreconcile.Result{}, nil
 }
@@ -260,7 +271,7 @@ func (p *Provider) reconfigureInPlace(ctx context.Context, s *machineScope, st *
 		s.log.Warn("cannot reconfigure the machine in place yet", "userdata", desired, "why", msg)
 		return true, false, crreconcile.Result{}, nil
 	}
-	if *st, err = p.cloud.Reconfigure(ctx, s.id.cluster, s.id.name, userData); err != nil {
+	if *st, err = s.backend.Reconfigure(ctx, s.id.cluster, s.id.name, userData); err != nil {
 		res, err = p.cloudFailed(s, "reconfigure", err)
 		return false, true, res, err
 	}
@@ -279,11 +290,12 @@ func (p *Provider) finalizeMachine(ctx context.Context, s *machineScope) (crreco
 		return crreconcile.Result{}, nil
 	}
 	p.phases.set(s.lm, s.id.cluster, phaseDeleting)
-	if p.cloud == nil {
-		s.setReady(infrav1.ReasonNoLocalCloud, "infrad has no local cloud (--localcloud-url, HOSTPLANE_LOCALCLOUD_URL): the cloud machine cannot be deleted")
+	if s.backend == nil {
+		reason, msg := noCloud(s.platform)
+		s.setReady(reason, strings.Replace(msg, "is not provisioned", "cannot be deleted", 1))
 		return crreconcile.Result{}, p.patchStatus(ctx, s)
 	}
-	if err := p.cloud.Delete(ctx, s.id.cluster, s.id.name); err != nil {
+	if err := s.backend.Delete(ctx, s.id.cluster, s.id.name); err != nil && !errors.Is(err, localcloud.ErrNotFound) {
 		res, err := p.cloudFailed(s, "delete", err)
 		return res, errors.Join(err, p.patchStatus(ctx, s))
 	}
@@ -298,7 +310,7 @@ func (p *Provider) finalizeMachine(ctx context.Context, s *machineScope) (crreco
 		return crreconcile.Result{}, err
 	}
 	p.phases.forget(nn)
-	s.log.Info("deleted the machine from the local cloud")
+	s.log.Info("deleted the machine", "cloud", cloudName(s.platform))
 	return crreconcile.Result{}, nil
 }
 
@@ -306,8 +318,8 @@ func (p *Provider) finalizeMachine(ctx context.Context, s *machineScope) (crreco
 // controller retries with backoff.
 func (p *Provider) cloudFailed(s *machineScope, op string, err error) (crreconcile.Result, error) {
 	p.metrics.cloudErrors.WithLabelValues(op).Inc()
-	s.setReady(infrav1.ReasonCloudError, fmt.Sprintf("the local cloud failed to %s the machine: %v", op, err))
-	return crreconcile.Result{}, fmt.Errorf("local cloud: %s %s: %w", op, s.id.key(), err)
+	s.setReady(infrav1.ReasonCloudError, fmt.Sprintf("the %s failed to %s the machine: %v", cloudName(s.platform), op, err))
+	return crreconcile.Result{}, fmt.Errorf("%s: %s %s: %w", cloudName(s.platform), op, s.id.key(), err)
 }
 
 // observe copies the cloud's report into the LocalMachine's status.
@@ -533,4 +545,12 @@ func machineView(cluster string, m *clusterv1.Machine, st *localcloud.MachineSta
 		}
 	}
 	return v
+}
+
+// cloudName names platform's cloud in messages.
+func cloudName(platform string) string {
+	if platform == api.PlatformDocker {
+		return "Docker engine"
+	}
+	return "local cloud"
 }

@@ -18,6 +18,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"errors"
@@ -100,6 +101,9 @@ type Config struct {
 	Metrics *Metrics
 	// Outbox records the machine events before they are published.
 	Outbox *outbox.Outbox
+	// Docker is the docker platform's machines (infrad's dockercloud); nil: machines of
+	// platform-docker clusters are not provisioned, and say so.
+	Docker Cloud
 	// Infra and Clusters are the records the LocalClusters follow.
 	Infra    *store.Store[api.Infra]
 	Clusters *store.Store[api.Cluster]
@@ -132,6 +136,7 @@ type Provider struct {
 	client   client.Client // cached reads (Machines, LocalMachines), direct writes
 	reader   client.Reader // uncached reads (Secrets, lists the HTTP API answers)
 	cloud    Cloud         // nil: no local cloud configured
+	docker   Cloud         // nil: no docker cloud configured
 	cloudURL string
 	resync   time.Duration
 	metrics  *Metrics
@@ -183,7 +188,7 @@ func New(c Config) (*Provider, error) {
 		owner: c.Owner, log: c.Log, rest: cfg, mgr: mgr,
 		client: mgr.GetClient(), reader: mgr.GetAPIReader(),
 		cloudURL: c.LocalCloudURL, resync: c.Resync, metrics: c.Metrics, phases: newPhaseGauge(c.Metrics.machines),
-		outbox: c.Outbox, infra: c.Infra, clusters: c.Clusters,
+		outbox: c.Outbox, infra: c.Infra, clusters: c.Clusters, docker: c.Docker,
 	}
 	if c.LocalCloudURL != "" {
 		lc, err := localcloud.NewClient(c.LocalCloudURL)
@@ -200,8 +205,35 @@ func New(c Config) (*Provider, error) {
 	return p, nil
 }
 
-// Cloud is the local cloud the provider's machines live in, or nil without one.
-func (p *Provider) Cloud() Cloud { return p.cloud }
+// CloudFor is the cloud machines of platform live in: the docker engine's for docker, the
+// local cloud's otherwise; nil when that one is not configured.
+func (p *Provider) CloudFor(platform string) Cloud {
+	if platform == api.PlatformDocker {
+		return p.docker
+	}
+	return p.cloud
+}
+
+// noCloud is the reason and message of a machine of platform whose cloud is not
+// configured.
+func noCloud(platform string) (reason, msg string) {
+	if platform == api.PlatformDocker {
+		return infrav1.ReasonNoDockerCloud, "infrad has no Docker cloud: the machine is not provisioned"
+	}
+	return infrav1.ReasonNoLocalCloud, "infrad has no local cloud (--localcloud-url, HOSTPLANE_LOCALCLOUD_URL): the machine is not provisioned"
+}
+
+// clusterPlatform is cluster's platform type (local when its record is gone or says none).
+func (p *Provider) clusterPlatform(ctx context.Context, cluster string) (string, error) {
+	c, _, err := p.clusters.Get(ctx, cluster)
+	if errors.Is(err, store.ErrNotFound) {
+		return api.PlatformLocal, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return cmp.Or(c.Spec.Platform.Type, api.PlatformLocal), nil
+}
 
 // Start installs the CRDs and waits for Cluster API's Machine CRD (nodepoold installs it),
 // retrying while the management apiserver is unreachable, then runs the manager until ctx

@@ -85,7 +85,7 @@ func newCreateClusterCommand(o *Options) *cobra.Command {
 	}.command(o, cmd)
 	f := cmd.Flags()
 	f.StringVar(&rel, "release", "", "Kubernetes release to run (required)")
-	f.StringVar(&platform, "platform", api.PlatformLocal, "platform of the worker machines: local or none")
+	f.StringVar(&platform, "platform", api.PlatformLocal, "platform of the worker machines: local (simulated), docker (containers of the node image) or none (your own)")
 	f.StringVar(&availability, "availability", api.SingleReplica, "control-plane availability: SingleReplica or HighlyAvailable")
 	f.DurationVar(&unneeded, "scale-down-unneeded-time", 10*time.Minute, "autoscaled pools: how long an added node is unneeded before it goes (spec.autoscaling.scaleDown)")
 	f.Int32Var(&maxNodes, "max-nodes-total", 0, "autoscaling and autoprovisioning add no machine beyond this many in the cluster (spec.autoscaling.maxNodesTotal)")
@@ -93,7 +93,7 @@ func newCreateClusterCommand(o *Options) *cobra.Command {
 	f.BoolVar(&autoNode, "auto-node", false, "autoprovisioning: Karpenter launches machines for the karpenter.sh NodePools you create in the guest (spec.autoNode)")
 	f.BoolVar(&scaleUpOnly, "scale-up-only", false, "autoscaled pools grow but never shrink (spec.autoscaling.scaling: ScaleUpOnly)")
 	_ = cmd.RegisterFlagCompletionFunc("release", completeReleases)
-	_ = cmd.RegisterFlagCompletionFunc("platform", cobra.FixedCompletions([]string{api.PlatformLocal, api.PlatformNone}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("platform", cobra.FixedCompletions(api.Platforms, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("availability", cobra.FixedCompletions([]string{api.SingleReplica, api.HighlyAvailable}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{OutputJSON, OutputYAML}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
