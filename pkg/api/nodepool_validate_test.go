@@ -370,3 +370,16 @@ func TestValidateNodePoolUpdate_InstanceTypeRollsAReplacePoolButIsImmutableInPla
 		t.Errorf("spelling out the default type of an InPlace pool refused: %v", err)
 	}
 }
+
+// A pool on platform docker takes its shape from the local catalogue, as a local one does.
+func TestNodePoolSpecDefault_DockerPoolsGetTheDefaultInstanceType(t *testing.T) {
+	cluster := &api.ClusterSpec{Platform: api.Platform{Type: api.PlatformDocker}}
+	s := api.NodePoolSpec{}
+	s.Default(cluster)
+	if s.Platform.Type != api.PlatformDocker || s.Platform.InstanceType() != api.DefaultInstanceType {
+		t.Errorf("defaulted platform %+v (instance type %q), want docker with %s", s.Platform, s.Platform.InstanceType(), api.DefaultInstanceType)
+	}
+	if !api.RealNodes(api.PlatformDocker) || !api.ProvidesMachines(api.PlatformDocker) || api.RealNodes(api.PlatformLocal) || api.ProvidesMachines(api.PlatformNone) {
+		t.Error("docker machines are real and Hostplane's; local ones simulated; none's the user's")
+	}
+}

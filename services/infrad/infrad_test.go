@@ -645,3 +645,15 @@ func TestUpgrade_GivesAnHARecordFromBeforeTheInternalListenerOneAndKeepsItsPorts
 		}
 	}
 }
+
+// Platform docker's machines are containers: endpoints on a loopback host are out of their
+// reach, so infrad records the cluster not ready and says how to fix it, allocating nothing.
+func TestDockerPlatform_OnALoopbackEndpointHostIsNotReadyAndSaysWhy(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	e.createCluster("boxed", api.SingleReplica, api.PlatformDocker)
+	testenv.Eventually(t, wait, func() bool {
+		v, _, err := e.infra.Get(t.Context(), "boxed")
+		return err == nil && !v.Ready && strings.Contains(v.Message, "--endpoint-host") && strings.Contains(v.Message, "172.17.0.1") && v.Endpoint.Port == 0
+	}, "a docker cluster on 127.0.0.1 is recorded not ready with the fix")
+}
