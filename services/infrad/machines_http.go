@@ -92,7 +92,7 @@ func (d *Daemon) faultMachine(w http.ResponseWriter, r *http.Request) error {
 		fe.Add("type", "the local cloud does not know the fault %q", in.Type)
 		return fe.Err()
 	case err != nil:
-		return &api.Error{Code: api.CodeUnavailable, Message: "the local cloud did not inject the fault; retry shortly", Err: err}
+		return &api.Error{Code: api.CodeUnavailable, Message: "the machine's cloud did not inject the fault; retry shortly", Err: err}
 	}
 	httpapi.LoggerFrom(ctx).Info("injected a machine fault", "cluster", c.Name, "machine", name, "fault", in.Type)
 	httpapi.WriteJSON(w, http.StatusAccepted, m)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os/exec"
 	"slices"
@@ -39,8 +40,9 @@ func dockerMachines(t *testing.T, cluster string) (containers, volumes []string)
 // TestRealNode_DockerPlatformMachinesAreContainersThatJoinRepairAndGo is platform docker end
 // to end: a pool's machines are containers of the node image on this host's Docker, started
 // by infrad through Cluster API, booting the pool's payload into Ready nodes whose provider
-// IDs are their Machines'; a real pod runs on them; a machine whose container is killed is
-// replaced by autorepair; deleting the cluster leaves no container or volume.
+// IDs are their Machines'; a real pod runs on them; hibernation stops every container and a
+// wake brings back the same nodes and pod; a machine whose container is killed is replaced
+// by autorepair; deleting the cluster leaves no container or volume.
 func TestRealNode_DockerPlatformMachinesAreContainersThatJoinRepairAndGo(t *testing.T) {
 	rel := release.Latest()
 	testenv.RequireBinaries(t, rel, release.Components()...)
@@ -115,13 +117,46 @@ func TestRealNode_DockerPlatformMachinesAreContainersThatJoinRepairAndGo(t *test
 		t.Errorf("kubectl logs: %v: %s", err, logs)
 	}
 
+	// Hibernation stops every machine's container; a wake starts the same ones again, and
+	// the same nodes come back Ready with the pod running.
+	if code, body := c.do("PATCH", "/v1/clusters/"+cl, `{"spec":{"hibernation":{"enabled":true}}}`, nil); code != http.StatusOK {
+		t.Fatalf("hibernate: %d %s", code, body)
+	}
+	c.waitCondition(cl, api.ConditionHibernated, api.ConditionTrue, hibernateWait)
+	testenv.Eventually(t, hibernateWait, func() bool {
+		out, err := exec.Command("docker", "ps", "-q", "--filter", "label="+dockercloud.LabelCluster+"="+cl).Output()
+		return err == nil && strings.TrimSpace(string(out)) == ""
+	}, "hibernated, but containers of %s still run", cl)
+	if code, body := c.do("PATCH", "/v1/clusters/"+cl, `{"spec":{"hibernation":{"enabled":false}}}`, nil); code != http.StatusOK {
+		t.Fatalf("wake: %d %s", code, body)
+	}
+	c.waitCondition(cl, api.ConditionAvailable, api.ConditionTrue, hibernateWait)
+	// The Nodes' last status is from before the hibernation: what proves the machines back is
+	// their containers running and the pod answering through its kubelet.
+	testenv.Eventually(t, hibernateWait, func() bool {
+		out, err := exec.Command("docker", "ps", "-q", "--filter", "label="+dockercloud.LabelCluster+"="+cl).Output()
+		return err == nil && len(strings.Fields(string(out))) == 2
+	}, "the machines' containers were never started again after the wake")
+	var answer string
+	testenv.Eventually(t, 3*time.Minute, func() bool {
+		out, err := c.kubectl(cl, "", "exec", "echo", "--", "/echo", "http://127.0.0.1:8080/")
+		answer = out
+		return err == nil && strings.TrimSpace(out) == "echo"
+	}, "the echo pod never answered again after the wake: %s", lazyString{&answer})
+	c.waitPoolReady(cl, "workers", 2, 3*time.Minute)
+	if now := machineNames(c.poolMachines(cl, "workers")); !slices.Equal(now, machines) {
+		t.Errorf("machines after a wake %v, want the same %v", now, machines)
+	}
+
 	// Autorepair: the victim's container is killed (a power cut); its node goes NotReady,
 	// the MachineHealthCheck deletes the Machine, its container goes, and a new machine
 	// joins in its place.
 	victim := machines[0]
-	if code, body := c.do("POST", "/v1/clusters/"+cl+"/machines/"+victim+"/fault", `{"type":"`+api.FaultCrash+`"}`, nil); code != http.StatusAccepted {
-		t.Fatalf("fault: %d %s", code, body)
-	}
+	testenv.Eventually(t, time.Minute, func() bool {
+		code, body := c.do("POST", "/v1/clusters/"+cl+"/machines/"+victim+"/fault", `{"type":"`+api.FaultCrash+`"}`, nil)
+		answer = fmt.Sprintf("%d %s", code, body)
+		return code == http.StatusAccepted
+	}, "the Crash fault was never injected: %s", lazyString{&answer})
 	testenv.Eventually(t, 5*time.Minute, func() bool {
 		now := machineNames(c.poolMachines(cl, "workers"))
 		return len(now) == 2 && !slices.Contains(now, victim) && len(readyNodes(t, kc, "workers")) == 2
