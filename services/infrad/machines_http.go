@@ -89,7 +89,11 @@ func (d *Daemon) faultMachine(w http.ResponseWriter, r *http.Request) error {
 		return api.Errorf(api.CodeNotFound, "cluster %q has no machine %q", c.Name, name)
 	case errors.Is(err, provider.ErrUnknownFault):
 		var fe api.FieldErrors
-		fe.Add("type", "the local cloud does not know the fault %q", in.Type)
+		if errors.Is(err, errors.ErrUnsupported) {
+			fe.Add("type", "the %s machines of cluster %q do not support the fault %q", c.Spec.Platform.Type, c.Name, in.Type)
+		} else {
+			fe.Add("type", "the local cloud does not know the fault %q", in.Type)
+		}
 		return fe.Err()
 	case err != nil:
 		return &api.Error{Code: api.CodeUnavailable, Message: "the machine's cloud did not inject the fault; retry shortly", Err: err}
