@@ -614,12 +614,16 @@ func TestCLI_DrivesANodePoolThroughItsLife(t *testing.T) {
 		}
 		r = hp.must(0, "get", "machines", c, "-o", "wide")
 		lines = strings.Split(strings.TrimSpace(r.stdout), "\n")
-		if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "NAME NODEPOOL PHASE NODE TYPE ZONE VERSION AGE CAPACITY NODECLAIM PROVIDER-ID CONFIG-HASH MESSAGE" {
+		if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "NAME NODEPOOL PHASE NODE TYPE ZONE VERSION AGE MACHINE CAPACITY NODECLAIM PROVIDER-ID CONFIG-HASH MESSAGE" {
 			t.Fatalf("wide: %s", r)
 		}
 		for i, m := range l.Items {
 			if !strings.Contains(lines[i+1], m.ProviderID) || m.ConfigHash != "" && !strings.Contains(lines[i+1], m.ConfigHash) {
 				t.Errorf("wide row %q lacks the provider ID or config hash of %+v", lines[i+1], m)
+			}
+			// Machines of platform local are simulated, and say so.
+			if m.Platform != api.PlatformLocal || strings.Fields(lines[i+1])[8] != "simulated" {
+				t.Errorf("wide row %q of a %q machine, want it said simulated", lines[i+1], m.Platform)
 			}
 		}
 	})

@@ -205,10 +205,13 @@ func NodePoolKey(cluster, nodepool string) string { return cluster + "." + nodep
 // Machine is one worker machine as GET /v1/clusters/{c}/machines reports it (infrad, from the
 // Cluster API Machine, its LocalMachine and the local cloud).
 type Machine struct {
-	Name       string `json:"name"`
-	Cluster    string `json:"cluster"`
-	NodePool   string `json:"nodePool"`
-	Phase      string `json:"phase"` // Cluster API Machine phase: Pending, Provisioning, Provisioned, Running, Deleting, Failed
+	Name     string `json:"name"`
+	Cluster  string `json:"cluster"`
+	NodePool string `json:"nodePool"`
+	Phase    string `json:"phase"` // Cluster API Machine phase: Pending, Provisioning, Provisioned, Running, Deleting, Failed
+	// Platform is where it runs: PlatformLocal (simulated: no container runs on it) or
+	// PlatformDocker (a real machine, a container of the node image).
+	Platform   string `json:"platform,omitempty"`
 	NodeName   string `json:"nodeName,omitempty"`
 	ProviderID string `json:"providerID,omitempty"`
 	Version    string `json:"version,omitempty"`

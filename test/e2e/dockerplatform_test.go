@@ -75,6 +75,11 @@ func TestRealNode_DockerPlatformMachinesAreContainersThatJoinRepairAndGo(t *test
 	kc := c.kubeClient(cl)
 	nodes := readyNodes(t, kc, "workers")
 	machines := machineNames(c.poolMachines(cl, "workers"))
+	for _, m := range c.poolMachines(cl, "workers") {
+		if m.Platform != api.PlatformDocker {
+			t.Errorf("machine %s says platform %q, want docker (a real machine, not a simulated one)", m.Name, m.Platform)
+		}
+	}
 	var nodeNames []string
 	for _, n := range nodes {
 		nodeNames = append(nodeNames, n.Name)

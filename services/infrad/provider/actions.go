@@ -58,6 +58,7 @@ func (p *Provider) Machines(ctx context.Context, cluster string) ([]api.Machine,
 	for i := range machines.Items {
 		m := &machines.Items[i]
 		v := machineView(cluster, m, cloud[m.Name])
+		v.Platform = platform
 		v.Message = cmp.Or(v.Message, cloudMsg)
 		out = append(out, v)
 	}
@@ -88,6 +89,7 @@ func (p *Provider) Fault(ctx context.Context, cluster, name, fault string) (api.
 		return api.Machine{}, fmt.Errorf("%s: fault %s/%s: %w", cloudName(platform), cluster, name, err)
 	}
 	v := machineView(cluster, p.machine(ctx, cluster, name), &st)
+	v.Platform = platform
 	if sent, err := p.outbox.Record(ctx, cluster, events.ResourceMachine, events.VerbMachineFaulted, cluster+"/"+name, v); err != nil {
 		httpapi.LoggerFrom(ctx).Warn("record machine.faulted", "cluster", cluster, "machine", name, "err", err)
 	} else {

@@ -398,11 +398,23 @@ func newGetMachinesCommand(o *Options) *cobra.Command {
 }
 
 // machineTable prints machines as NAME NODEPOOL PHASE NODE TYPE ZONE VERSION AGE (TYPE and
-// ZONE: the local instance type and zone); wide adds CAPACITY (on-demand or spot), NODECLAIM
-// (Karpenter's, if any), PROVIDER-ID, CONFIG-HASH and MESSAGE (the fault injected, if any, before the message).
+// ZONE: the local instance type and zone); wide adds MACHINE (simulated on platform local, a
+// container on docker), CAPACITY (on-demand or spot), NODECLAIM (Karpenter's, if any),
+// PROVIDER-ID, CONFIG-HASH and MESSAGE (the fault injected, if any, before the message).
+// machineKind says plainly what a machine of platform is.
+func machineKind(platform string) string {
+	switch platform {
+	case api.PlatformLocal:
+		return "simulated"
+	case api.PlatformDocker:
+		return "container"
+	}
+	return platform
+}
+
 func machineTable(w io.Writer, wide bool, ms []api.Machine, now time.Time) error {
 	t := newTable(w, columns(wide, []string{"NAME", "NODEPOOL", "PHASE", "NODE", "TYPE", "ZONE", "VERSION", "AGE"},
-		"CAPACITY", "NODECLAIM", "PROVIDER-ID", "CONFIG-HASH", "MESSAGE")...)
+		"MACHINE", "CAPACITY", "NODECLAIM", "PROVIDER-ID", "CONFIG-HASH", "MESSAGE")...)
 	for _, m := range ms {
 		row := []string{m.Name, m.NodePool, m.Phase, m.NodeName, m.InstanceType, m.Zone, m.Version, age(m.CreatedAt, now)}
 		if wide {
@@ -410,7 +422,7 @@ func machineTable(w io.Writer, wide bool, ms []api.Machine, now time.Time) error
 			if m.Fault != "" {
 				msg = strings.TrimSpace("fault " + m.Fault + ": " + msg)
 			}
-			row = append(row, m.CapacityType, m.NodeClaim, m.ProviderID, m.ConfigHash, msg)
+			row = append(row, machineKind(m.Platform), m.CapacityType, m.NodeClaim, m.ProviderID, m.ConfigHash, msg)
 		}
 		t.row(row...)
 	}
