@@ -33,9 +33,14 @@ func newCloud(t *testing.T) *dockercloud.Cloud {
 		t.Fatalf("%v (make test builds the node image first)", err)
 	}
 	t.Cleanup(func() {
+		// What a test left (its machines' containers and named volumes) goes, as Delete would.
 		out, _ := exec.Command("docker", "ps", "-a", "-q", "--filter", "name="+c.Prefix).Output()
 		for _, id := range strings.Fields(string(out)) {
 			_ = exec.Command("docker", "rm", "-f", "-v", id).Run()
+		}
+		out, _ = exec.Command("docker", "volume", "ls", "-q", "--filter", "name="+c.Prefix).Output()
+		for _, v := range strings.Fields(string(out)) {
+			_ = exec.Command("docker", "volume", "rm", "-f", v).Run()
 		}
 	})
 	return c
