@@ -16,6 +16,7 @@ import (
 
 	"github.com/hostplane/hostplane/pkg/atomicfile"
 	"github.com/hostplane/hostplane/pkg/certs"
+	"github.com/hostplane/hostplane/pkg/portrange"
 )
 
 // ports are the ports a cluster uses, persisted in <Dir>/ports.json.
@@ -45,23 +46,19 @@ func resolvePorts(cfg Config) (ports, error) {
 		EtcdClient: cmp.Or(cfg.EtcdClientPort, saved.EtcdClient),
 		EtcdPeer:   cmp.Or(cfg.EtcdPeerPort, saved.EtcdPeer),
 	}
-	// Hold every listener until all are picked, so the three ports differ.
-	var held []net.Listener
-	defer func() {
-		for _, l := range held {
-			_ = l.Close()
-		}
-	}()
+	// Outside the kernel's ephemeral range: the ports are kept across restarts, and while the
+	// cluster is stopped any outgoing connection could take one from that range.
+	lo, hi := portrange.Range()
+	picked := map[int]bool{p.APIServer: true, p.EtcdClient: true, p.EtcdPeer: true}
 	pick := func(port *int, host string) error {
 		if *port != 0 {
 			return nil
 		}
-		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		got, err := portrange.Pick(host, lo, hi, func(p int) bool { return picked[p] })
 		if err != nil {
 			return fmt.Errorf("pick a free port on %s: %w", host, err)
 		}
-		held = append(held, l)
-		*port = l.Addr().(*net.TCPAddr).Port
+		*port, picked[got] = got, true
 		return nil
 	}
 	if err := errors.Join(pick(&p.APIServer, cfg.Host), pick(&p.EtcdClient, etcdHost), pick(&p.EtcdPeer, etcdHost)); err != nil {

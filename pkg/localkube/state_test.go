@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hostplane/hostplane/pkg/certs"
+	"github.com/hostplane/hostplane/pkg/portrange"
 )
 
 func TestResolvePorts_PicksOnceAndPersists(t *testing.T) {
@@ -26,6 +27,14 @@ func TestResolvePorts_PicksOnceAndPersists(t *testing.T) {
 	}
 	if first.APIServer == first.EtcdClient || first.EtcdClient == first.EtcdPeer || first.APIServer == first.EtcdPeer {
 		t.Fatalf("ports = %+v, want distinct", first)
+	}
+	// Kept across restarts, so never from the range outgoing connections take their local
+	// ports from: a restarted etcd would find its peer port held by one.
+	lo, hi := portrange.Range()
+	for _, port := range []int{first.APIServer, first.EtcdClient, first.EtcdPeer} {
+		if port < lo || port > hi {
+			t.Fatalf("ports = %+v: %d is outside %d-%d, the range outside the kernel's ephemeral one", first, port, lo, hi)
+		}
 	}
 	again, err := resolvePorts(cfg)
 	if err != nil {

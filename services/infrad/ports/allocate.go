@@ -11,15 +11,11 @@ package ports
 
 import (
 	"cmp"
-	"errors"
-	"fmt"
-	"math/rand/v2"
-	"net"
-	"os"
 	"slices"
 	"strconv"
 
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/portrange"
 )
 
 // Topology is how many of each part one control plane has.
@@ -100,16 +96,13 @@ func Of(inf *api.Infra) []int {
 }
 
 // Allocator hands out ports the kernel reports free on its host and no record holds, from
-// Range: never from the kernel's ephemeral range. A port there is free only until a
-// connection is made: the kernel gives the same range to outgoing connections as their local
-// port, and a listener cannot bind a port an established connection holds (not even with
-// SO_REUSEADDR). A balancer, apiserver or etcd that restarts (infrad's takeover, componentd
-// restarting a process) would find its port taken, for as long as that connection lasts.
+// portrange.Range: never from the kernel's ephemeral range, so a balancer, apiserver or etcd
+// that restarts (infrad's takeover, componentd restarting a process) finds its port free.
 // It is not safe for concurrent use: whoever allocates for several records at once
 // serialises the allocations (and reserves every other record's ports first).
 type Allocator struct {
 	host string
-	// lo and hi bound the ports handed out (Range).
+	// lo and hi bound the ports handed out (portrange.Range).
 	lo, hi int
 	// endpointHost and ignitionHost are the hosts recorded for the endpoints clients dial
 	// ("": host); see Advertise.
@@ -119,46 +112,8 @@ type Allocator struct {
 
 // NewAllocator returns an allocator of ports on host, from Range.
 func NewAllocator(host string) *Allocator {
-	lo, hi := Range()
+	lo, hi := portrange.Range()
 	return &Allocator{host: host, lo: lo, hi: hi, used: map[int]bool{0: true}}
-}
-
-// The ports the allocator hands out, when the kernel's ephemeral range leaves them out
-// (Linux's default ephemeral range is 32768-60999): below 20000 are well-known services'
-// ports (the kubelet's 10250, the admin ports 808x), and a control plane takes about ten.
-const (
-	rangeLow    = 20000
-	minRangeLen = 2000
-)
-
-// ephemeralRangeFile is the kernel's range for outgoing connections' local ports.
-const ephemeralRangeFile = "/proc/sys/net/ipv4/ip_local_port_range"
-
-// Range is the range of ports an Allocator hands out: from 20000 up to the kernel's
-// ephemeral range, or above it when that leaves too few; the whole range above 1024 when
-// the ephemeral range leaves no room at all (then a restarted listener may find its port
-// taken, as described on Allocator).
-func Range() (lo, hi int) {
-	elo, ehi := 32768, 60999
-	if b, err := os.ReadFile(ephemeralRangeFile); err == nil {
-		var l, h int
-		if n, _ := fmt.Sscan(string(b), &l, &h); n == 2 && l > 0 && h >= l {
-			elo, ehi = l, h
-		}
-	}
-	return rangeOutside(elo, ehi)
-}
-
-// rangeOutside picks the allocation range around an ephemeral range [elo, ehi].
-func rangeOutside(elo, ehi int) (lo, hi int) {
-	switch {
-	case elo-1-rangeLow+1 >= minRangeLen:
-		return rangeLow, elo - 1
-	case 65535-(ehi+1)+1 >= minRangeLen:
-		return ehi + 1, 65535
-	default:
-		return 1025, 65535
-	}
 }
 
 // Advertise makes the allocator record endpoint as the host of the cluster's endpoint (and
@@ -215,25 +170,12 @@ func (a *Allocator) Reserve(ports ...int) {
 // next picks a free port of the range: a random one no record holds that a listener can
 // bind now (the listener is closed at once).
 func (a *Allocator) next() (int, error) {
-	var last error
-	for range 500 {
-		port := a.lo + rand.IntN(a.hi-a.lo+1)
-		if a.used[port] {
-			continue
-		}
-		ln, err := net.Listen("tcp", net.JoinHostPort(a.host, strconv.Itoa(port)))
-		if err != nil {
-			last = err
-			continue
-		}
-		_ = ln.Close()
-		a.used[port] = true
-		return port, nil
+	port, err := portrange.Pick(a.host, a.lo, a.hi, func(p int) bool { return a.used[p] })
+	if err != nil {
+		return 0, err
 	}
-	if last == nil {
-		last = errors.New("every port tried is recorded")
-	}
-	return 0, fmt.Errorf("%w on %s in %d-%d: %w", ErrNoFreePort, a.host, a.lo, a.hi, last)
+	a.used[port] = true
+	return port, nil
 }
 
 // Allocate gives inf the ports t needs on the allocator's host. Ports inf already has are

@@ -1,6 +1,6 @@
 package ports
 
-import "errors"
+import "github.com/hostplane/hostplane/pkg/portrange"
 
 // ErrNoFreePort: the allocator could not find a port no cluster records.
-var ErrNoFreePort = errors.New("no free port")
+var ErrNoFreePort = portrange.ErrNoFreePort
