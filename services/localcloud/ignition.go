@@ -29,8 +29,6 @@ import (
 	"github.com/vincent-petithory/dataurl"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
-
-	"github.com/hostplane/hostplane/pkg/atomicfile"
 )
 
 // The files a machine's kubelet reads from its disk once Ignition wrote it
@@ -298,9 +296,12 @@ func decompress(data []byte, compression *string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gunzip: %w", err)
 	}
-	out, err := io.ReadAll(io.LimitReader(zr, 64<<20))
+	out, err := io.ReadAll(io.LimitReader(zr, maxFileSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("gunzip: %w", err)
+	}
+	if len(out) > maxFileSize {
+		return nil, fmt.Errorf("gunzip: more than %d bytes", maxFileSize)
 	}
 	return out, nil
 }
@@ -320,48 +321,75 @@ func redact(src string) string {
 // applyConfig writes the config's storage (directories, files, links) under root, the
 // machine's filesystem. A file that exists and is not marked overwrite fails the boot, as in
 // Ignition; force (an in-place update) overwrites every file.
+//
+// Nothing a config says reaches the host outside root: every path is opened through an
+// os.Root, which refuses to follow a link out of it, and a link's target is resolved in the
+// machine's filesystem (".." stops at its "/", as it does on a machine) and written relative
+// to the link, so it names a place under root whoever follows it.
 func applyConfig(root string, cfg igntypes.Config, force bool) error {
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return err
+	}
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
 	for _, d := range cfg.Storage.Directories {
-		p, err := rooted(root, d.Path)
+		p, err := inRoot(d.Path)
 		if err != nil {
 			return err
 		}
-		if err := os.MkdirAll(p, modeOf(d.Mode, 0o755)); err != nil {
+		if err := r.MkdirAll(p, modeOf(d.Mode, 0o755)); err != nil {
 			return fmt.Errorf("directory %s: %w", d.Path, err)
 		}
 	}
 	for _, f := range cfg.Storage.Files {
-		if err := writeIgnitionFile(root, f, force); err != nil {
+		if err := writeIgnitionFile(r, f, force); err != nil {
 			return err
 		}
 	}
 	for _, l := range cfg.Storage.Links {
-		p, err := rooted(root, l.Path)
-		if err != nil {
+		if err := writeIgnitionLink(r, l, force); err != nil {
 			return err
-		}
-		if l.Target == nil || (l.Hard != nil && *l.Hard) {
-			continue // hard links have nothing to say on a machine without an OS
-		}
-		target := *l.Target
-		if path.IsAbs(target) {
-			target = filepath.Join(root, filepath.FromSlash(path.Clean(target)))
-		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return fmt.Errorf("link %s: %w", l.Path, err)
-		}
-		if force || (l.Overwrite != nil && *l.Overwrite) {
-			_ = os.Remove(p)
-		}
-		if err := os.Symlink(target, p); err != nil {
-			return fmt.Errorf("link %s: %w", l.Path, err)
 		}
 	}
 	return nil
 }
 
-func writeIgnitionFile(root string, f igntypes.File, force bool) error {
-	p, err := rooted(root, f.Path)
+func writeIgnitionLink(r *os.Root, l igntypes.Link, force bool) error {
+	p, err := inRoot(l.Path)
+	if err != nil {
+		return err
+	}
+	if l.Target == nil || (l.Hard != nil && *l.Hard) {
+		return nil // hard links have nothing to say on a machine without an OS
+	}
+	target := *l.Target
+	if !path.IsAbs(target) {
+		target = path.Join("/", path.Dir(p), target)
+	}
+	rel, err := filepath.Rel(filepath.Join("/", filepath.Dir(p)), filepath.Clean(target))
+	if err != nil {
+		return fmt.Errorf("%w: link %s: target %q: %v", ErrInvalidConfig, l.Path, *l.Target, err)
+	}
+	if err := r.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return fmt.Errorf("link %s: %w", l.Path, err)
+	}
+	if force || (l.Overwrite != nil && *l.Overwrite) {
+		_ = r.Remove(p)
+	}
+	if err := r.Symlink(rel, p); err != nil {
+		return fmt.Errorf("link %s: %w", l.Path, err)
+	}
+	return nil
+}
+
+// maxFileSize bounds a file's contents once decoded and decompressed.
+const maxFileSize = 64 << 20
+
+func writeIgnitionFile(r *os.Root, f igntypes.File, force bool) error {
+	p, err := inRoot(f.Path)
 	if err != nil {
 		return err
 	}
@@ -378,7 +406,7 @@ func writeIgnitionFile(root string, f igntypes.File, force bool) error {
 			return fmt.Errorf("file %s: %w", f.Path, err)
 		}
 	}
-	existing, rerr := os.ReadFile(p)
+	existing, rerr := r.ReadFile(p)
 	exists := rerr == nil
 	overwrite := force || (f.Overwrite != nil && *f.Overwrite)
 	switch {
@@ -401,21 +429,57 @@ func writeIgnitionFile(root string, f igntypes.File, force bool) error {
 		}
 		data = append(data, more...)
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	if len(data) > maxFileSize {
+		return fmt.Errorf("%w: file %s: %d bytes, more than the %d a file may hold", ErrInvalidConfig, f.Path, len(data), maxFileSize)
+	}
+	if err := r.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return fmt.Errorf("file %s: %w", f.Path, err)
 	}
-	if err := atomicfile.Write(p, data, modeOf(f.Mode, 0o644)); err != nil {
+	if err := writeInRoot(r, p, data, modeOf(f.Mode, 0o644)); err != nil {
 		return fmt.Errorf("file %s: %w", f.Path, err)
 	}
 	return nil
 }
 
-// rooted maps an absolute path of the machine to its place under root.
-func rooted(root, p string) (string, error) {
+// writeInRoot replaces p under r with data at once (a temporary file renamed over it): a
+// crash leaves the old file or the new one, and a link at p is replaced, never followed.
+func writeInRoot(r *os.Root, p string, data []byte, mode fs.FileMode) error {
+	tmp := p + ".hostplane-tmp"
+	_ = r.Remove(tmp)
+	f, err := r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if serr := f.Sync(); err == nil {
+		err = serr
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = r.Chmod(tmp, mode) // whatever the umask
+	}
+	if err == nil {
+		err = r.Rename(tmp, p)
+	}
+	if err != nil {
+		_ = r.Remove(tmp)
+	}
+	return err
+}
+
+// inRoot maps an absolute path of the machine to its name under the machine's root
+// ("." for "/"); ".." stops at "/", as it does on a machine.
+func inRoot(p string) (string, error) {
 	if !path.IsAbs(p) {
 		return "", fmt.Errorf("%w: path %q is not absolute", ErrInvalidConfig, p)
 	}
-	return filepath.Join(root, filepath.FromSlash(path.Clean(p))), nil
+	rel := strings.TrimPrefix(path.Clean(p), "/")
+	if rel == "" {
+		rel = "."
+	}
+	return filepath.FromSlash(rel), nil
 }
 
 func modeOf(m *int, def fs.FileMode) fs.FileMode {
@@ -427,16 +491,20 @@ func modeOf(m *int, def fs.FileMode) fs.FileMode {
 
 // readNodeConfig reads what the kubelet needs from the machine's disk.
 func readNodeConfig(root string) (*nodeConfig, error) {
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
 	read := func(p string) ([]byte, error) {
-		full, _ := rooted(root, p)
-		b, err := os.ReadFile(full)
+		name, _ := inRoot(p)
+		b, err := r.ReadFile(name)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%w: the config wrote no %s", ErrInvalidConfig, p)
 		}
 		return b, err
 	}
 	var nc nodeConfig
-	var err error
 	if nc.Bootstrap, err = read(PathBootstrapKubeconfig); err != nil {
 		return nil, err
 	}

@@ -206,3 +206,88 @@ func TestLocalcloudtestPaths_AreTheKubeletPaths(t *testing.T) {
 		t.Fatal("localcloudtest writes the kubelet files elsewhere than the machine reads them")
 	}
 }
+
+// A link a config document makes, whatever its target, names a place inside the machine:
+// an in-place update writing a file through it lands under the machine's root, never in
+// the host directory the target climbs to (".." stops at the machine's "/").
+func TestApplyConfig_ALinkNeverLeadsOutOfTheMachine(t *testing.T) {
+	base := t.TempDir()
+	root, outside := filepath.Join(base, "machine", "root"), filepath.Join(base, "host")
+	if err := os.MkdirAll(outside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	climb := strings.Repeat("../", 12) + strings.TrimPrefix(outside, "/")
+	boot := lct.Payload(lct.File{Path: "/etc/kubernetes/kubelet.json", Contents: "{}"})
+	boot.Storage.Directories = []igntypes.Directory{{Node: igntypes.Node{Path: "/var/host"}}}
+	boot.Storage.Links = []igntypes.Link{
+		{Node: igntypes.Node{Path: "/etc/relative"}, LinkEmbedded1: igntypes.LinkEmbedded1{Target: new(climb)}},
+		{Node: igntypes.Node{Path: "/etc/absolute"}, LinkEmbedded1: igntypes.LinkEmbedded1{Target: new(outside)}},
+		{Node: igntypes.Node{Path: "/etc/kube"}, LinkEmbedded1: igntypes.LinkEmbedded1{Target: new("/etc/kubernetes")}},
+	}
+	if err := applyConfig(root, boot, false); err != nil {
+		t.Fatal(err)
+	}
+	// Inside the machine the links resolve as on a machine.
+	if got, err := os.ReadFile(filepath.Join(root, "etc", "kube", "kubelet.json")); err != nil || string(got) != "{}" {
+		t.Errorf("/etc/kube/kubelet.json through the link = %q, %v", got, err)
+	}
+	for _, link := range []string{"relative", "absolute"} {
+		target, err := os.Readlink(filepath.Join(root, "etc", link))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resolved := filepath.Join(root, "etc", target); !strings.HasPrefix(resolved, root+string(filepath.Separator)) {
+			t.Errorf("/etc/%s -> %q resolves to %s, outside the machine's root %s", link, target, resolved, root)
+		}
+	}
+	// An in-place update writes through them: with the target made, inside the machine.
+	update := lct.Payload(
+		lct.File{Path: "/etc/relative/pwned", Contents: "x"},
+		lct.File{Path: "/etc/absolute/pwned", Contents: "x"},
+	)
+	update.Storage.Directories = []igntypes.Directory{{Node: igntypes.Node{Path: outside}}}
+	if err := applyConfig(root, update, true); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := os.ReadDir(outside); len(left) > 0 {
+		t.Errorf("the config wrote %d entries in the host directory %s: %v", len(left), outside, left)
+	}
+	if _, err := os.Stat(filepath.Join(root, strings.TrimPrefix(outside, "/"), "pwned")); err != nil {
+		t.Errorf("the file written through the links is not inside the machine: %v", err)
+	}
+	// A link that leads out through a host-made link is refused, not followed.
+	if err := os.Symlink(outside, filepath.Join(root, "var", "host", "out")); err != nil {
+		t.Fatal(err)
+	}
+	err := applyConfig(root, lct.Payload(lct.File{Path: "/var/host/out/pwned", Contents: "x"}), true)
+	if err == nil {
+		t.Error("writing through a link out of the machine's root succeeded")
+	}
+	if left, _ := os.ReadDir(outside); len(left) > 0 {
+		t.Errorf("a file landed in the host directory %s: %v", outside, left)
+	}
+}
+
+// A compressed file bigger than a file may hold, once decompressed, fails the boot with a
+// message, instead of being cut short on disk.
+func TestApplyConfig_RefusesAFileTooBigOnceDecompressed(t *testing.T) {
+	var gz bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&gz, gzip.BestSpeed)
+	if _, err := zw.Write(make([]byte, maxFileSize+1)); err != nil {
+		t.Fatal(err)
+	}
+	_ = zw.Close()
+	compression := "gzip"
+	cfg := lct.Payload()
+	cfg.Storage.Files = []igntypes.File{{Node: igntypes.Node{Path: "/var/bomb"}, FileEmbedded1: igntypes.FileEmbedded1{Contents: igntypes.Resource{
+		Source: new(dataurl.New(gz.Bytes(), "application/octet-stream").String()), Compression: &compression,
+	}}}}
+	root := t.TempDir()
+	err := applyConfig(root, cfg, false)
+	if err == nil || !strings.Contains(err.Error(), "/var/bomb") || !strings.Contains(err.Error(), "bytes") {
+		t.Fatalf("applyConfig = %v, want an error naming the file and its size limit", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "var", "bomb")); err == nil {
+		t.Error("the file was written cut short")
+	}
+}
