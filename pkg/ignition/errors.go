@@ -12,6 +12,8 @@ var (
 	ErrInvalidIgnition = errors.New("invalid Ignition config")
 	// ErrReservedPath: a config document writes a file hostplane writes itself.
 	ErrReservedPath = errors.New("reserved path")
+	// ErrSourceScheme: a config document's source uses a URL scheme outside SourceSchemes.
+	ErrSourceScheme = errors.New("source scheme not allowed")
 	// ErrInvalidPayload: a rendered config failed validation; it must not be served.
 	ErrInvalidPayload = errors.New("rendered Ignition config is invalid")
 	// ErrNotAcceptable: the machine reads no spec version that expresses the config.

@@ -21,6 +21,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"iter"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -137,7 +139,67 @@ func parseIgnition(raw []byte, prefix string) (types.Config, error) {
 			return types.Config{}, fmt.Errorf("%w: %sstorage.files: %s is written by hostplane", ErrReservedPath, prefix, f.Path)
 		}
 	}
+	for field, src := range sources(cfg) {
+		if err := checkSource(src); err != nil {
+			return types.Config{}, fmt.Errorf("%w: %s%s: %v", ErrSourceScheme, prefix, field, err)
+		}
+	}
 	return cfg, nil
+}
+
+// SourceSchemes are the URL schemes a config document's sources may use: what it embeds
+// (data) and what the machine fetches itself over TLS (https). A management process never
+// fetches a document's source; http, tftp, s3, gs and arn, which Ignition knows, are refused
+// so that no machine fetches its config in the clear or from a cloud's metadata credentials.
+var SourceSchemes = []string{"data", "https"}
+
+// sources yields every source URL of cfg with its field path.
+func sources(cfg types.Config) iter.Seq2[string, string] {
+	return func(yield func(string, string) bool) {
+		one := func(field string, r types.Resource) bool {
+			return r.Source == nil || *r.Source == "" || yield(field, *r.Source)
+		}
+		refs := cfg.Ignition.Config
+		if !one("ignition.config.replace.source", refs.Replace) {
+			return
+		}
+		for i, r := range refs.Merge {
+			if !one(fmt.Sprintf("ignition.config.merge[%d].source", i), r) {
+				return
+			}
+		}
+		for i, r := range cfg.Ignition.Security.TLS.CertificateAuthorities {
+			if !one(fmt.Sprintf("ignition.security.tls.certificateAuthorities[%d].source", i), r) {
+				return
+			}
+		}
+		for i, f := range cfg.Storage.Files {
+			if !one(fmt.Sprintf("storage.files[%d] (%s).contents.source", i, f.Path), f.Contents) {
+				return
+			}
+			for j, a := range f.Append {
+				if !one(fmt.Sprintf("storage.files[%d] (%s).append[%d].source", i, f.Path, j), a) {
+					return
+				}
+			}
+		}
+		for i, l := range cfg.Storage.Luks {
+			if !one(fmt.Sprintf("storage.luks[%d].keyFile.source", i), l.KeyFile) {
+				return
+			}
+		}
+	}
+}
+
+func checkSource(src string) error {
+	u, err := url.Parse(src)
+	if err != nil {
+		return fmt.Errorf("source is not a URL: %v", err)
+	}
+	if !slices.Contains(SourceSchemes, strings.ToLower(u.Scheme)) {
+		return fmt.Errorf("scheme %q is not allowed; use %s", u.Scheme, strings.Join(SourceSchemes, " or "))
+	}
+	return nil
 }
 
 // reportText is the fatal entries of rpt, one line each.

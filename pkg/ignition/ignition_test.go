@@ -67,6 +67,12 @@ func TestValidateDocuments_ReportsEachBadDocumentByItsFieldPath(t *testing.T) {
 		{"MachineConfig without config", "kind: MachineConfig\nspec:\n  osImageURL: x\n", ignition.ErrNotIgnition, "spec.config"},
 		{"reserved path", `{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"/etc/kubernetes/kubelet.json"}]}}`, ignition.ErrReservedPath, "/etc/kubernetes/kubelet.json"},
 		{"broken JSON", `{"ignition":`, ignition.ErrNotIgnition, "JSON"},
+		{"file from plain http", `{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"/etc/x","contents":{"source":"http://169.254.169.254/latest/meta-data"}}]}}`, ignition.ErrSourceScheme, `storage.files[0] (/etc/x).contents.source: scheme "http"`},
+		{"append from s3", `{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"/etc/x","append":[{"source":"s3://bucket/key"}]}]}}`, ignition.ErrSourceScheme, `append[0].source: scheme "s3"`},
+		{"merge over tftp", `{"ignition":{"version":"3.4.0","config":{"merge":[{"source":"tftp://10.0.0.1/cfg"}]}}}`, ignition.ErrSourceScheme, `ignition.config.merge[0].source: scheme "tftp"`},
+		{"replace from gs", `{"ignition":{"version":"3.4.0","config":{"replace":{"source":"gs://b/o"}}}}`, ignition.ErrSourceScheme, `ignition.config.replace.source`},
+		{"CA from http", `{"ignition":{"version":"3.4.0","security":{"tls":{"certificateAuthorities":[{"source":"http://x/ca.pem"}]}}}}`, ignition.ErrSourceScheme, `certificateAuthorities[0].source`},
+		{"MachineConfig file from http", "kind: MachineConfig\nspec:\n  config:\n    ignition: {version: 3.2.0}\n    storage:\n      files: [{path: /etc/y, contents: {source: 'http://x/y'}}]\n", ignition.ErrSourceScheme, "spec.config: storage.files[0] (/etc/y)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -91,6 +97,13 @@ func TestValidateDocuments_AcceptsGoodDocumentsAndReportsConflictsBetweenThem(t 
 	}
 	if errs := ignition.ValidateDocuments(nil); errs != nil {
 		t.Fatalf("no documents: %+v", errs)
+	}
+	// The machine fetches https sources itself; data sources are embedded.
+	remote := `{"ignition":{"version":"3.4.0","config":{"merge":[{"source":"https://configs.example/extra.ign"}]}},` +
+		`"storage":{"files":[{"path":"/etc/a","contents":{"source":"https://configs.example/a","verification":{"hash":"sha256-` + strings.Repeat("0", 64) + `"}}},` +
+		`{"path":"/etc/b","contents":{"source":"data:,b"},"append":[{"source":"HTTPS://configs.example/b"}]}]}}`
+	if errs := ignition.ValidateDocuments([]api.ConfigDocument{{Name: "remote", Content: remote}}); errs != nil {
+		t.Fatalf("https and data sources: %+v", errs)
 	}
 	// Each is valid alone; merged, hostplane's files would go through a symlink.
 	link := `{"ignition":{"version":"3.4.0"},"storage":{"links":[{"path":"/etc/kubernetes","target":"/tmp"}]}}`

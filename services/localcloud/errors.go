@@ -1,6 +1,10 @@
 package localcloud
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/hostplane/hostplane/services/localcloud/ignitionfs"
+)
 
 var (
 	// ErrNotFound is returned when the named machine does not exist.
@@ -13,7 +17,7 @@ var (
 	ErrNotRunning = errors.New("localcloud: not running")
 	// ErrInvalidConfig is the cause of a boot or an update whose Ignition config (the stub or
 	// the fetched one) does not parse or validate; the message carries the library's report.
-	ErrInvalidConfig = errors.New("invalid Ignition config")
+	ErrInvalidConfig = ignitionfs.ErrInvalid
 	// ErrUsage is returned by Command for bad flags (exit code 2).
 	ErrUsage = errors.New("localcloud: usage")
 

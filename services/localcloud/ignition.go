@@ -2,33 +2,28 @@ package localcloud
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
-	"crypto/sha512"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"io/fs"
 	"net/http"
 	"net/url"
-	"os"
-	"path"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	ignv3 "github.com/coreos/ignition/v2/config/v3_5"
 	igntypes "github.com/coreos/ignition/v2/config/v3_5/types"
-	"github.com/vincent-petithory/dataurl"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/hostplane/hostplane/services/localcloud/ignitionfs"
 )
 
 // The files a machine's kubelet reads from its disk once Ignition wrote it
@@ -57,8 +52,6 @@ type nodeConfig struct {
 // ignitionAttempt bounds one fetch of a config.
 const ignitionAttempt = 30 * time.Second
 
-// maxConfigDepth bounds nested merge/replace references.
-const maxConfigDepth = 4
 
 // parseConfig parses and validates an Ignition config of spec 3.0 to 3.5 into the 3.5 types.
 func parseConfig(raw []byte) (igntypes.Config, error) {
@@ -96,8 +89,18 @@ func (p *guestPool) resolve(ctx context.Context, cfg igntypes.Config, depth int,
 	if refs.Replace.Source == nil && len(refs.Merge) == 0 {
 		return cfg, nil
 	}
-	if depth >= maxConfigDepth {
-		return igntypes.Config{}, fmt.Errorf("%w: config references nest deeper than %d", ErrInvalidConfig, maxConfigDepth)
+	if depth > 0 {
+		// The userdata's references lead to the pool's payload on ignitiond; a reference
+		// inside a fetched config comes from a pool's config document, and this machine is a
+		// routine of a management process, which never fetches what a user names (a real
+		// machine, platform docker or none, fetches it itself).
+		src := "config.replace"
+		if len(refs.Merge) > 0 && refs.Merge[0].Source != nil {
+			src = ignitionfs.Redact(*refs.Merge[0].Source)
+		} else if refs.Replace.Source != nil {
+			src = ignitionfs.Redact(*refs.Replace.Source)
+		}
+		return igntypes.Config{}, fmt.Errorf("%w: the fetched config references %s: a simulated machine fetches only its userdata's config (a real machine fetches a config document's references itself)", ErrInvalidConfig, src)
 	}
 	client, err := p.ignitionClient(cfg.Ignition.Security.TLS)
 	if err != nil {
@@ -110,7 +113,7 @@ func (p *guestPool) resolve(ctx context.Context, cfg igntypes.Config, depth int,
 		}
 		c, err := parseConfig(raw)
 		if err != nil {
-			return igntypes.Config{}, fmt.Errorf("config from %s: %w", redact(*ref.Source), err)
+			return igntypes.Config{}, fmt.Errorf("config from %s: %w", ignitionfs.Redact(*ref.Source), err)
 		}
 		return p.resolve(ctx, c, depth+1, hooks)
 	}
@@ -138,11 +141,11 @@ func (p *guestPool) ignitionClient(t igntypes.TLS) (*http.Client, error) {
 		if ca.Source == nil {
 			return nil, fmt.Errorf("%w: ignition.security.tls.certificateAuthorities.%d has no source", ErrInvalidConfig, i)
 		}
-		data, err := decodeDataURL(*ca.Source)
+		data, err := ignitionfs.DecodeDataURL(*ca.Source)
 		if err != nil {
 			return nil, fmt.Errorf("%w: ignition.security.tls.certificateAuthorities.%d: %v", ErrInvalidConfig, i, err)
 		}
-		if data, err = decompress(data, ca.Compression); err != nil {
+		if data, err = ignitionfs.Decompress(data, ca.Compression); err != nil {
 			return nil, fmt.Errorf("%w: ignition.security.tls.certificateAuthorities.%d: %v", ErrInvalidConfig, i, err)
 		}
 		bundle = append(append(bundle, data...), '\n')
@@ -186,7 +189,7 @@ func fetchResource(ctx context.Context, client *http.Client, ref igntypes.Resour
 	var data []byte
 	switch u.Scheme {
 	case "data":
-		if data, err = decodeDataURL(src); err != nil {
+		if data, err = ignitionfs.DecodeDataURL(src); err != nil {
 			return nil, fmt.Errorf("%w: config source: %v", ErrInvalidConfig, err)
 		}
 	case "https", "http":
@@ -217,10 +220,10 @@ func fetchResource(ctx context.Context, client *http.Client, ref igntypes.Resour
 	default:
 		return nil, fmt.Errorf("%w: config source scheme %q is not supported (https or data)", ErrInvalidConfig, u.Scheme)
 	}
-	if err := verify(data, ref.Verification); err != nil {
-		return nil, fmt.Errorf("config from %s: %w", redact(src), err)
+	if err := ignitionfs.Verify(data, ref.Verification); err != nil {
+		return nil, fmt.Errorf("config from %s: %w", ignitionfs.Redact(src), err)
 	}
-	return decompress(data, ref.Compression)
+	return ignitionfs.Decompress(data, ref.Compression)
 }
 
 // fetchOnce GETs src as Ignition does.
@@ -239,272 +242,30 @@ func fetchOnce(ctx context.Context, client *http.Client, src string, headers ign
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", redact(src), err)
+		return nil, fmt.Errorf("GET %s: %w", ignitionfs.Redact(src), err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
 	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", redact(src), err)
+		return nil, fmt.Errorf("GET %s: %w", ignitionfs.Redact(src), err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", redact(src), resp.Status)
+		return nil, fmt.Errorf("GET %s: %s", ignitionfs.Redact(src), resp.Status)
 	}
 	return body, nil
 }
 
-// verify checks data against a "sha512-<hex>" or "sha256-<hex>" hash, if there is one.
-func verify(data []byte, v igntypes.Verification) error {
-	fn, sum, err := v.HashParts()
-	if err != nil || fn == "" {
-		return err
-	}
-	var h hash.Hash
-	switch fn {
-	case "sha512":
-		h = sha512.New()
-	case "sha256":
-		h = sha256.New()
-	default:
-		return fmt.Errorf("%w: hash function %q is not supported", ErrInvalidConfig, fn)
-	}
-	h.Write(data)
-	if got := hex.EncodeToString(h.Sum(nil)); got != sum {
-		return fmt.Errorf("%w: %s is %s, want %s", ErrInvalidConfig, fn, got, sum)
-	}
-	return nil
-}
-
-func decodeDataURL(src string) ([]byte, error) {
-	if !strings.HasPrefix(src, "data:") {
-		return nil, fmt.Errorf("source %q is not a data URL", redact(src))
-	}
-	d, err := dataurl.DecodeString(src)
-	if err != nil {
-		return nil, fmt.Errorf("decode data URL: %w", err)
-	}
-	return d.Data, nil
-}
-
-func decompress(data []byte, compression *string) ([]byte, error) {
-	if compression == nil || *compression == "" {
-		return data, nil
-	}
-	if *compression != "gzip" {
-		return nil, fmt.Errorf("compression %q is not supported", *compression)
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(data))
-	if err != nil {
-		return nil, fmt.Errorf("gunzip: %w", err)
-	}
-	out, err := io.ReadAll(io.LimitReader(zr, maxFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("gunzip: %w", err)
-	}
-	if len(out) > maxFileSize {
-		return nil, fmt.Errorf("gunzip: more than %d bytes", maxFileSize)
-	}
-	return out, nil
-}
-
-// redact shortens a source for messages: data URLs are elided, URLs lose their query.
-func redact(src string) string {
-	if strings.HasPrefix(src, "data:") {
-		return "data:…"
-	}
-	if u, err := url.Parse(src); err == nil {
-		u.RawQuery, u.User = "", nil
-		return u.String()
-	}
-	return src
-}
-
-// applyConfig writes the config's storage (directories, files, links) under root, the
-// machine's filesystem. A file that exists and is not marked overwrite fails the boot, as in
-// Ignition; force (an in-place update) overwrites every file.
-//
-// Nothing a config says reaches the host outside root: every path is opened through an
-// os.Root, which refuses to follow a link out of it, and a link's target is resolved in the
-// machine's filesystem (".." stops at its "/", as it does on a machine) and written relative
-// to the link, so it names a place under root whoever follows it.
-func applyConfig(root string, cfg igntypes.Config, force bool) error {
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return err
-	}
-	r, err := os.OpenRoot(root)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	for _, d := range cfg.Storage.Directories {
-		p, err := inRoot(d.Path)
-		if err != nil {
-			return err
-		}
-		if err := r.MkdirAll(p, modeOf(d.Mode, 0o755)); err != nil {
-			return fmt.Errorf("directory %s: %w", d.Path, err)
-		}
-	}
-	for _, f := range cfg.Storage.Files {
-		if err := writeIgnitionFile(r, f, force); err != nil {
-			return err
-		}
-	}
-	for _, l := range cfg.Storage.Links {
-		if err := writeIgnitionLink(r, l, force); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func writeIgnitionLink(r *os.Root, l igntypes.Link, force bool) error {
-	p, err := inRoot(l.Path)
-	if err != nil {
-		return err
-	}
-	if l.Target == nil || (l.Hard != nil && *l.Hard) {
-		return nil // hard links have nothing to say on a machine without an OS
-	}
-	target := *l.Target
-	if !path.IsAbs(target) {
-		target = path.Join("/", path.Dir(p), target)
-	}
-	rel, err := filepath.Rel(filepath.Join("/", filepath.Dir(p)), filepath.Clean(target))
-	if err != nil {
-		return fmt.Errorf("%w: link %s: target %q: %v", ErrInvalidConfig, l.Path, *l.Target, err)
-	}
-	if err := r.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return fmt.Errorf("link %s: %w", l.Path, err)
-	}
-	if force || (l.Overwrite != nil && *l.Overwrite) {
-		_ = r.Remove(p)
-	}
-	if err := r.Symlink(rel, p); err != nil {
-		return fmt.Errorf("link %s: %w", l.Path, err)
-	}
-	return nil
-}
-
-// maxFileSize bounds a file's contents once decoded and decompressed.
-const maxFileSize = 64 << 20
-
-func writeIgnitionFile(r *os.Root, f igntypes.File, force bool) error {
-	p, err := inRoot(f.Path)
-	if err != nil {
-		return err
-	}
-	var data []byte
-	if f.Contents.Source != nil {
-		raw, err := decodeDataURL(*f.Contents.Source)
-		if err != nil {
-			return fmt.Errorf("file %s: contents: %w", f.Path, err)
-		}
-		if data, err = decompress(raw, f.Contents.Compression); err != nil {
-			return fmt.Errorf("file %s: contents: %w", f.Path, err)
-		}
-		if err := verify(raw, f.Contents.Verification); err != nil {
-			return fmt.Errorf("file %s: %w", f.Path, err)
-		}
-	}
-	existing, rerr := r.ReadFile(p)
-	exists := rerr == nil
-	overwrite := force || (f.Overwrite != nil && *f.Overwrite)
-	switch {
-	case exists && !overwrite && f.Contents.Source != nil:
-		return fmt.Errorf("file %s exists and overwrite is false", f.Path)
-	case exists && f.Contents.Source == nil:
-		data = existing // only appends and the mode change it
-	}
-	for i, a := range f.Append {
-		if a.Source == nil {
-			continue
-		}
-		raw, err := decodeDataURL(*a.Source)
-		if err != nil {
-			return fmt.Errorf("file %s: append.%d: %w", f.Path, i, err)
-		}
-		more, err := decompress(raw, a.Compression)
-		if err != nil {
-			return fmt.Errorf("file %s: append.%d: %w", f.Path, i, err)
-		}
-		data = append(data, more...)
-	}
-	if len(data) > maxFileSize {
-		return fmt.Errorf("%w: file %s: %d bytes, more than the %d a file may hold", ErrInvalidConfig, f.Path, len(data), maxFileSize)
-	}
-	if err := r.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return fmt.Errorf("file %s: %w", f.Path, err)
-	}
-	if err := writeInRoot(r, p, data, modeOf(f.Mode, 0o644)); err != nil {
-		return fmt.Errorf("file %s: %w", f.Path, err)
-	}
-	return nil
-}
-
-// writeInRoot replaces p under r with data at once (a temporary file renamed over it): a
-// crash leaves the old file or the new one, and a link at p is replaced, never followed.
-func writeInRoot(r *os.Root, p string, data []byte, mode fs.FileMode) error {
-	tmp := p + ".hostplane-tmp"
-	_ = r.Remove(tmp)
-	f, err := r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if serr := f.Sync(); err == nil {
-		err = serr
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = r.Chmod(tmp, mode) // whatever the umask
-	}
-	if err == nil {
-		err = r.Rename(tmp, p)
-	}
-	if err != nil {
-		_ = r.Remove(tmp)
-	}
-	return err
-}
-
-// inRoot maps an absolute path of the machine to its name under the machine's root
-// ("." for "/"); ".." stops at "/", as it does on a machine.
-func inRoot(p string) (string, error) {
-	if !path.IsAbs(p) {
-		return "", fmt.Errorf("%w: path %q is not absolute", ErrInvalidConfig, p)
-	}
-	rel := strings.TrimPrefix(path.Clean(p), "/")
-	if rel == "" {
-		rel = "."
-	}
-	return filepath.FromSlash(rel), nil
-}
-
-func modeOf(m *int, def fs.FileMode) fs.FileMode {
-	if m == nil {
-		return def
-	}
-	return fs.FileMode(*m) & fs.ModePerm
-}
-
 // readNodeConfig reads what the kubelet needs from the machine's disk.
 func readNodeConfig(root string) (*nodeConfig, error) {
-	r, err := os.OpenRoot(root)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
 	read := func(p string) ([]byte, error) {
-		name, _ := inRoot(p)
-		b, err := r.ReadFile(name)
+		b, err := ignitionfs.ReadFile(root, p)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%w: the config wrote no %s", ErrInvalidConfig, p)
 		}
 		return b, err
 	}
 	var nc nodeConfig
+	var err error
 	if nc.Bootstrap, err = read(PathBootstrapKubeconfig); err != nil {
 		return nil, err
 	}

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/services/localcloud/ignitionfs"
 )
 
 // Node facts every machine reports.
@@ -406,7 +407,7 @@ func (k *kubelet) reconfigure(ctx context.Context, userData []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := applyConfig(m.root(), cfg, true); err != nil {
+	if err := ignitionfs.Apply(m.root(), cfg, true); err != nil {
 		return err
 	}
 	nc, err := readNodeConfig(m.root())

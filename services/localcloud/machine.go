@@ -17,6 +17,7 @@ import (
 
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/atomicfile"
+	"github.com/hostplane/hostplane/services/localcloud/ignitionfs"
 )
 
 // machine is one simulated worker. Its goroutines (run and, once joined, the kubelet's) live
@@ -316,7 +317,7 @@ func (m *machine) boot(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := applyConfig(root, cfg, false); err != nil {
+	if err := ignitionfs.Apply(root, cfg, false); err != nil {
 		return err
 	}
 	nc, err := readNodeConfig(root)

@@ -83,6 +83,7 @@ func TestNodePoolAPI_BadInputsNameTheField(t *testing.T) {
 		{"instance type unknown", "demo", poolBody("workers", replace3, `"platform":{"type":"local","local":{"instanceType":"local.huge"}}`), []string{"spec.platform.local.instanceType"}},
 		{"config not Ignition", "demo", poolBody("workers", replace3, `"config":[{"name":"motd","content":"{\"hello\":1}"}]`), []string{"spec.config[0].content"}},
 		{"config Ignition v2", "demo", poolBody("workers", replace3, `"config":[{"name":"motd","content":"{\"ignition\":{\"version\":\"2.2.0\"}}"}]`), []string{"spec.config[0].content"}},
+		{"config fetched over plain http", "demo", poolBody("workers", replace3, `"config":[{"name":"ok","content":"{\"ignition\":{\"version\":\"3.4.0\"}}"},{"name":"metadata","content":"{\"ignition\":{\"version\":\"3.4.0\"},\"storage\":{\"files\":[{\"path\":\"/etc/creds\",\"contents\":{\"source\":\"http://169.254.169.254/latest/meta-data/iam\"}}]}}"}]`), []string{"spec.config[1].content"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
