@@ -52,7 +52,6 @@ type nodeConfig struct {
 // ignitionAttempt bounds one fetch of a config.
 const ignitionAttempt = 30 * time.Second
 
-
 // parseConfig parses and validates an Ignition config of spec 3.0 to 3.5 into the 3.5 types.
 func parseConfig(raw []byte) (igntypes.Config, error) {
 	cfg, rpt, err := ignv3.ParseCompatibleVersion(raw)

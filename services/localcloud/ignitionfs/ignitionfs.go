@@ -281,4 +281,3 @@ func modeOf(m *int, def fs.FileMode) fs.FileMode {
 	}
 	return fs.FileMode(*m) & fs.ModePerm
 }
-
