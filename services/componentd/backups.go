@@ -33,6 +33,13 @@ import (
 type restoreRequest struct {
 	Backup      string    `json:"backup"`
 	RequestedAt time.Time `json:"requestedAt"`
+	// Attempts counts the attempts that failed (each is retried with backoff).
+	Attempts int `json:"attempts,omitempty"`
+}
+
+// id tells one request from any later one (a retry updates the record, not its id).
+func (r *restoreRequest) id() string {
+	return r.Backup + "@" + r.RequestedAt.Format(time.RFC3339Nano)
 }
 
 func restoreKey(cluster string) string { return "_restore." + cluster }
@@ -62,6 +69,8 @@ const scheduledPrefix = "scheduled-"
 const (
 	ReasonRestoring     = "RestoringFromBackup"
 	ReasonRestoreFailed = "RestoreFailed"
+	// ReasonRestoreCancelled: the request was cancelled; the data set aside is put back.
+	ReasonRestoreCancelled = "RestoreCancelled"
 )
 
 // backupsSupported refuses backups under the kubernetes runtime: its etcd runs in pods
@@ -249,10 +258,81 @@ func (d *Daemon) deleteBackup(w http.ResponseWriter, r *http.Request) error {
 	if !b.IsComplete() && !b.IsFailed() {
 		return api.Errorf(api.CodeConflict, "backup %s/%s is being taken; delete it once it is complete", cluster, name)
 	}
+	if by, err := d.restoreNeeding(ctx, b); err != nil {
+		return err
+	} else if by != "" {
+		return api.Errorf(api.CodeConflict, "backup %s/%s is needed by %s; it can be deleted once that is done", cluster, name, by)
+	}
 	if err := d.removeBackup(ctx, b, rev); err != nil {
 		return err
 	}
 	d.Logger().InfoContext(ctx, "backup deleted", "cluster", cluster, "backup", name)
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// restoreNeeding says which pending restore needs backup b ("" if none): an in-place
+// restore of its cluster requested from it (cancel it with DELETE .../restore), or a
+// cluster created with spec.restoreFrom naming it whose etcd has not been restored yet.
+func (d *Daemon) restoreNeeding(ctx context.Context, b *api.Backup) (string, error) {
+	req, _, err := getOptional(ctx, d.restores, restoreKey(b.Cluster))
+	if err != nil {
+		return "", err
+	}
+	if req != nil && req.Backup == b.Name {
+		return fmt.Sprintf("the pending in-place restore of cluster %q (DELETE /v1/clusters/%s/restore cancels it)", b.Cluster, b.Cluster), nil
+	}
+	clusters, err := d.clusters.List(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, e := range clusters {
+		from := e.Value.Spec.RestoreFrom
+		if from == nil || from.Cluster != b.Cluster || from.Backup != b.Name || e.Value.DeletionTimestamp != nil {
+			continue
+		}
+		etcd, _, err := getOptional(ctx, d.components, api.ComponentKey(e.Value.Name, api.ComponentEtcd))
+		if err != nil {
+			return "", err
+		}
+		if etcd == nil || !etcd.Status.Conditions.IsTrue(api.ConditionAvailable) && restoring(etcd) {
+			return fmt.Sprintf("cluster %q, which is being restored from it", e.Value.Name), nil
+		}
+	}
+	return "", nil
+}
+
+// restoring: the etcd component says a restore is under way or failing.
+func restoring(etcd *api.ControlPlaneComponent) bool {
+	c, _ := etcd.Status.Conditions.Get(api.ConditionAvailable)
+	return c.Reason == ReasonRestoring || c.Reason == ReasonRestoreFailed
+}
+
+// cancelRestore answers DELETE /v1/clusters/{cluster}/restore: a pending in-place restore
+// is cancelled (204; 404 when none is pending). The cluster's reconcile puts back the etcd
+// data the restore set aside, if it got that far (the etcd component says
+// RestoreCancelled meanwhile), and starts the control plane again: the data is exactly as
+// it was before the restore was requested.
+func (d *Daemon) cancelRestore(w http.ResponseWriter, r *http.Request) error {
+	cluster, err := clusterParam(r)
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	req, rev, err := getOptional(ctx, d.restores, restoreKey(cluster))
+	if err != nil {
+		return err
+	}
+	if req == nil {
+		return api.Errorf(api.CodeNotFound, "cluster %q has no pending in-place restore", cluster)
+	}
+	if err := d.restores.Delete(ctx, restoreKey(cluster), rev); errors.Is(err, store.ErrConflict) {
+		return api.Errorf(api.CodeConflict, "the in-place restore of cluster %q changed meanwhile; try again", cluster)
+	} else if err != nil {
+		return err
+	}
+	d.Logger().InfoContext(ctx, "in-place restore cancelled", "cluster", cluster)
+	d.enqueue(cluster)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -422,6 +502,12 @@ func (d *Daemon) retain(ctx context.Context, log *slog.Logger, cluster string, k
 			continue
 		}
 		if kept++; kept <= keep || (!e.Value.IsComplete() && !e.Value.IsFailed()) {
+			continue
+		}
+		if by, err := d.restoreNeeding(ctx, e.Value); err != nil {
+			return err
+		} else if by != "" {
+			log.Info("scheduled backup kept beyond retention: a restore needs it", "backup", e.Value.Name, "by", by)
 			continue
 		}
 		if err := d.removeBackup(ctx, e.Value, e.Revision); err != nil {

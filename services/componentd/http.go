@@ -40,6 +40,7 @@ func (d *Daemon) routes(r chi.Router) {
 	r.Get("/v1/clusters/{cluster}/backups/{backup}", httpapi.Handle(d.getBackup))
 	r.Delete("/v1/clusters/{cluster}/backups/{backup}", httpapi.Handle(d.deleteBackup))
 	r.Post("/v1/clusters/{cluster}/backups/{backup}/restore", httpapi.Handle(d.restoreBackup))
+	r.Delete("/v1/clusters/{cluster}/restore", httpapi.Handle(d.cancelRestore))
 }
 
 func clusterParam(r *http.Request) (string, error) {

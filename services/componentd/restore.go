@@ -16,6 +16,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/store"
 	"github.com/hostplane/hostplane/services/componentd/internal/component"
+	"github.com/hostplane/hostplane/services/componentd/internal/setaside"
 )
 
 // restoredMarker, in a cluster's directory, says its etcd data came from spec.restoreFrom,
@@ -59,43 +60,117 @@ func (d *Daemon) restoreNew(ctx context.Context, log *slog.Logger, cl *clusterSt
 	return d.announceRestore(ctx, cl.cluster.Name, from.Cluster, from.Backup, false)
 }
 
+// restoreMarker, in a cluster's directory, records an in-place restore under way
+// (internal/setaside): the request it carries out and which members had data when it began.
+const restoreMarker = "etcd-restore-in-progress"
+
 // restoreInPlace carries out a restore request of POST .../backups/{b}/restore: it stops
 // the cluster's control plane (dependents first), sets the etcd data aside
 // (etcd-<n>.before-restore), restores every member and removes the request; the converge
-// that follows starts the control plane again in dependency order.
+// that follows starts the control plane again in dependency order. A failed attempt is
+// retried with the data set aside untouched; a request cancelled meanwhile
+// (DELETE .../restore) puts that data back (rollbackRestore), so the cluster's etcd is then
+// exactly as it was before the first attempt.
 func (d *Daemon) restoreInPlace(ctx context.Context, log *slog.Logger, cl *clusterState, in *component.Inputs, etcd etcdAccess) error {
 	name := cl.cluster.Name
 	req, rev, err := getOptional(ctx, d.restores, restoreKey(name))
-	if err != nil || req == nil {
+	if err != nil {
 		return err
 	}
+	marker := filepath.Join(in.Dir, restoreMarker)
+	progress, err := setaside.Read(marker)
+	if err != nil {
+		return err
+	}
+	if progress != nil && (req == nil || progress.Request != req.id()) {
+		// A restore whose request is gone: cancelled before it finished, or finished.
+		if err := d.rollbackRestore(ctx, log, name, in, etcd, marker, progress); err != nil {
+			return err
+		}
+		progress = nil
+	}
+	if req == nil {
+		return nil
+	}
 	log = log.With("backup", req.Backup, "in_place", true)
-	if err := d.markEtcd(ctx, log, name, in, ReasonRestoring,
-		fmt.Sprintf("restoring etcd in place from backup %s/%s; the control plane is stopped meanwhile", name, req.Backup)); err != nil {
+	attempt := fmt.Sprintf("in-place restore from backup %s/%s (attempt %d)", name, req.Backup, req.Attempts+1)
+	step := func(msg string) error {
+		return d.markEtcd(ctx, log, name, in, ReasonRestoring, attempt+": "+msg)
+	}
+	if progress == nil || !progress.Done {
+		if err := step("stopping the control plane"); err != nil {
+			return err
+		}
+		if _, err := d.proc.Stop(ctx, name); err != nil {
+			return err
+		}
+		if err := step("setting each etcd member's data aside"); err != nil {
+			return err
+		}
+		if progress, err = setaside.Begin(marker, etcd.dataDirs(), req.id(), progress); err != nil {
+			return d.failAttempt(ctx, log, name, in, req, rev, attempt, fmt.Errorf("set the etcd data aside: %w", err))
+		}
+		if err := step("fetching the snapshot and restoring every member"); err != nil {
+			return err
+		}
+		all := make([]int, len(etcd.members))
+		for n := range etcd.members {
+			all[n] = n
+		}
+		if err := d.restore(ctx, log, name, req.Backup, etcd, all, revisionBump); err != nil {
+			return d.failAttempt(ctx, log, name, in, req, rev, attempt, err)
+		}
+		progress.Done = true
+		if err := setaside.Write(marker, progress); err != nil {
+			return err
+		}
+	}
+	if err := d.restores.Delete(ctx, restoreKey(name), rev); err != nil {
+		return err // cancelled meanwhile (or replaced): the next reconcile decides
+	}
+	if err := os.Remove(marker); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := step("restored; starting the control plane again"); err != nil {
+		return err
+	}
+	log.Info("etcd restored in place; starting the control plane again")
+	return d.announceRestore(ctx, name, name, req.Backup, true)
+}
+
+// rollbackRestore ends a restore whose request is gone. One that finished (Done) only
+// loses its marker. One cancelled before it finished puts back the data it set aside: each
+// member gets its data back, or none if it had none.
+func (d *Daemon) rollbackRestore(ctx context.Context, log *slog.Logger, name string, in *component.Inputs, etcd etcdAccess, marker string, progress *setaside.Progress) error {
+	if progress.Done {
+		return os.Remove(marker)
+	}
+	if err := d.markEtcd(ctx, log, name, in, ReasonRestoreCancelled,
+		"in-place restore cancelled: stopping the control plane and putting the etcd data back as it was"); err != nil {
 		return err
 	}
 	if _, err := d.proc.Stop(ctx, name); err != nil {
 		return err
 	}
-	all := make([]int, len(etcd.members))
-	for n, m := range etcd.members {
-		all[n] = n
-		aside := m.DataDir + ".before-restore"
-		if err := os.RemoveAll(aside); err != nil {
-			return err
-		}
-		if err := os.Rename(m.DataDir, aside); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-	}
-	if err := d.restore(ctx, log, name, req.Backup, etcd, all, revisionBump); err != nil {
-		return d.restoreFailed(ctx, log, name, in, err)
-	}
-	if err := d.restores.Delete(ctx, restoreKey(name), rev); err != nil {
+	if err := setaside.PutBack(etcd.dataDirs(), progress); err != nil {
 		return err
 	}
-	log.Info("etcd restored in place; starting the control plane again")
-	return d.announceRestore(ctx, name, name, req.Backup, true)
+	if err := os.Remove(marker); err != nil {
+		return err
+	}
+	log.Info("in-place restore cancelled; the etcd data is back as it was", "request", progress.Request)
+	return nil
+}
+
+// failAttempt counts a failed attempt in the request and records it on the etcd component;
+// the reconcile retries with backoff, the data set aside stays where it is.
+func (d *Daemon) failAttempt(ctx context.Context, log *slog.Logger, name string, in *component.Inputs, req *restoreRequest, rev uint64, attempt string, cause error) error {
+	next := *req
+	next.Attempts++
+	if _, err := d.restores.Update(ctx, restoreKey(name), &next, rev); err != nil {
+		return errors.Join(cause, err)
+	}
+	return d.restoreFailed(ctx, log, name, in, fmt.Errorf("%s failed, retrying; the data set aside is kept (DELETE /v1/clusters/%s/restore cancels and puts it back): %w", attempt, name, cause))
 }
 
 // restore fetches the backup's snapshot, checks its checksum and restores it into the data

@@ -35,6 +35,15 @@ type etcdAccess struct {
 	available      bool // the etcd component is Available
 }
 
+// dataDirs are the members' data directories, in member order.
+func (e etcdAccess) dataDirs() []string {
+	out := make([]string, len(e.members))
+	for n, m := range e.members {
+		out[n] = m.DataDir
+	}
+	return out
+}
+
 func newEtcdAccess(in *component.Inputs) (etcdAccess, error) {
 	members, initial, err := component.EtcdMembers(in)
 	if err != nil {

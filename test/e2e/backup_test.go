@@ -128,6 +128,38 @@ func TestBackup_RestoreIntoANewClusterAndInPlaceAfterDataLoss(t *testing.T) {
 	expectConfigMaps(t, c, "src", append(before, after...), nil)
 	expect("PATCH", "/v1/clusters/copy", `{"spec":{"restoreFrom":null}}`, http.StatusBadRequest)
 
+	// An in-place restore that keeps failing (the snapshot cannot be written where
+	// componentd fetches it) is retried without touching the data it set aside; the backup it
+	// needs cannot be deleted meanwhile; cancelling it puts the data back exactly as it was.
+	blocker := filepath.Join(c.dataDir, "componentd", "backups", "restore-src-b1.db")
+	if err := os.MkdirAll(filepath.Join(blocker, "in-the-way"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	expect("DELETE", "/v1/clusters/src/restore", "", http.StatusNotFound)
+	expect("POST", "/v1/clusters/src/backups/b1/restore", "", http.StatusAccepted)
+	expect("POST", "/v1/clusters/src/backups/b1/restore", "", http.StatusConflict)
+	expect("DELETE", "/v1/clusters/src/backups/b1", "", http.StatusConflict)
+	var etcdCond api.Condition
+	testenv.Eventually(t, available, func() bool {
+		var comps api.ComponentList
+		if code, _ := c.do("GET", "/v1/clusters/src/components", "", &comps); code != http.StatusOK {
+			return false
+		}
+		for _, comp := range comps.Items {
+			if comp.Name == api.ComponentEtcd {
+				etcdCond, _ = comp.Status.Conditions.Get(api.ConditionAvailable)
+			}
+		}
+		return etcdCond.Reason == "RestoreFailed" && strings.Contains(etcdCond.Message, "(attempt 2) failed")
+	}, "the failing restore was not retried: etcd says %s", lazyJSON{&etcdCond})
+	expect("DELETE", "/v1/clusters/src/restore", "", http.StatusNoContent)
+	expect("DELETE", "/v1/clusters/src/restore", "", http.StatusNotFound)
+	c.waitCondition("src", api.ConditionAvailable, api.ConditionTrue, available)
+	expectConfigMaps(t, c, "src", append(before, after...), nil)
+	if err := os.RemoveAll(blocker); err != nil {
+		t.Fatal(err)
+	}
+
 	// Lose src's etcd data: wipe the member's data directory and kill it; the supervisor
 	// starts it again, empty.
 	var comps api.ComponentList

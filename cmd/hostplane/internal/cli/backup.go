@@ -153,18 +153,28 @@ func newDeleteBackupCommand(o *Options) *cobra.Command {
 
 func newRestoreCommand(o *Options) *cobra.Command {
 	var backup string
+	var cancel bool
 	cmd := action{
 		check: func(cmd *cobra.Command) error {
-			if backup == "" {
+			if backup == "" && !cancel {
 				return usagef(cmd, "--backup is required")
+			}
+			if backup != "" && cancel {
+				return usagef(cmd, "--cancel takes no --backup")
 			}
 			return nil
 		},
 		do: func(cmd *cobra.Command, c *client.Client, args []string) (step, error) {
-			if err := c.Do(cmd.Context(), http.MethodPost, client.ClusterPath(args[0], "backups", backup, "restore"), nil, nil); err != nil {
+			method, path := http.MethodPost, client.ClusterPath(args[0], "backups", backup, "restore")
+			said := fmt.Sprintf("cluster/%s: restore from backup %s requested", args[0], backup)
+			if cancel {
+				method, path = http.MethodDelete, client.ClusterPath(args[0], "restore")
+				said = fmt.Sprintf("cluster/%s: in-place restore cancelled; its etcd data goes back as it was", args[0])
+			}
+			if err := c.Do(cmd.Context(), method, path, nil, nil); err != nil {
 				return step{}, notServed(err, routeBackups)
 			}
-			return step{said: fmt.Sprintf("cluster/%s: restore from backup %s requested", args[0], backup), kept: true,
+			return step{said: said, kept: true,
 				until: func(cx context.Context, timeout time.Duration) (string, any, error) {
 					cl, err := c.GetCluster(cx, args[0])
 					if err != nil {
@@ -175,17 +185,19 @@ func newRestoreCommand(o *Options) *cobra.Command {
 		},
 		waits: "the cluster is Available again",
 	}.command(o, &cobra.Command{
-		Use:   "restore CLUSTER --backup NAME",
+		Use:   "restore CLUSTER (--backup NAME | --cancel)",
 		Short: "Restore a cluster's etcd in place from one of its backups (for lost or damaged etcd data)",
 		Long: `Restore a cluster's etcd in place: the control plane is stopped, every etcd member is
 restored from the backup and the control plane starts again. Everything written after the
-backup is lost. To restore into a new cluster instead, use
+backup is lost. A failed attempt is retried, with the data set aside kept; --cancel cancels
+a pending restore and puts that data back. To restore into a new cluster instead, use
 'hostplane create cluster NAME --restore-from CLUSTER/BACKUP'.`,
-		Example:           "  hostplane restore demo --backup before-upgrade --wait",
+		Example:           "  hostplane restore demo --backup before-upgrade --wait\n  hostplane restore demo --cancel --wait",
 		Args:              exactArgs("CLUSTER"),
 		ValidArgsFunction: o.completeClusters,
 	})
-	cmd.Flags().StringVar(&backup, "backup", "", "the backup to restore (required)")
+	cmd.Flags().StringVar(&backup, "backup", "", "the backup to restore (required unless --cancel)")
+	cmd.Flags().BoolVar(&cancel, "cancel", false, "cancel the cluster's pending in-place restore; the etcd data goes back as it was")
 	return cmd
 }
 
