@@ -54,7 +54,45 @@ func EnsureLeaseBucket(ctx context.Context, js jetstream.JetStream, replicas int
 		TTL:         LeaseTTL,
 		Storage:     jetstream.FileStorage,
 		Replicas:    max(replicas, 1),
+		MaxBytes:    LeaseMaxBytes,
 	})
+}
+
+// Limits of what the layout holds (docs/operations.md "Store limits"). The layout sets them
+// where a stream, bucket or object store has none; a value an operator set (nats stream
+// edit) is kept.
+const (
+	// BucketMaxBytes bounds each owner's bucket; its writes stop short of it (pkg/store's
+	// Room), so deletes always have room.
+	BucketMaxBytes = 1 << 30
+	// LeaseMaxBytes bounds the lease bucket (one small key per daemon).
+	LeaseMaxBytes = 16 << 20
+	// EventsMaxBytes bounds HOSTPLANE_EVENTS; when it is reached the oldest events go
+	// (history ages out, a publish never fails for it).
+	EventsMaxBytes = 2 << 30
+	// InboxMaxBytes bounds HOSTPLANE_INBOX; when it is reached new inbound events are
+	// refused (the sender gets the error), never older ones dropped unread.
+	InboxMaxBytes = 512 << 20
+	// InboxMaxPerSubject bounds the events kept per hostplane.in.<cluster>.<type>: a
+	// tenant flooding one of its subjects loses its own oldest events there, and the stream
+	// does not fill for the others.
+	InboxMaxPerSubject = 1000
+	// OutboxMaxBytes bounds a daemon's outbox (events recorded, not relayed yet); when the
+	// relay cannot keep up, recording more fails (the write that needed it is retried).
+	OutboxMaxBytes = 256 << 20
+	// DedupMaxBytes bounds a daemon's bucket of applied inbound event ids (they expire).
+	DedupMaxBytes = 256 << 20
+	// SnapshotsMaxBytes bounds the etcd-snapshots object store; a snapshot that does not
+	// fit fails its backup.
+	SnapshotsMaxBytes = 20 << 30
+)
+
+// limited is want, or have when have is set (an operator's value is kept).
+func limited(have, want int64) int64 {
+	if have > 0 {
+		return have
+	}
+	return want
 }
 
 // DuplicateWindow is how long JetStream remembers a Nats-Msg-Id: a publish retried within it
@@ -75,18 +113,23 @@ func StreamConfigs(replicas int) []jetstream.StreamConfig {
 			Storage:     jetstream.FileStorage,
 			Retention:   jetstream.LimitsPolicy,
 			MaxAge:      7 * 24 * time.Hour,
+			MaxBytes:    EventsMaxBytes,
+			Discard:     jetstream.DiscardOld,
 			Duplicates:  DuplicateWindow,
 			Replicas:    replicas,
 		},
 		{
-			Name:        events.InboxStream,
-			Description: "events from other systems: hostplane.in.<cluster>.<type>",
-			Subjects:    []string{events.InboxPrefix + ".>"},
-			Storage:     jetstream.FileStorage,
-			Retention:   jetstream.LimitsPolicy,
-			MaxAge:      7 * 24 * time.Hour,
-			Duplicates:  DuplicateWindow,
-			Replicas:    replicas,
+			Name:              events.InboxStream,
+			Description:       "events from other systems: hostplane.in.<cluster>.<type>",
+			Subjects:          []string{events.InboxPrefix + ".>"},
+			Storage:           jetstream.FileStorage,
+			Retention:         jetstream.LimitsPolicy,
+			MaxAge:            7 * 24 * time.Hour,
+			MaxBytes:          InboxMaxBytes,
+			MaxMsgsPerSubject: InboxMaxPerSubject,
+			Discard:           jetstream.DiscardNew,
+			Duplicates:        DuplicateWindow,
+			Replicas:          replicas,
 		},
 	}
 }
@@ -141,12 +184,14 @@ func EnsureObjectStore(ctx context.Context, js jetstream.JetStream, bucket strin
 		Description: "hostplane objects owned by one daemon",
 		Storage:     jetstream.FileStorage,
 		Replicas:    max(replicas, 1),
+		MaxBytes:    SnapshotsMaxBytes,
 	}
 	if s, err := js.Stream(ctx, "OBJ_"+bucket); err == nil {
 		c := s.CachedInfo().Config
-		if c.Description == cfg.Description && c.Storage == cfg.Storage && c.Replicas == cfg.Replicas {
+		if c.Description == cfg.Description && c.Storage == cfg.Storage && c.Replicas == cfg.Replicas && c.MaxBytes > 0 {
 			return js.ObjectStore(ctx, bucket)
 		}
+		cfg.MaxBytes = limited(c.MaxBytes, cfg.MaxBytes)
 	}
 	o, err := js.CreateOrUpdateObjectStore(ctx, cfg)
 	if err != nil {
@@ -168,6 +213,9 @@ func EnsureObjectStore(ctx context.Context, js jetstream.JetStream, bucket strin
 func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
 	if s, err := js.Stream(ctx, cfg.Name); err == nil && sameStream(s.CachedInfo().Config, cfg) {
 		return s, nil
+	}
+	if s, err := js.Stream(ctx, cfg.Name); err == nil {
+		cfg.MaxBytes = limited(s.CachedInfo().Config.MaxBytes, cfg.MaxBytes)
 	}
 	s, err := js.CreateOrUpdateStream(ctx, cfg)
 	if err != nil {
@@ -192,6 +240,7 @@ func EnsureBucketReplicated(ctx context.Context, js jetstream.JetStream, bucket 
 		History:     5,
 		Storage:     jetstream.FileStorage,
 		Replicas:    max(replicas, 1),
+		MaxBytes:    BucketMaxBytes,
 	})
 	if err != nil || replicas <= 1 {
 		return kv, err
@@ -231,9 +280,10 @@ func EnsureKeyValue(ctx context.Context, js jetstream.JetStream, cfg jetstream.K
 	if s, err := js.Stream(ctx, "KV_"+bucket); err == nil {
 		c := s.CachedInfo().Config
 		if c.Description == cfg.Description && c.MaxMsgsPerSubject == int64(max(cfg.History, 1)) && c.Storage == cfg.Storage &&
-			c.Replicas == max(cfg.Replicas, 1) && c.MaxAge == cfg.TTL {
+			c.Replicas == max(cfg.Replicas, 1) && c.MaxAge == cfg.TTL && (c.MaxBytes > 0) == (cfg.MaxBytes > 0) {
 			return js.KeyValue(ctx, bucket)
 		}
+		cfg.MaxBytes = limited(c.MaxBytes, cfg.MaxBytes)
 	}
 	kv, err := js.CreateOrUpdateKeyValue(ctx, cfg)
 	if err != nil {
@@ -246,7 +296,17 @@ func EnsureKeyValue(ctx context.Context, js jetstream.JetStream, cfg jetstream.K
 func sameStream(have, want jetstream.StreamConfig) bool {
 	return slices.Equal(have.Subjects, want.Subjects) && have.Description == want.Description &&
 		have.Retention == want.Retention && have.Storage == want.Storage && have.MaxAge == want.MaxAge &&
-		have.Duplicates == want.Duplicates && have.Replicas == max(want.Replicas, 1)
+		have.Duplicates == want.Duplicates && have.Replicas == max(want.Replicas, 1) &&
+		(have.MaxBytes > 0) == (want.MaxBytes > 0) && have.Discard == want.Discard &&
+		perSubject(have.MaxMsgsPerSubject) == perSubject(want.MaxMsgsPerSubject) && have.DiscardNewPerSubject == want.DiscardNewPerSubject
+}
+
+// perSubject is a messages-per-subject limit as JetStream reports it (-1: none).
+func perSubject(n int64) int64 {
+	if n <= 0 {
+		return -1
+	}
+	return n
 }
 
 // replicaHint adds to a JetStream error what an operator should check when more than one

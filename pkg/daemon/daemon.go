@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"sync"
@@ -415,6 +416,9 @@ func (d *Daemon) setUp(ctx, setupCtx context.Context, tp trace.TracerProvider, n
 			return nil, fmt.Errorf("%s: %w", d.spec.Name, err)
 		}
 		rt.buckets[b] = kv
+	}
+	if err := registerBucketFill(d.registry, maps.Clone(rt.buckets)); err != nil {
+		return nil, fmt.Errorf("%s: metrics: %w", d.spec.Name, err)
 	}
 	var runnables []Runnable
 	if d.spec.Setup != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/store"
 )
 
 // ProblemTypeBase prefixes every problem type; the code follows it.
@@ -86,6 +87,10 @@ func NewProblem(r *http.Request, err error) *Problem {
 	code, msg, fields := api.CodeInternal, "", []api.FieldError(nil)
 	if ae, ok := errors.AsType[*api.Error](err); ok {
 		code, msg, fields = ae.Code, ae.Message, ae.Fields
+	}
+	// A write refused because its bucket is full says so (JetStream answers that 503 too).
+	if code == api.CodeInternal && errors.Is(err, store.ErrFull) {
+		code, msg, fields = api.CodeUnavailable, "the management plane's store has no room for this write; reads and deletes still work: delete what is no longer needed, or an operator raises the bucket's limit (docs/operations.md)", nil
 	}
 	// An internal error whose cause is NATS out of reach is that, whoever wrapped it.
 	if code == api.CodeInternal && busUnavailable(r, err) {

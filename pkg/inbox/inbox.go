@@ -231,6 +231,7 @@ func EnsureDedupBucket(ctx context.Context, js jetstream.JetStream, daemon strin
 		History:     1,
 		TTL:         ttl,
 		Storage:     jetstream.FileStorage,
+		MaxBytes:    bus.DedupMaxBytes,
 	})
 }
 

@@ -15,11 +15,12 @@ import (
 
 // Store holds values of type T as JSON in a KV bucket.
 type Store[T any] struct {
-	kv jetstream.KeyValue
+	kv   jetstream.KeyValue
+	room *room
 }
 
 // New returns a typed store over kv.
-func New[T any](kv jetstream.KeyValue) *Store[T] { return &Store[T]{kv: kv} }
+func New[T any](kv jetstream.KeyValue) *Store[T] { return &Store[T]{kv: kv, room: &room{kv: kv}} }
 
 // Bucket returns the underlying KV bucket.
 func (s *Store[T]) Bucket() jetstream.KeyValue { return s.kv }
@@ -54,12 +55,15 @@ func (s *Store[T]) Create(ctx context.Context, key string, v *T) (uint64, error)
 	if err != nil {
 		return 0, fmt.Errorf("marshal %s: %w", key, err)
 	}
+	if err := s.room.check(ctx, CreateLimit, len(b)); err != nil {
+		return 0, fmt.Errorf("create %s: %w", key, err)
+	}
 	rev, err := s.kv.Create(ctx, key, b)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			return 0, fmt.Errorf("%s: %w", key, ErrExists)
 		}
-		return 0, fmt.Errorf("create %s: %w", key, err)
+		return 0, fmt.Errorf("create %s: %w", key, full(err))
 	}
 	return rev, nil
 }
@@ -70,30 +74,36 @@ func (s *Store[T]) Update(ctx context.Context, key string, v *T, rev uint64) (ui
 	if err != nil {
 		return 0, fmt.Errorf("marshal %s: %w", key, err)
 	}
+	if m, ok := any(v).(api.Object); !ok || m.Meta().DeletionTimestamp == nil { // deleting: the room above UpdateLimit is its
+		if err := s.room.check(ctx, UpdateLimit, len(b)); err != nil {
+			return 0, fmt.Errorf("update %s: %w", key, err)
+		}
+	}
 	nrev, err := s.kv.Update(ctx, key, b, rev)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			return 0, fmt.Errorf("%s at revision %d: %w", key, rev, ErrConflict)
 		}
-		return 0, fmt.Errorf("update %s: %w", key, err)
+		return 0, fmt.Errorf("update %s: %w", key, full(err))
 	}
 	return nrev, nil
 }
 
-// Delete removes key if it is still at revision rev (0: whatever its revision).
+// Delete removes key if it is still at revision rev (0: whatever its revision), with its
+// history: the bytes its revisions held are free again (a purge; watchers see a delete).
 func (s *Store[T]) Delete(ctx context.Context, key string, rev uint64) error {
 	var opts []jetstream.KVDeleteOpt
 	if rev > 0 {
 		opts = append(opts, jetstream.LastRevision(rev))
 	}
-	if err := s.kv.Delete(ctx, key, opts...); err != nil {
+	if err := s.kv.Purge(ctx, key, opts...); err != nil {
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			return fmt.Errorf("%s at revision %d: %w", key, rev, ErrConflict)
 		}
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			return nil
 		}
-		return fmt.Errorf("delete %s: %w", key, err)
+		return fmt.Errorf("delete %s: %w", key, full(err))
 	}
 	return nil
 }

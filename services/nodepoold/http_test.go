@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -198,6 +199,51 @@ func TestNodePoolAPI_DeleteAnswers202ThenTheNodePoolIsGone(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, func() bool {
 		return e.seen("io.hostplane.nodepool.deleting", "demo/workers") && e.seen("io.hostplane.nodepool.deleted", "demo/workers")
 	}, "nodepool.deleting and nodepool.deleted never published")
+}
+
+// A full nodepools bucket (its limit lowered by an operator) refuses new pools with a 503
+// that says why, while the pools it holds are still read and deleted.
+func TestNodePoolAPI_AFullStoreRefusesNewPoolsButNotReadsOrDeletes(t *testing.T) {
+	e := start(t, nil)
+	e.putCluster("demo", "1.34.4")
+	e.createPool("demo", poolBody("workers", replace3))
+	ctx := context.Background()
+	s, err := e.nats.JS.Stream(ctx, "KV_"+bus.BucketNodePools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	cfg.MaxBytes = int64(s.CachedInfo().State.Bytes) + 96<<10
+	if _, err := e.nats.JS.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	var created []string
+	var status int
+	var b []byte
+	for n := range 500 {
+		name := "more-" + strconv.Itoa(n)
+		if status, b = e.do(http.MethodPost, "/v1/clusters/demo/nodepools", poolBody(name, replace3)); status != http.StatusAccepted {
+			break
+		}
+		created = append(created, name)
+	}
+	if status != http.StatusServiceUnavailable || !strings.Contains(string(b), "no room") {
+		t.Fatalf("after %d more pools: %d %s; want 503 saying the store has no room", len(created), status, b)
+	}
+	for _, name := range append([]string{"workers"}, created...) {
+		if status, b := e.do(http.MethodGet, "/v1/clusters/demo/nodepools/"+name, ""); status != http.StatusOK {
+			t.Fatalf("get %s of a full store: %d %s", name, status, b)
+		}
+		if status, b := e.do(http.MethodDelete, "/v1/clusters/demo/nodepools/"+name, ""); status != http.StatusAccepted {
+			t.Fatalf("delete %s of a full store: %d %s", name, status, b)
+		}
+	}
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		var list api.NodePoolList
+		status, b := e.do(http.MethodGet, "/v1/clusters/demo/nodepools", "")
+		decode(t, b, &list)
+		return status == http.StatusOK && len(list.Items) == 0
+	}, "the pools of a full store were never deleted")
 }
 
 func TestNodePools_OfADeletingClusterAreDeleted(t *testing.T) {
