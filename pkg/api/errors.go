@@ -19,8 +19,9 @@ const (
 	CodeTooLarge        Code = "too-large"        // the body is over the limit (413)
 	CodeUnsupported     Code = "unsupported-type" // wrong Content-Type (415)
 	CodeMethod          Code = "method-not-allowed"
-	CodeUnavailable     Code = "unavailable" // a dependency is not ready; retry later (503)
-	CodeInternal        Code = "internal"    // a bug or an unexpected failure (500); details are logged, not returned
+	CodeTooMany         Code = "too-many-requests" // the caller holds as much as it may at once (429)
+	CodeUnavailable     Code = "unavailable"       // a dependency is not ready; retry later (503)
+	CodeInternal        Code = "internal"          // a bug or an unexpected failure (500); details are logged, not returned
 )
 
 // FieldError names one invalid field by its JSON path (for example "spec.release.version").

@@ -32,6 +32,7 @@ var statusByCode = map[api.Code]int{
 	api.CodeConflict:        http.StatusConflict,
 	api.CodeTooLarge:        http.StatusRequestEntityTooLarge,
 	api.CodeUnsupported:     http.StatusUnsupportedMediaType,
+	api.CodeTooMany:         http.StatusTooManyRequests,
 	api.CodeUnavailable:     http.StatusServiceUnavailable,
 	api.CodeInternal:        http.StatusInternalServerError,
 }

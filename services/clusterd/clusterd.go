@@ -68,6 +68,10 @@ type Config struct {
 	// HibernationTick is how often the hibernation schedules and idleness of every cluster
 	// are looked at, on Base.Clock (default DefaultHibernationTick).
 	HibernationTick time.Duration
+	// EventStreamsPerCaller bounds the event streams (GET .../events) one caller (token, or
+	// address without access control) holds open at once, per replica (default
+	// DefaultEventStreamsPerCaller); one more is answered 429.
+	EventStreamsPerCaller int
 }
 
 // Validate fills defaults and checks the fields.
@@ -79,6 +83,9 @@ func (c *Config) Validate() error {
 	c.Requeue = daemon.PositiveOr(c.Requeue, DefaultRequeue)
 	c.DeletingRequeue = daemon.PositiveOr(c.DeletingRequeue, DefaultDeletingRequeue)
 	c.HibernationTick = daemon.PositiveOr(c.HibernationTick, DefaultHibernationTick)
+	if c.EventStreamsPerCaller <= 0 {
+		c.EventStreamsPerCaller = DefaultEventStreamsPerCaller
+	}
 	return nil
 }
 
@@ -117,6 +124,9 @@ type Daemon struct {
 
 	mgmtErrMu sync.Mutex
 	mgmtErr   map[string]string // cluster → the management error last logged
+
+	streamsMu sync.Mutex
+	streams   map[string]int // caller → event streams open
 }
 
 // New validates cfg and returns the daemon; Run starts it.
@@ -124,7 +134,7 @@ func New(cfg Config) (*Daemon, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, metrics: newMetrics(), mgmtErr: map[string]string{}}
+	d := &Daemon{cfg: cfg, metrics: newMetrics(), mgmtErr: map[string]string{}, streams: map[string]int{}}
 	return daemon.Embed(d, &d.Daemon, cfg.Base, daemon.Spec{
 		Name:    Name,
 		Buckets: []string{bus.BucketClusters},

@@ -3,7 +3,9 @@ package clusterd
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/auth"
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/httpapi"
 )
@@ -25,6 +28,38 @@ const ContentTypeEventStream = "text/event-stream"
 // EventsHeartbeat is how often an idle event stream sends a comment line, so proxies keep it
 // open and clients notice a dead connection.
 const EventsHeartbeat = 15 * time.Second
+
+// EventsWriteTimeout bounds each write to an event stream: a client that reads nothing for
+// that long (gone without closing, or too slow) loses its stream, and its slot.
+const EventsWriteTimeout = 30 * time.Second
+
+// DefaultEventStreamsPerCaller is Config.EventStreamsPerCaller's default.
+const DefaultEventStreamsPerCaller = 8
+
+// holdStream counts an event stream for the request's caller (its token's name, else its
+// address), or refuses it when the caller holds as many as it may; release gives it back.
+func (d *Daemon) holdStream(r *http.Request) (release func(), err error) {
+	caller := "address " + r.RemoteAddr
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		caller = "address " + host
+	}
+	if p, ok := auth.FromContext(r.Context()); ok {
+		caller = "token " + p.Name
+	}
+	d.streamsMu.Lock()
+	defer d.streamsMu.Unlock()
+	if d.streams[caller] >= d.cfg.EventStreamsPerCaller {
+		return nil, api.Errorf(api.CodeTooMany, "%s holds %d event streams open already, as many as a caller may; close one first", caller, d.streams[caller])
+	}
+	d.streams[caller]++
+	return func() {
+		d.streamsMu.Lock()
+		defer d.streamsMu.Unlock()
+		if d.streams[caller]--; d.streams[caller] <= 0 {
+			delete(d.streams, caller)
+		}
+	}, nil
+}
 
 // streamEvents answers GET /v1/clusters/{cluster}/events with every CloudEvent published on
 // hostplane.evt.<cluster>.> as Server-Sent Events:
@@ -61,6 +96,11 @@ func (d *Daemon) streamEvents(w http.ResponseWriter, r *http.Request) error {
 		}
 		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
 	}
+	release, err := d.holdStream(r)
+	if err != nil {
+		return err
+	}
+	defer release()
 	ctx := r.Context()
 	cons, err := rt.JS.OrderedConsumer(ctx, events.EventsStream, cfg)
 	if err != nil {
@@ -136,6 +176,9 @@ func sseFrame(data []byte) (string, error) {
 }
 
 func writeFlush(w http.ResponseWriter, rc *http.ResponseController, s string) error {
+	if err := rc.SetWriteDeadline(time.Now().Add(EventsWriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
 	if _, err := w.Write([]byte(s)); err != nil {
 		return err
 	}

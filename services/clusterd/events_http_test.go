@@ -4,12 +4,17 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hostplane/hostplane/pkg/auth"
 	"github.com/hostplane/hostplane/pkg/events"
+	"github.com/hostplane/hostplane/pkg/httpapi"
+	"github.com/hostplane/hostplane/pkg/testenv"
 )
 
 // sseEvent is one Server-Sent Event as a client parses it.
@@ -162,4 +167,57 @@ func TestEventStream_RefusesBadInput(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A caller holds at most Config.EventStreamsPerCaller event streams at once: one more is
+// answered 429 saying why, while another token's streams are unaffected; closing one gives
+// its slot back.
+func TestEventStream_ACallerHoldsAtMostItsShareOfStreams(t *testing.T) {
+	e := start(t)
+	tokens := []auth.Token{{Name: "dashboard", Token: "dashboard-token-0123456789", Role: auth.RoleViewer}, {Name: "ci", Token: "ci-token-0123456789abcdef", Role: auth.RoleViewer}}
+	a, err := auth.New(auth.Config{Tokens: tokens})
+	if err != nil {
+		t.Fatal(err)
+	}
+	router := httpapi.NewRouter(httpapi.Config{Name: "test", Middlewares: []func(http.Handler) http.Handler{a.Middleware}})
+	e.d.Routes(router)
+	srv := httptest.NewServer(router)
+	t.Cleanup(srv.Close)
+	open := func(token string) (*http.Response, context.CancelFunc) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/v1/clusters/demo/events", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp, cancel
+	}
+	var first context.CancelFunc
+	for n := range DefaultEventStreamsPerCaller {
+		resp, cancel := open("dashboard-token-0123456789")
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("stream %d of the dashboard: %d", n+1, resp.StatusCode)
+		}
+		if n == 0 {
+			first = cancel
+		}
+	}
+	resp, _ := open("dashboard-token-0123456789")
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(body), "token dashboard holds 8 event streams") {
+		t.Fatalf("one stream too many: %d %s; want 429 saying why", resp.StatusCode, body)
+	}
+	if resp, _ := open("ci-token-0123456789abcdef"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("another token's stream: %d", resp.StatusCode)
+	}
+	first()
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		resp, cancel := open("dashboard-token-0123456789")
+		defer cancel()
+		return resp.StatusCode == http.StatusOK
+	}, "closing a stream never gave its slot back")
 }
