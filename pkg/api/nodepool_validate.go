@@ -20,6 +20,10 @@ const MaxNodePoolNameLength = 63 - len("-userdata-") - 8
 // (Kubernetes' version skew policy); a pool may never be newer than the control plane.
 const MaxKubeletSkew = 3
 
+// MaxNodePoolSize bounds a pool's spec.replicas and spec.autoScaling.max; nodepoold's
+// machine quotas (per cluster, in all) bound the sum of its pools' sizes.
+const MaxNodePoolSize = 1000
+
 // Defaults of a NodePool's management.
 const (
 	DefaultMaxSurge              int32 = 1
@@ -92,6 +96,15 @@ func (s *NodePoolSpec) Default(cluster *ClusterSpec) {
 			m.InPlace.MaxUnavailable = &v
 		}
 	}
+}
+
+// MaxSize is the most machines the pool asks for: its fixed size, or for an autoscaled pool
+// its maximum (what the machine quotas count).
+func (s *NodePoolSpec) MaxSize() int32 {
+	if s.AutoScaling != nil {
+		return s.AutoScaling.Max
+	}
+	return s.DesiredReplicas()
 }
 
 // DesiredReplicas is the pool's fixed size, or for an autoscaled pool its minimum.
@@ -220,8 +233,11 @@ func validateNodePoolSize(fe *FieldErrors, s *NodePoolSpec) {
 		fe.Add("spec.autoScaling", "cannot be set together with spec.replicas; send \"autoScaling\": null for a fixed size")
 		return
 	}
-	if s.Replicas != nil && *s.Replicas < 0 {
+	switch {
+	case s.Replicas != nil && *s.Replicas < 0:
 		fe.Add("spec.replicas", "%d must not be negative", *s.Replicas)
+	case s.Replicas != nil && *s.Replicas > MaxNodePoolSize:
+		fe.Add("spec.replicas", "%d is more than the %d machines a pool may have", *s.Replicas, MaxNodePoolSize)
 	}
 	if a := s.AutoScaling; a != nil {
 		if s.Management.UpgradeType == UpgradeTypeInPlace {
@@ -237,6 +253,8 @@ func validateNodePoolSize(fe *FieldErrors, s *NodePoolSpec) {
 			fe.Add("spec.autoScaling.max", "%d must be at least 1", a.Max)
 		case a.Max < a.Min:
 			fe.Add("spec.autoScaling.max", "%d must not be less than min %d", a.Max, a.Min)
+		case a.Max > MaxNodePoolSize:
+			fe.Add("spec.autoScaling.max", "%d is more than the %d machines a pool may have", a.Max, MaxNodePoolSize)
 		}
 	}
 }

@@ -93,6 +93,9 @@ func (d *Daemon) createNodePool(w http.ResponseWriter, r *http.Request) error {
 	if err := api.ValidateNodePool(&np, c, d.checks); err != nil {
 		return err
 	}
+	if err := d.checkQuota(ctx, cluster, np.Name, &np.Spec); err != nil {
+		return err
+	}
 	np.Status.ConfigHash = ConfigHash(&np.Spec)
 	// The event first (an event for a pool that turns out to exist is harmless: consumers
 	// re-read), then the write.
@@ -203,6 +206,11 @@ func (d *Daemon) updateSpec(ctx context.Context, cluster, pool string, change fu
 		spec.Default(&c.Spec)
 		if err := api.ValidateNodePoolUpdate(&np.Spec, &spec, c, d.checks); err != nil {
 			return err
+		}
+		if spec.MaxSize() > np.Spec.MaxSize() {
+			if err := d.checkQuota(ctx, cluster, pool, &spec); err != nil {
+				return err
+			}
 		}
 		np.Spec = spec
 		np.Status.ConfigHash = ConfigHash(&spec)

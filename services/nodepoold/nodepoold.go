@@ -20,6 +20,7 @@ import (
 	"flag"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -74,7 +75,19 @@ type Config struct {
 	// CheckConfig validates one config document (an Ignition v3 config or a MachineConfig);
 	// default checkConfigDocument (pkg/ignition's parser).
 	CheckConfig func(api.ConfigDocument) error
+	// MachineQuotaPerCluster bounds the machines one cluster's pools may ask for together
+	// (the sum of their sizes, an autoscaled pool counting its maximum; default
+	// DefaultMachineQuotaPerCluster, HOSTPLANE_MACHINE_QUOTA_PER_CLUSTER); MachineQuotaTotal
+	// the same over every cluster (default DefaultMachineQuotaTotal,
+	// HOSTPLANE_MACHINE_QUOTA_TOTAL). A create or resize past either is refused (409).
+	MachineQuotaPerCluster, MachineQuotaTotal int
 }
+
+// Default machine quotas.
+const (
+	DefaultMachineQuotaPerCluster = 2000
+	DefaultMachineQuotaTotal      = 20000
+)
 
 // Validate fills defaults and checks the fields.
 func (c *Config) Validate() error {
@@ -95,6 +108,12 @@ func (c *Config) Validate() error {
 	if c.CheckConfig == nil {
 		c.CheckConfig = checkConfigDocument
 	}
+	if c.MachineQuotaPerCluster <= 0 {
+		c.MachineQuotaPerCluster = DefaultMachineQuotaPerCluster
+	}
+	if c.MachineQuotaTotal <= 0 {
+		c.MachineQuotaTotal = DefaultMachineQuotaTotal
+	}
 	return nil
 }
 
@@ -107,6 +126,10 @@ func RegisterFlags(fs *flag.FlagSet) *Config {
 		"file with the key pkid seals kubeconfigs with (HOSTPLANE_PKI_KEY_FILE; default <data-dir>/pki.key)")
 	fs.StringVar(&cfg.ClusterAPI, "cluster-api", daemon.Env("HOSTPLANE_CLUSTER_API", ClusterAPIInProcess),
 		"where Cluster API's controllers run: in-process (installs its CRDs) or external (HOSTPLANE_CLUSTER_API)")
+	fs.IntVar(&cfg.MachineQuotaPerCluster, "machine-quota-per-cluster", daemon.EnvAs("HOSTPLANE_MACHINE_QUOTA_PER_CLUSTER", DefaultMachineQuotaPerCluster, strconv.Atoi),
+		"the most machines one cluster's node pools may ask for together (HOSTPLANE_MACHINE_QUOTA_PER_CLUSTER)")
+	fs.IntVar(&cfg.MachineQuotaTotal, "machine-quota-total", daemon.EnvAs("HOSTPLANE_MACHINE_QUOTA_TOTAL", DefaultMachineQuotaTotal, strconv.Atoi),
+		"the most machines every cluster's node pools may ask for together (HOSTPLANE_MACHINE_QUOTA_TOTAL)")
 	return &cfg
 }
 
