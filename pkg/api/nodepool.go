@@ -131,6 +131,10 @@ type Taint struct {
 type ConfigDocument struct {
 	Name    string `json:"name"`
 	Content string `json:"content"`
+	// Redacted is set, with Content empty, in what a caller without the "config" grant reads
+	// (a viewer token without it): documents may hold credentials. Never stored; a document
+	// sent back redacted is refused.
+	Redacted bool `json:"redacted,omitempty"`
 }
 
 // NodePoolStatus is what runs.

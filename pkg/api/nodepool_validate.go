@@ -398,6 +398,10 @@ func validateConfig(fe *FieldErrors, docs []ConfigDocument, check func(ConfigDoc
 			}
 			seen[d.Name] = i
 		}
+		if d.Redacted {
+			fe.Add(field+".redacted", "the document was read redacted (without the config grant) and cannot be written back; send its content")
+			continue
+		}
 		if strings.TrimSpace(d.Content) == "" {
 			fe.Add(field+".content", "is required: an Ignition v3 config (JSON) or a MachineConfig (YAML or JSON)")
 			continue

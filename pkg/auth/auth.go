@@ -23,6 +23,22 @@ const (
 	RoleAdmin Role = "admin"
 )
 
+// Grant lets a viewer read what a viewer does not by default (an admin has every grant).
+type Grant string
+
+// The grants.
+const (
+	// GrantLogs: the control-plane components' logs (GET .../components/{name}/logs), which
+	// may hold what a request carried.
+	GrantLogs Grant = "logs"
+	// GrantConfig: the contents of node pools' config documents (spec.config[].content),
+	// which may hold credentials the machines need; without it they are answered redacted.
+	GrantConfig Grant = "config"
+)
+
+// Grants are every grant there is.
+var Grants = []Grant{GrantLogs, GrantConfig}
+
 // MinTokenLength is the shortest token accepted: tokens are secrets, not passwords to type.
 const MinTokenLength = 16
 
@@ -36,6 +52,8 @@ type Token struct {
 	Role Role `json:"role"`
 	// Clusters, when not empty, scopes the token to these clusters.
 	Clusters []string `json:"clusters,omitempty"`
+	// Grants let a viewer read more (Grants); an admin has them all.
+	Grants []Grant `json:"grants,omitempty"`
 }
 
 // Config configures an Authenticator.
@@ -50,6 +68,20 @@ type Principal struct {
 	Name     string
 	Role     Role
 	Clusters []string // empty: every cluster
+	Grants   []Grant
+}
+
+// Has reports whether the principal may read what g guards: an admin always, a viewer with
+// the grant.
+func (p *Principal) Has(g Grant) bool {
+	return p.Role == RoleAdmin || slices.Contains(p.Grants, g)
+}
+
+// Has reports whether the caller of ctx may read what g guards: true without a principal
+// (no access control in front of the handler).
+func Has(ctx context.Context, g Grant) bool {
+	p, ok := FromContext(ctx)
+	return !ok || p.Has(g)
 }
 
 // Scoped reports whether the principal is limited to a set of clusters.
@@ -92,7 +124,7 @@ func New(cfg Config) (*Authenticator, error) {
 			return nil, fmt.Errorf("%w %q: the same token as %q", ErrBadToken, name, other)
 		}
 		seen[d] = name
-		a.entries = append(a.entries, entry{digest: d, p: &Principal{Name: name, Role: t.Role, Clusters: slices.Clone(t.Clusters)}})
+		a.entries = append(a.entries, entry{digest: d, p: &Principal{Name: name, Role: t.Role, Clusters: slices.Clone(t.Clusters), Grants: slices.Clone(t.Grants)}})
 	}
 	return a, nil
 }
@@ -109,6 +141,11 @@ func validate(t Token) error {
 	for _, c := range t.Clusters {
 		if err := api.ValidateClusterName(c); err != nil {
 			return fmt.Errorf("cluster %q: %v", c, err)
+		}
+	}
+	for _, g := range t.Grants {
+		if !slices.Contains(Grants, g) {
+			return fmt.Errorf("grant %q must be one of %v", g, Grants)
 		}
 	}
 	return nil

@@ -57,6 +57,7 @@ func TestNew_RefusesBadTokens(t *testing.T) {
 		"no role":      {{Token: "x-0123456789abcdef"}},
 		"bad cluster":  {{Token: "x-0123456789abcdef", Role: auth.RoleViewer, Clusters: []string{"Demo"}}},
 		"duplicate":    {good, {Name: "again", Token: good.Token, Role: auth.RoleViewer}},
+		"bad grant":    {{Token: "x-0123456789abcdef", Role: auth.RoleViewer, Grants: []auth.Grant{"secrets"}}},
 	} {
 		if _, err := auth.New(auth.Config{Tokens: tokens}); !errors.Is(err, auth.ErrBadToken) {
 			t.Errorf("%s: err = %v, want ErrBadToken", name, err)
@@ -105,6 +106,7 @@ func TestAuthorize_RoleAndScope(t *testing.T) {
 	viewer := &auth.Principal{Name: "v", Role: auth.RoleViewer}
 	scopedAdmin := &auth.Principal{Name: "sa", Role: auth.RoleAdmin, Clusters: []string{"demo"}}
 	scopedViewer := &auth.Principal{Name: "sv", Role: auth.RoleViewer, Clusters: []string{"demo"}}
+	logsViewer := &auth.Principal{Name: "lv", Role: auth.RoleViewer, Grants: []auth.Grant{auth.GrantLogs}}
 	tests := []struct {
 		p            *auth.Principal
 		method, path string
@@ -136,6 +138,11 @@ func TestAuthorize_RoleAndScope(t *testing.T) {
 		{scopedAdmin, "DELETE", "/v1/clusters/other", false},
 		{scopedAdmin, "POST", "/v1/clusters", false},
 		{scopedAdmin, "GET", "/v1/clusters/de%6Do", false}, // an escaped name is not the scope's
+		// Component logs need role admin or grant logs.
+		{viewer, "GET", "/v1/clusters/x/components/kube-apiserver/logs", false},
+		{scopedViewer, "GET", "/v1/clusters/demo/components/etcd/logs", false},
+		{logsViewer, "GET", "/v1/clusters/x/components/kube-apiserver/logs", true},
+		{admin, "GET", "/v1/clusters/x/components/kube-apiserver/logs", true},
 	}
 	for _, tc := range tests {
 		err := auth.Authorize(tc.p, tc.method, tc.path)

@@ -73,6 +73,8 @@ func Authorize(p *Principal, method, path string) error {
 		return api.Errorf(api.CodeForbidden, "token %q has role %s, which may only read (GET); %s %s needs role admin", p.Name, p.Role, method, path)
 	case secret && p.Role != RoleAdmin:
 		return api.Errorf(api.CodeForbidden, "token %q has role %s; %s hands out or changes secrets and needs role admin", p.Name, p.Role, path)
+	case componentLogs(path) && !p.Has(GrantLogs):
+		return api.Errorf(api.CodeForbidden, "token %q has role %s without grant %q; component logs may hold what requests carried and need role admin or that grant", p.Name, p.Role, GrantLogs)
 	case !p.Scoped():
 		return nil
 	case cluster != "":
@@ -105,6 +107,12 @@ func classify(path string) (cluster string, secret bool) {
 		}
 	}
 	return cluster, secret
+}
+
+// componentLogs reports whether path is a component's logs (/v1/clusters/{c}/components/{name}/logs).
+func componentLogs(path string) bool {
+	segs := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	return len(segs) == 6 && segs[0] == "v1" && segs[1] == "clusters" && segs[3] == "components" && segs[5] == "logs"
 }
 
 // routePath is the path chi routes on: the raw (still escaped) path when there is one, so

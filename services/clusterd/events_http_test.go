@@ -6,14 +6,12 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hostplane/hostplane/pkg/auth"
 	"github.com/hostplane/hostplane/pkg/events"
-	"github.com/hostplane/hostplane/pkg/httpapi"
 	"github.com/hostplane/hostplane/pkg/testenv"
 )
 
@@ -174,20 +172,14 @@ func TestEventStream_RefusesBadInput(t *testing.T) {
 // its slot back.
 func TestEventStream_ACallerHoldsAtMostItsShareOfStreams(t *testing.T) {
 	e := start(t)
-	tokens := []auth.Token{{Name: "dashboard", Token: "dashboard-token-0123456789", Role: auth.RoleViewer}, {Name: "ci", Token: "ci-token-0123456789abcdef", Role: auth.RoleViewer}}
-	a, err := auth.New(auth.Config{Tokens: tokens})
-	if err != nil {
-		t.Fatal(err)
-	}
-	router := httpapi.NewRouter(httpapi.Config{Name: "test", Middlewares: []func(http.Handler) http.Handler{a.Middleware}})
-	e.d.Routes(router)
-	srv := httptest.NewServer(router)
-	t.Cleanup(srv.Close)
+	url := testenv.AuthServer(t, e.d.Routes,
+		auth.Token{Name: "dashboard", Token: "dashboard-token-0123456789", Role: auth.RoleViewer},
+		auth.Token{Name: "ci", Token: "ci-token-0123456789abcdef", Role: auth.RoleViewer})
 	open := func(token string) (*http.Response, context.CancelFunc) {
 		t.Helper()
 		ctx, cancel := context.WithCancel(context.Background())
 		t.Cleanup(cancel)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/v1/clusters/demo/events", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/v1/clusters/demo/events", nil)
 		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

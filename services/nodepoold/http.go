@@ -12,6 +12,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/auth"
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/httpapi"
 	"github.com/hostplane/hostplane/pkg/ignition"
@@ -141,7 +142,7 @@ func (d *Daemon) listNodePools(w http.ResponseWriter, r *http.Request) error {
 	}
 	list := api.NodePoolList{Items: make([]api.NodePool, 0, len(entries))}
 	for _, e := range entries {
-		list.Items = append(list.Items, *e.Value)
+		list.Items = append(list.Items, *redactConfig(ctx, e.Value))
 	}
 	slices.SortFunc(list.Items, func(a, b api.NodePool) int { return strings.Compare(a.Name, b.Name) })
 	httpapi.WriteJSON(w, http.StatusOK, list)
@@ -153,8 +154,22 @@ func (d *Daemon) getNodePool(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	httpapi.WriteJSON(w, http.StatusOK, np)
+	httpapi.WriteJSON(w, http.StatusOK, redactConfig(r.Context(), np))
 	return nil
+}
+
+// redactConfig returns np with its config documents' contents left out when the caller
+// lacks the config grant (auth.GrantConfig): they may hold credentials the machines need.
+func redactConfig(ctx context.Context, np *api.NodePool) *api.NodePool {
+	if len(np.Spec.Config) == 0 || auth.Has(ctx, auth.GrantConfig) {
+		return np
+	}
+	out := *np
+	out.Spec.Config = make([]api.ConfigDocument, len(np.Spec.Config))
+	for i, d := range np.Spec.Config {
+		out.Spec.Config[i] = api.ConfigDocument{Name: d.Name, Redacted: true}
+	}
+	return &out
 }
 
 // patchNodePool applies a JSON merge patch (RFC 7386) to the pool's spec: either the spec

@@ -1,0 +1,27 @@
+package testenv
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/hostplane/hostplane/pkg/auth"
+	"github.com/hostplane/hostplane/pkg/httpapi"
+)
+
+// AuthServer serves the routes routes adds behind pkg/auth's middleware with tokens, as a
+// daemon does, on an HTTP server closed at cleanup; it returns the server's URL.
+func AuthServer(t testing.TB, routes func(chi.Router), tokens ...auth.Token) string {
+	t.Helper()
+	a, err := auth.New(auth.Config{Tokens: tokens})
+	if err != nil {
+		t.Fatal(err)
+	}
+	router := httpapi.NewRouter(httpapi.Config{Name: "test", Middlewares: []func(http.Handler) http.Handler{a.Middleware}})
+	routes(router)
+	srv := httptest.NewServer(router)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
