@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/hostplane/hostplane/pkg/api"
@@ -89,6 +90,10 @@ func Mint(dir string, m Minted) (*Credentials, error) {
 	if slices.Contains(Names(), m.Name) {
 		return nil, fmt.Errorf("nats credentials: %w: %q is a built-in identity", ErrIdentityExists, m.Name)
 	}
+	if d, ok := reservedBy(m.Name); ok {
+		return nil, fmt.Errorf("nats credentials: %w: %q: names starting with %q are %s's (its durable consumers, such as %s)",
+			ErrIdentityExists, m.Name, d.Name+"-", d.Name, strings.Join(d.durables(), ", "))
+	}
 	minted, err := ListMinted(dir)
 	if err != nil {
 		return nil, err
@@ -110,6 +115,28 @@ func Mint(dir string, m Minted) (*Credentials, error) {
 		return nil, err
 	}
 	return Generate(dir)
+}
+
+// reservedBy returns the daemon whose names name would take: a daemon's durable consumers
+// are named after it (clusterd, clusterd-inbox, infrad-localcluster), and a minted event
+// consumer's durable carries the identity's name, so a minted "<daemon>-…" could read and
+// acknowledge a daemon's events in its place.
+func reservedBy(name string) (Daemon, bool) {
+	for _, d := range Daemons {
+		if name == d.Name || strings.HasPrefix(name, d.Name+"-") || strings.HasPrefix(name, d.Name+"_") {
+			return d, true
+		}
+	}
+	return Daemon{}, false
+}
+
+// durables are the daemon's durable consumers, on every stream.
+func (d Daemon) durables() []string {
+	out := slices.Clone(d.Consumers)
+	if d.Inbound {
+		out = append(out, d.Name+"-inbox")
+	}
+	return out
 }
 
 // Revoke removes a minted identity from dir: its entry, its seed and its user in auth.conf.

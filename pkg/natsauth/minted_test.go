@@ -185,6 +185,11 @@ func TestMintAndRevoke_RefuseWhatCannotBeDone(t *testing.T) {
 		{"same name twice", natsauth.Minted{Name: "ingest", Kind: natsauth.KindEventConsumer}, natsauth.ErrIdentityExists},
 		{"a daemon's name", natsauth.Minted{Name: "pkid", Kind: natsauth.KindInboxPublisher}, natsauth.ErrIdentityExists},
 		{"the admin's name", natsauth.Minted{Name: natsauth.Admin, Kind: natsauth.KindInboxPublisher}, natsauth.ErrIdentityExists},
+		// An event consumer's durable is named after it: these would be infrad's and
+		// clusterd's own durable consumers (or names a daemon may use next).
+		{"a daemon's durable", natsauth.Minted{Name: "infrad-localcluster", Kind: natsauth.KindEventConsumer}, natsauth.ErrIdentityExists},
+		{"a daemon's inbox durable", natsauth.Minted{Name: "clusterd-inbox", Kind: natsauth.KindEventConsumer}, natsauth.ErrIdentityExists},
+		{"a daemon's prefix", natsauth.Minted{Name: "nodepoold_audit", Kind: natsauth.KindInboxPublisher}, natsauth.ErrIdentityExists},
 		{"unknown kind", natsauth.Minted{Name: "x", Kind: "superuser"}, natsauth.ErrBadIdentity},
 		{"consumer with clusters", natsauth.Minted{Name: "x", Kind: natsauth.KindEventConsumer, Clusters: []string{"demo"}}, natsauth.ErrBadIdentity},
 		{"bad cluster name", natsauth.Minted{Name: "x", Kind: natsauth.KindInboxPublisher, Clusters: []string{"demo.>"}}, natsauth.ErrBadIdentity},
