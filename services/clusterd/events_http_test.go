@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hostplane/hostplane/pkg/auth"
+	"github.com/hostplane/hostplane/pkg/auth/authtest"
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/testenv"
 )
@@ -172,7 +173,7 @@ func TestEventStream_RefusesBadInput(t *testing.T) {
 // its slot back.
 func TestEventStream_ACallerHoldsAtMostItsShareOfStreams(t *testing.T) {
 	e := start(t)
-	url := testenv.AuthServer(t, e.d.Routes,
+	url := authtest.Server(t, e.d.Routes,
 		auth.Token{Name: "dashboard", Token: "dashboard-token-0123456789", Role: auth.RoleViewer},
 		auth.Token{Name: "ci", Token: "ci-token-0123456789abcdef", Role: auth.RoleViewer})
 	open := func(token string) (*http.Response, context.CancelFunc) {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/auth"
-	"github.com/hostplane/hostplane/pkg/testenv"
+	"github.com/hostplane/hostplane/pkg/auth/authtest"
 )
 
 // A viewer reads a pool's config documents redacted unless its token has the config grant;
@@ -18,7 +18,7 @@ func TestNodePoolAPI_ConfigDocumentsAreRedactedForViewersWithoutTheGrant(t *test
 	e := start(t, nil)
 	e.putCluster("demo", "1.34.4")
 	e.createPool("demo", poolBody("workers", replace3, `"config":[{"name":"motd","content":"`+motd+`"}]`))
-	url := testenv.AuthServer(t, e.d.Routes,
+	url := authtest.Server(t, e.d.Routes,
 		auth.Token{Name: "viewer", Token: "viewer-0123456789abcdef", Role: auth.RoleViewer},
 		auth.Token{Name: "reader", Token: "reader-0123456789abcdef", Role: auth.RoleViewer, Grants: []auth.Grant{auth.GrantConfig}},
 		auth.Token{Name: "admin", Token: "admin-0123456789abcdefg", Role: auth.RoleAdmin})

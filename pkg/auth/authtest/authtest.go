@@ -1,4 +1,5 @@
-package testenv
+// Package authtest serves routes behind pkg/auth in tests, as a daemon does.
+package authtest
 
 import (
 	"net/http"
@@ -11,9 +12,9 @@ import (
 	"github.com/hostplane/hostplane/pkg/httpapi"
 )
 
-// AuthServer serves the routes routes adds behind pkg/auth's middleware with tokens, as a
+// Server serves the routes routes adds behind pkg/auth's middleware with tokens, as a
 // daemon does, on an HTTP server closed at cleanup; it returns the server's URL.
-func AuthServer(t testing.TB, routes func(chi.Router), tokens ...auth.Token) string {
+func Server(t testing.TB, routes func(chi.Router), tokens ...auth.Token) string {
 	t.Helper()
 	a, err := auth.New(auth.Config{Tokens: tokens})
 	if err != nil {
