@@ -27,24 +27,13 @@ func lower(t *testing.T, js jetstream.JetStream, stream string, edit func(*jetst
 	}
 }
 
-// The layout bounds every stream, bucket and object store; an operator's own limit is kept
-// when the layout runs again.
-func TestLayout_BoundsEveryStreamAndKeepsAnOperatorsLimit(t *testing.T) {
+// A byte limit an operator set on a stream or bucket is kept when the layout runs again,
+// and the inbox keeps its per-subject bound.
+func TestLayout_KeepsAnOperatorsLimit(t *testing.T) {
 	env := testenv.NATS(t)
 	ctx := context.Background()
-	streams := map[string]int64{events.EventsStream: bus.EventsMaxBytes, events.InboxStream: bus.InboxMaxBytes,
-		"KV_" + bus.BucketLeases: bus.LeaseMaxBytes, "OBJ_" + bus.ObjectStoreSnapshots: bus.SnapshotsMaxBytes}
-	for _, b := range bus.Buckets {
-		streams["KV_"+b] = bus.BucketMaxBytes
-	}
-	for name, want := range streams {
-		s, err := env.JS.Stream(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := s.CachedInfo().Config.MaxBytes; got != want {
-			t.Errorf("%s: MaxBytes %d, want %d", name, got, want)
-		}
+	if s, _ := env.JS.Stream(ctx, events.InboxStream); s.CachedInfo().Config.MaxMsgsPerSubject != bus.InboxMaxPerSubject {
+		t.Errorf("inbox: %d messages per subject, want %d", s.CachedInfo().Config.MaxMsgsPerSubject, bus.InboxMaxPerSubject)
 	}
 	lower(t, env.JS, "KV_"+bus.BucketClusters, func(c *jetstream.StreamConfig) { c.MaxBytes = 1 << 20 })
 	lower(t, env.JS, events.EventsStream, func(c *jetstream.StreamConfig) { c.MaxBytes = 4 << 20 })

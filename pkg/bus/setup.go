@@ -54,38 +54,16 @@ func EnsureLeaseBucket(ctx context.Context, js jetstream.JetStream, replicas int
 		TTL:         LeaseTTL,
 		Storage:     jetstream.FileStorage,
 		Replicas:    max(replicas, 1),
-		MaxBytes:    LeaseMaxBytes,
 	})
 }
 
-// Limits of what the layout holds (docs/operations.md "Store limits"). The layout sets them
-// where a stream, bucket or object store has none; a value an operator set (nats stream
-// edit) is kept.
-const (
-	// BucketMaxBytes bounds each owner's bucket; its writes stop short of it (pkg/store's
-	// Room), so deletes always have room.
-	BucketMaxBytes = 1 << 30
-	// LeaseMaxBytes bounds the lease bucket (one small key per daemon).
-	LeaseMaxBytes = 16 << 20
-	// EventsMaxBytes bounds HOSTPLANE_EVENTS; when it is reached the oldest events go
-	// (history ages out, a publish never fails for it).
-	EventsMaxBytes = 2 << 30
-	// InboxMaxBytes bounds HOSTPLANE_INBOX; when it is reached new inbound events are
-	// refused (the sender gets the error), never older ones dropped unread.
-	InboxMaxBytes = 512 << 20
-	// InboxMaxPerSubject bounds the events kept per hostplane.in.<cluster>.<type>: a
-	// tenant flooding one of its subjects loses its own oldest events there, and the stream
-	// does not fill for the others.
-	InboxMaxPerSubject = 1000
-	// OutboxMaxBytes bounds a daemon's outbox (events recorded, not relayed yet); when the
-	// relay cannot keep up, recording more fails (the write that needed it is retried).
-	OutboxMaxBytes = 256 << 20
-	// DedupMaxBytes bounds a daemon's bucket of applied inbound event ids (they expire).
-	DedupMaxBytes = 256 << 20
-	// SnapshotsMaxBytes bounds the etcd-snapshots object store; a snapshot that does not
-	// fit fails its backup.
-	SnapshotsMaxBytes = 20 << 30
-)
+// InboxMaxPerSubject bounds the events HOSTPLANE_INBOX keeps per
+// hostplane.in.<cluster>.<type>: a tenant flooding one of its subjects loses its own oldest
+// events there, and the stream does not fill for the others. Byte limits (MaxBytes) are
+// the operator's to set (docs/operations.md "Store limits"): JetStream reserves a stream's
+// MaxBytes on every server that holds it, so a default would have to fit the smallest
+// deployment's storage. The layout keeps a byte limit an operator set.
+const InboxMaxPerSubject = 1000
 
 // limited is want, or have when have is set (an operator's value is kept).
 func limited(have, want int64) int64 {
@@ -113,7 +91,6 @@ func StreamConfigs(replicas int) []jetstream.StreamConfig {
 			Storage:     jetstream.FileStorage,
 			Retention:   jetstream.LimitsPolicy,
 			MaxAge:      7 * 24 * time.Hour,
-			MaxBytes:    EventsMaxBytes,
 			Discard:     jetstream.DiscardOld,
 			Duplicates:  DuplicateWindow,
 			Replicas:    replicas,
@@ -125,7 +102,6 @@ func StreamConfigs(replicas int) []jetstream.StreamConfig {
 			Storage:           jetstream.FileStorage,
 			Retention:         jetstream.LimitsPolicy,
 			MaxAge:            7 * 24 * time.Hour,
-			MaxBytes:          InboxMaxBytes,
 			MaxMsgsPerSubject: InboxMaxPerSubject,
 			Discard:           jetstream.DiscardNew,
 			Duplicates:        DuplicateWindow,
@@ -184,11 +160,10 @@ func EnsureObjectStore(ctx context.Context, js jetstream.JetStream, bucket strin
 		Description: "hostplane objects owned by one daemon",
 		Storage:     jetstream.FileStorage,
 		Replicas:    max(replicas, 1),
-		MaxBytes:    SnapshotsMaxBytes,
 	}
 	if s, err := js.Stream(ctx, "OBJ_"+bucket); err == nil {
 		c := s.CachedInfo().Config
-		if c.Description == cfg.Description && c.Storage == cfg.Storage && c.Replicas == cfg.Replicas && c.MaxBytes > 0 {
+		if c.Description == cfg.Description && c.Storage == cfg.Storage && c.Replicas == cfg.Replicas {
 			return js.ObjectStore(ctx, bucket)
 		}
 		cfg.MaxBytes = limited(c.MaxBytes, cfg.MaxBytes)
@@ -240,7 +215,6 @@ func EnsureBucketReplicated(ctx context.Context, js jetstream.JetStream, bucket 
 		History:     5,
 		Storage:     jetstream.FileStorage,
 		Replicas:    max(replicas, 1),
-		MaxBytes:    BucketMaxBytes,
 	})
 	if err != nil || replicas <= 1 {
 		return kv, err
@@ -280,7 +254,7 @@ func EnsureKeyValue(ctx context.Context, js jetstream.JetStream, cfg jetstream.K
 	if s, err := js.Stream(ctx, "KV_"+bucket); err == nil {
 		c := s.CachedInfo().Config
 		if c.Description == cfg.Description && c.MaxMsgsPerSubject == int64(max(cfg.History, 1)) && c.Storage == cfg.Storage &&
-			c.Replicas == max(cfg.Replicas, 1) && c.MaxAge == cfg.TTL && (c.MaxBytes > 0) == (cfg.MaxBytes > 0) {
+			c.Replicas == max(cfg.Replicas, 1) && c.MaxAge == cfg.TTL {
 			return js.KeyValue(ctx, bucket)
 		}
 		cfg.MaxBytes = limited(c.MaxBytes, cfg.MaxBytes)
@@ -297,7 +271,7 @@ func sameStream(have, want jetstream.StreamConfig) bool {
 	return slices.Equal(have.Subjects, want.Subjects) && have.Description == want.Description &&
 		have.Retention == want.Retention && have.Storage == want.Storage && have.MaxAge == want.MaxAge &&
 		have.Duplicates == want.Duplicates && have.Replicas == max(want.Replicas, 1) &&
-		(have.MaxBytes > 0) == (want.MaxBytes > 0) && have.Discard == want.Discard &&
+		have.Discard == want.Discard &&
 		perSubject(have.MaxMsgsPerSubject) == perSubject(want.MaxMsgsPerSubject) && have.DiscardNewPerSubject == want.DiscardNewPerSubject
 }
 

@@ -36,6 +36,16 @@ func TestDaemon_Metrics_SayHowFullItsBucketsAre(t *testing.T) {
 	if _, err := kv.Put(context.Background(), "demo", make([]byte, 2000)); err != nil {
 		t.Fatal(err)
 	}
+	const limit = 64 << 20 // an operator's limit
+	st, err := n.JS.Stream(context.Background(), "KV_"+bus.BucketClusters)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	cfg.MaxBytes = limit
+	if _, err := n.JS.UpdateStream(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
 	gauge := func(name string) (float64, bool) {
 		mfs, _ := reg.Gather()
 		for _, mf := range mfs {
@@ -54,8 +64,8 @@ func TestDaemon_Metrics_SayHowFullItsBucketsAre(t *testing.T) {
 		b, ok := gauge(daemon.MetricBucketBytes)
 		return ok && b >= 2000
 	}, "%s{bucket=%q} never showed the 2000 bytes written", daemon.MetricBucketBytes, bus.BucketClusters)
-	if m, ok := gauge(daemon.MetricBucketMaxBytes); !ok || m != bus.BucketMaxBytes {
-		t.Errorf("%s = %v, %v; want the layout's %d", daemon.MetricBucketMaxBytes, m, ok, bus.BucketMaxBytes)
+	if m, ok := gauge(daemon.MetricBucketMaxBytes); !ok || m != limit {
+		t.Errorf("%s = %v, %v; want the bucket's limit %d", daemon.MetricBucketMaxBytes, m, ok, limit)
 	}
 }
 

@@ -231,7 +231,6 @@ func EnsureDedupBucket(ctx context.Context, js jetstream.JetStream, daemon strin
 		History:     1,
 		TTL:         ttl,
 		Storage:     jetstream.FileStorage,
-		MaxBytes:    bus.DedupMaxBytes,
 	})
 }
 

@@ -110,7 +110,6 @@ func StreamConfig(daemon string, replicas int) jetstream.StreamConfig {
 		Subjects:    []string{Subject(daemon)},
 		Retention:   jetstream.WorkQueuePolicy,
 		Storage:     jetstream.FileStorage,
-		MaxBytes:    bus.OutboxMaxBytes,
 		Discard:     jetstream.DiscardNew,
 		Duplicates:  bus.DuplicateWindow,
 		Replicas:    max(replicas, 1),
