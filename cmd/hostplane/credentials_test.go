@@ -141,6 +141,7 @@ func TestCLI_Credentials_K8sSecrets_GiveEachPodOnlyItsOwnSeed(t *testing.T) {
 		want["nats-creds-"+name] = map[string]string{"nkey": filepath.Join(dir, name+natsauth.SeedExt), natsauth.TLSCAFile: ca}
 	}
 	want["hostplane-seal-key"] = map[string]string{"pki.key": filepath.Join(dir, "pki.key")}
+	want["localcloud-token"] = map[string]string{"token": filepath.Join(dir, "localcloud.token")}
 	mgmtDir := filepath.Join(dir, "mgmt-tls")
 	for _, name := range append(daemonNames(), "gateway") {
 		want["mgmt-tls-"+name] = map[string]string{"tls.crt": filepath.Join(mgmtDir, name+".crt"), "tls.key": filepath.Join(mgmtDir, name+".key"),

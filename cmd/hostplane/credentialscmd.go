@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/hostplane/hostplane/cmd/hostplane/dev"
+	"github.com/hostplane/hostplane/pkg/auth"
 	"github.com/hostplane/hostplane/pkg/certs"
 	"github.com/hostplane/hostplane/pkg/daemon"
 	"github.com/hostplane/hostplane/pkg/mtls"
@@ -157,6 +158,11 @@ func newCredsInitCommand(f *credsFlags) *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(out, "seal key %s (kept once made)\n", seal)
+			lc := filepath.Join(f.dir, localCloudTokenFile)
+			if _, _, err := auth.LoadOrCreateTokenFile(lc); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "local cloud token %s (kept once made; infrad and the local cloud read it)\n", lc)
 			if err := initMgmtTLS(out, f.dir, mgmtHosts); err != nil {
 				return err
 			}
@@ -241,13 +247,14 @@ func newCredsK8sSecretsCommand(f *credsFlags) *cobra.Command {
 	var namespace, sealKeyFile string
 	k8sSecrets := &cobra.Command{
 		Use:   "k8s-secrets",
-		Short: "Print the Kubernetes Secrets deploy/k8s needs: nats-auth, nats-tls, nats-creds-<identity>, hostplane-seal-key and mgmt-tls-<daemon|gateway>",
+		Short: "Print the Kubernetes Secrets deploy/k8s needs: nats-auth, nats-tls, nats-creds-<identity>, hostplane-seal-key, localcloud-token and mgmt-tls-<daemon|gateway>",
 		Long: `Prints, as YAML for kubectl apply -f -, the Secrets deploy/k8s mounts: nats-auth (the
 server's auth.conf, in every NATS member), nats-tls (the NATS CA certificate, the server's and
 the routes' certificates and keys, in every NATS member; never the CA's key) and
 nats-creds-<identity> (key nkey: that identity's seed; key ca.crt: the NATS CA it verifies the
 server with) for the bootstrap Job and each daemon, so a pod holds only its own seed;
-hostplane-seal-key (key pki.key: the seal key, for the daemons that open sealed PKI) and
+hostplane-seal-key (key pki.key: the seal key, for the daemons that open sealed PKI),
+localcloud-token (key token: the local cloud's API token, for it and infrad in the dev overlay) and
 mgmt-tls-<daemon> and mgmt-tls-gateway (tls.crt, tls.key, ca.crt: the admin port's certificate,
 or the gateway's client certificate, and the management CA). The admin seed, other systems'
 seeds and the CA keys stay in --dir. Run init (or create/revoke) first:
@@ -279,6 +286,15 @@ seeds and the CA keys stay in --dir. Run init (or create/revoke) first:
 // credsMgmtTLSDir is where `credentials init --mgmt-tls-host` writes the management CA and
 // the daemons' and gateway's certificates, under the credentials directory.
 const credsMgmtTLSDir = "mgmt-tls"
+
+// localCloudTokenFile is the local cloud's API token (the shared secret of infrad and the
+// local cloud) in the credentials directory; in deploy/k8s, the Secret
+// k8sLocalCloudTokenSecret's key k8sLocalCloudTokenKey.
+const (
+	localCloudTokenFile      = "localcloud.token"
+	k8sLocalCloudTokenSecret = "localcloud-token"
+	k8sLocalCloudTokenKey    = "token"
+)
 
 // sealKeyFileName is the seal key's file in the credentials directory, unless
 // --seal-key-file says otherwise.
@@ -322,7 +338,7 @@ const (
 // c's tls directory, without the CA key) and one nats-creds-<identity> for bootstrap and
 // every daemon.
 func k8sCredentialSecrets(c *natsauth.Credentials, namespace, sealKeyFile string) ([]byte, error) {
-	auth, err := os.ReadFile(filepath.Join(c.Dir, natsauth.ServerConfigFile))
+	authConf, err := os.ReadFile(filepath.Join(c.Dir, natsauth.ServerConfigFile))
 	if err != nil {
 		return nil, err
 	}
@@ -344,7 +360,7 @@ func k8sCredentialSecrets(c *natsauth.Credentials, namespace, sealKeyFile string
 		tlsData[f] = b
 	}
 	out := []corev1.Secret{
-		secret(k8sAuthSecret, map[string][]byte{natsauth.ServerConfigFile: auth}),
+		secret(k8sAuthSecret, map[string][]byte{natsauth.ServerConfigFile: authConf}),
 		secret(k8sTLSSecret, tlsData),
 	}
 	names := append([]string{natsauth.Bootstrap}, daemonNames()...)
@@ -360,6 +376,11 @@ func k8sCredentialSecrets(c *natsauth.Credentials, namespace, sealKeyFile string
 		return nil, fmt.Errorf("deploy/k8s reads the seal key from a Secret: %w (run credentials init first)", err)
 	}
 	out = append(out, secret(k8sSealKeySecret, map[string][]byte{k8sSealKeyFileKey: sealKey}))
+	lcToken, err := os.ReadFile(filepath.Join(c.Dir, localCloudTokenFile))
+	if err != nil {
+		return nil, fmt.Errorf("the dev overlay's local cloud and infrad share a token: %w (run credentials init first)", err)
+	}
+	out = append(out, secret(k8sLocalCloudTokenSecret, map[string][]byte{k8sLocalCloudTokenKey: lcToken}))
 	mgmt := filepath.Join(c.Dir, credsMgmtTLSDir)
 	ca, err := os.ReadFile(filepath.Join(mgmt, certs.CACertFile))
 	if err != nil {

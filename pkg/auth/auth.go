@@ -1,15 +1,19 @@
 package auth
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/reread"
 )
 
 // Role is what a token may do.
@@ -58,9 +62,24 @@ type Token struct {
 
 // Config configures an Authenticator.
 type Config struct {
+	// Tokens are fixed for the Authenticator's life.
 	Tokens []Token
+	// AdminToken, when not "", is one more fixed token: unscoped, role admin, named
+	// AdminTokenName.
+	AdminToken string
+	// TokensFile, when not "", is a tokens file (ParseTokens) read now and again whenever it
+	// changes: a token added works, and a token removed (revoked) is refused, from the next
+	// request, without a restart. A file that stops reading or parsing, or that would leave
+	// no token at all, keeps the tokens as they were (and Logger says why, once per change).
+	TokensFile string
+	// AdminTokenFile, instead of TokensFile, is a file holding one bare token (ParseToken),
+	// an unscoped admin named AdminTokenName, re-read the same way: the shared secret of two
+	// programs (infrad and the local cloud).
+	AdminTokenFile string
 	// MetricsRequireAuth makes /metrics need a valid token (any role); by default it is open.
 	MetricsRequireAuth bool
+	// Logger reports a tokens file that no longer loads; default slog.Default().
+	Logger *slog.Logger
 }
 
 // Principal is who a request authenticated as. It never holds the token.
@@ -94,8 +113,15 @@ func (p *Principal) InScope(cluster string) bool {
 
 // Authenticator checks bearer tokens and authorizes requests. It is safe for concurrent use.
 type Authenticator struct {
-	entries     []entry
+	fixed       []Token
+	file        *reread.File[[]Token] // nil without a tokens file
 	metricsAuth bool
+	log         *slog.Logger
+
+	mu      sync.Mutex
+	entries []entry
+	loaded  []Token // the file's tokens entries were built from
+	failed  error   // the file's error last logged
 }
 
 type entry struct {
@@ -103,15 +129,50 @@ type entry struct {
 	p      *Principal
 }
 
-// New validates cfg's tokens and returns an Authenticator for them. A configuration without
-// a token is ErrNoTokens: an API nobody can call is a mistake, not a policy.
+// New validates cfg's tokens (and reads its tokens file) and returns an Authenticator for
+// them. A configuration without a token is ErrNoTokens: an API nobody can call is a mistake,
+// not a policy.
 func New(cfg Config) (*Authenticator, error) {
-	if len(cfg.Tokens) == 0 {
+	a := &Authenticator{fixed: slices.Clone(cfg.Tokens), metricsAuth: cfg.MetricsRequireAuth, log: cmp.Or(cfg.Logger, slog.Default())}
+	if cfg.AdminToken != "" {
+		a.fixed = append(a.fixed, Token{Name: AdminTokenName, Token: cfg.AdminToken, Role: RoleAdmin})
+	}
+	var fromFile []Token
+	path, parse := cfg.TokensFile, ParseTokens
+	if cfg.AdminTokenFile != "" {
+		if cfg.TokensFile != "" {
+			return nil, fmt.Errorf("%w: a tokens file or an admin token file, not both", ErrBadToken)
+		}
+		path, parse = cfg.AdminTokenFile, parseAdminTokenFile
+	}
+	if path != "" {
+		f, err := reread.New(path, parse)
+		if err != nil {
+			return nil, fmt.Errorf("tokens file %w", err)
+		}
+		a.file = f
+		fromFile, _ = f.Get()
+	}
+	entries, err := build(fromFile, a.fixed)
+	if err != nil {
+		if a.file != nil {
+			return nil, fmt.Errorf("tokens file %s: %w", path, err)
+		}
+		return nil, err
+	}
+	a.entries, a.loaded = entries, fromFile
+	return a, nil
+}
+
+// build validates tokens (the file's first, then the fixed ones) into entries.
+func build(fromFile, fixed []Token) ([]entry, error) {
+	tokens := append(slices.Clone(fromFile), fixed...)
+	if len(tokens) == 0 {
 		return nil, ErrNoTokens
 	}
-	a := &Authenticator{metricsAuth: cfg.MetricsRequireAuth}
+	var entries []entry
 	seen := map[[sha256.Size]byte]string{}
-	for i, t := range cfg.Tokens {
+	for i, t := range tokens {
 		name := t.Name
 		if name == "" {
 			name = fmt.Sprintf("token-%d", i+1)
@@ -124,9 +185,38 @@ func New(cfg Config) (*Authenticator, error) {
 			return nil, fmt.Errorf("%w %q: the same token as %q", ErrBadToken, name, other)
 		}
 		seen[d] = name
-		a.entries = append(a.entries, entry{digest: d, p: &Principal{Name: name, Role: t.Role, Clusters: slices.Clone(t.Clusters), Grants: slices.Clone(t.Grants)}})
+		entries = append(entries, entry{digest: d, p: &Principal{Name: name, Role: t.Role, Clusters: slices.Clone(t.Clusters), Grants: slices.Clone(t.Grants)}})
 	}
-	return a, nil
+	return entries, nil
+}
+
+// current returns the entries as the tokens file is now (one stat per call; parsed again
+// only when it changed), or the last good ones while it does not load.
+func (a *Authenticator) current() []entry {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.file == nil {
+		return a.entries
+	}
+	tokens, err := a.file.Get()
+	if err == nil && !slices.EqualFunc(tokens, a.loaded, sameToken) {
+		var entries []entry
+		if entries, err = build(tokens, a.fixed); err == nil {
+			a.entries, a.loaded = entries, tokens
+			a.log.Info("API tokens file changed: its tokens are in effect", "file", a.file.Path(), "tokens", len(entries))
+		} else {
+			err = fmt.Errorf("tokens file %s: %w (the tokens in effect are kept)", a.file.Path(), err)
+		}
+	}
+	if err != nil && (a.failed == nil || err.Error() != a.failed.Error()) {
+		a.log.Error("API tokens file does not load; the tokens in effect are kept", "error", err)
+	}
+	a.failed = err
+	return a.entries
+}
+
+func sameToken(x, y Token) bool {
+	return x.Name == y.Name && x.Token == y.Token && x.Role == y.Role && slices.Equal(x.Clusters, y.Clusters) && slices.Equal(x.Grants, y.Grants)
 }
 
 func validate(t Token) error {
@@ -156,12 +246,30 @@ func validate(t Token) error {
 func (a *Authenticator) Authenticate(token string) (*Principal, bool) {
 	d := sha256.Sum256([]byte(token))
 	var found *Principal
-	for _, e := range a.entries {
+	for _, e := range a.current() {
 		if subtle.ConstantTimeCompare(d[:], e.digest[:]) == 1 {
 			found = e.p
 		}
 	}
 	return found, found != nil
+}
+
+// ParseToken reads a file holding one bare token (space around it ignored), as
+// GenerateToken makes them. It is ErrBadToken when the token is too short or holds spaces.
+func ParseToken(b []byte) (string, error) {
+	t := strings.TrimSpace(string(b))
+	if err := validate(Token{Token: t, Role: RoleAdmin}); err != nil {
+		return "", fmt.Errorf("%w: %v", ErrBadToken, err)
+	}
+	return t, nil
+}
+
+func parseAdminTokenFile(b []byte) ([]Token, error) {
+	t, err := ParseToken(b)
+	if err != nil {
+		return nil, err
+	}
+	return []Token{{Name: AdminTokenName, Token: t, Role: RoleAdmin}}, nil
 }
 
 // GenerateToken returns a fresh random token (130 bits, base32).

@@ -3,6 +3,7 @@ package auth_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -246,5 +247,38 @@ func TestAllowed_WithoutAPrincipalAllowsEverything(t *testing.T) {
 	ctx := auth.NewContext(context.Background(), &auth.Principal{Role: auth.RoleViewer, Clusters: []string{"demo"}})
 	if !auth.Allowed(ctx, "demo") || auth.Allowed(ctx, "other") {
 		t.Error("scoped principal: wrong scope")
+	}
+}
+
+func TestNew_ATokensFileLeftWithoutATokenKeepsTheTokensInEffect(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens.yaml")
+	write := func(doc string) {
+		t.Helper()
+		if err := os.WriteFile(path+".new", []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path+".new", path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("- {token: viewer-0123456789abcdef, role: viewer}\n")
+	var logs strings.Builder
+	a, err := auth.New(auth.Config{TokensFile: path, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write("[]\n")
+	if _, ok := a.Authenticate("viewer-0123456789abcdef"); !ok {
+		t.Error("an emptied tokens file left the API with no token at all")
+	}
+	if !strings.Contains(logs.String(), "no tokens configured") {
+		t.Errorf("the log does not say why the file was not taken: %q", logs.String())
+	}
+	write("- {token: short, role: viewer}\n")
+	if _, ok := a.Authenticate("viewer-0123456789abcdef"); !ok {
+		t.Error("a file with a bad token entry was taken")
+	}
+	if _, err := auth.New(auth.Config{TokensFile: path}); !errors.Is(err, auth.ErrBadToken) || !strings.Contains(err.Error(), path) {
+		t.Errorf("New with a bad tokens file: %v, want ErrBadToken naming the file", err)
 	}
 }

@@ -1,13 +1,14 @@
 package auth
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
 	"sigs.k8s.io/yaml"
 )
 
-// Environment variables Load reads.
+// Environment variables FromEnv reads.
 const (
 	// EnvTokensFile names a tokens file (YAML or JSON).
 	EnvTokensFile = "HOSTPLANE_TOKENS_FILE"
@@ -36,36 +37,6 @@ func ParseTokens(data []byte) ([]Token, error) {
 	return tokens, nil
 }
 
-// LoadFile reads a tokens file (see ParseTokens).
-func LoadFile(path string) ([]Token, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("auth: tokens file: %w", err)
-	}
-	tokens, err := ParseTokens(data)
-	if err != nil {
-		return nil, fmt.Errorf("tokens file %s: %w", path, err)
-	}
-	return tokens, nil
-}
-
-// Load returns the tokens of tokensFile (when not "") followed by adminToken as an unscoped
-// admin token (when not "").
-func Load(tokensFile, adminToken string) ([]Token, error) {
-	var tokens []Token
-	if tokensFile != "" {
-		t, err := LoadFile(tokensFile)
-		if err != nil {
-			return nil, err
-		}
-		tokens = t
-	}
-	if adminToken != "" {
-		tokens = append(tokens, Token{Name: AdminTokenName, Token: adminToken, Role: RoleAdmin})
-	}
-	return tokens, nil
-}
-
 // FromEnv builds an Authenticator from HOSTPLANE_TOKENS_FILE and HOSTPLANE_ADMIN_TOKEN. It
 // returns nil and no error when neither is set.
 func FromEnv(metricsRequireAuth bool) (*Authenticator, error) {
@@ -73,9 +44,39 @@ func FromEnv(metricsRequireAuth bool) (*Authenticator, error) {
 	if file == "" && admin == "" {
 		return nil, nil
 	}
-	tokens, err := Load(file, admin)
-	if err != nil {
-		return nil, err
+	return New(Config{TokensFile: file, AdminToken: admin, MetricsRequireAuth: metricsRequireAuth})
+}
+
+// LoadOrCreateTokenFile returns the token of path (ParseToken), creating the file (mode 0600)
+// with a fresh token (GenerateToken) when it does not exist; a file others may read is made
+// 0600. An existing file holding no valid token is an error: it is never overwritten.
+func LoadOrCreateTokenFile(path string) (token string, created bool, err error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		if token, err = ParseToken(b); err != nil {
+			return "", false, fmt.Errorf("%s: %w; delete it to get a new token", path, err)
+		}
+		if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(path, 0o600); err != nil {
+				return "", false, err
+			}
+		}
+		return token, false, nil
 	}
-	return New(Config{Tokens: tokens, MetricsRequireAuth: metricsRequireAuth})
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", false, err
+	}
+	token = GenerateToken()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", false, err
+	}
+	if _, err := f.WriteString(token + "\n"); err != nil {
+		f.Close()
+		return "", false, err
+	}
+	if err := f.Close(); err != nil {
+		return "", false, err
+	}
+	return token, true, nil
 }

@@ -7,12 +7,15 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/hostplane/hostplane/pkg/atomicfile"
 	"github.com/hostplane/hostplane/pkg/auth"
+	"github.com/hostplane/hostplane/pkg/auth/authtest"
 	"github.com/hostplane/hostplane/pkg/daemon"
 	"github.com/hostplane/hostplane/pkg/natsauth"
 	"github.com/hostplane/hostplane/pkg/testenv"
@@ -46,34 +49,10 @@ func TestStandaloneDaemon_WithoutTokens_RefusesToStartUnlessInsecureNoAuth(t *te
 }
 
 func TestDaemon_AdminRouter_WithAnAdminToken_GuardsRoutesAndServesOpenAPIOpenly(t *testing.T) {
-	n := testenv.NATS(t)
 	const token = "admin-0123456789abcdef"
-	d, err := daemon.New(daemon.Base{
-		NATSURL: n.Server.URL(), NATSNKeyFile: n.SeedFile(natsauth.Admin), DataDir: t.TempDir(), AdminAddr: "127.0.0.1:0", AdminToken: token,
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
-	}, daemon.Spec{Name: "testd", Routes: func(r chi.Router) {
-		r.Get("/v1/clusters/{cluster}/thing", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run(t, d)
-	actx, acancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer acancel()
-	base := "http://" + d.AdminAddr(actx)
+	base := "http://" + thingDaemon(t, daemon.Base{AdminToken: token})
 
-	get := func(path, tok string) int {
-		req, _ := http.NewRequest(http.MethodGet, base+path, nil)
-		if tok != "" {
-			req.Header.Set("Authorization", "Bearer "+tok)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
+	get := func(path, tok string) int { return authtest.Status(t, http.MethodGet, base+path, tok) }
 	for _, tc := range []struct {
 		path, token string
 		want        int
@@ -89,4 +68,61 @@ func TestDaemon_AdminRouter_WithAnAdminToken_GuardsRoutesAndServesOpenAPIOpenly(
 		}
 	}
 	testenv.Eventually(t, 30*time.Second, func() bool { return get("/readyz", "") == http.StatusOK }, "/readyz never open and ready")
+}
+
+func TestDaemon_AdminRouter_ATokenRemovedFromTheTokensFileIsRefusedWithoutARestart(t *testing.T) {
+	const (
+		admin  = "admin-0123456789abcdef"
+		viewer = "viewer-0123456789abcdef"
+		later  = "later-0123456789abcdef"
+	)
+	file := filepath.Join(t.TempDir(), "tokens.yaml")
+	writeTokens := func(doc string) {
+		t.Helper()
+		if err := atomicfile.Write(file, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeTokens("- {name: ci, token: " + viewer + ", role: viewer}\n")
+	base := "http://" + thingDaemon(t, daemon.Base{AdminToken: admin, TokensFile: file})
+	get := func(tok string) int { return authtest.Status(t, http.MethodGet, base+"/v1/clusters/demo/thing", tok) }
+	want := func(step string, codes map[string]int) {
+		t.Helper()
+		for tok, code := range codes {
+			if got := get(tok); got != code {
+				t.Errorf("%s: token %s… = %d, want %d", step, tok[:6], got, code)
+			}
+		}
+	}
+	want("at start", map[string]int{viewer: 200, admin: 200, later: 401})
+
+	// The operator revokes ci and adds another: no restart.
+	writeTokens("- {name: later, token: " + later + ", role: viewer}\n")
+	want("after the file changed", map[string]int{viewer: 401, admin: 200, later: 200})
+
+	// A typo keeps the tokens in effect (a broken file never opens or locks the API).
+	writeTokens("- {name: typo, token: " + viewer + ", role: viewer, cluster: [demo]}\n")
+	want("after a file that does not parse", map[string]int{viewer: 401, admin: 200, later: 200})
+	writeTokens("[]\n")
+	want("after a file with no token (the admin token stays)", map[string]int{viewer: 401, admin: 200, later: 401})
+}
+
+// thingDaemon runs a daemon with base's access control and one route,
+// GET /v1/clusters/{cluster}/thing, on a fresh NATS server; it returns the admin port's
+// address (host:port).
+func thingDaemon(t *testing.T, base daemon.Base) string {
+	t.Helper()
+	n := testenv.NATS(t)
+	base.NATSURL, base.NATSNKeyFile, base.DataDir, base.AdminAddr = n.Server.URL(), n.SeedFile(natsauth.Admin), t.TempDir(), "127.0.0.1:0"
+	base.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	d, err := daemon.New(base, daemon.Spec{Name: "testd", Routes: func(r chi.Router) {
+		r.Get("/v1/clusters/{cluster}/thing", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, d)
+	actx, acancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer acancel()
+	return d.AdminAddr(actx)
 }

@@ -223,11 +223,7 @@ func (b *Base) authenticator() (*auth.Authenticator, error) {
 	case b.Auth != nil:
 		return b.Auth, nil
 	case b.TokensFile != "" || b.AdminToken != "":
-		tokens, err := auth.Load(b.TokensFile, b.AdminToken)
-		if err != nil {
-			return nil, err
-		}
-		return auth.New(auth.Config{Tokens: tokens, MetricsRequireAuth: b.MetricsRequireAuth})
+		return auth.New(auth.Config{TokensFile: b.TokensFile, AdminToken: b.AdminToken, MetricsRequireAuth: b.MetricsRequireAuth, Logger: b.Logger})
 	case b.requireAuth && !b.InsecureNoAuth:
 		return nil, ErrNoTokens
 	}

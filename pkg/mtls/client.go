@@ -38,8 +38,8 @@ func (c ClientConfig) TLSConfig() (*tls.Config, error) {
 	if c.CAFile == "" {
 		return cfg, nil
 	}
-	ca := &poolFile{path: c.CAFile}
-	if _, err := ca.get(); err != nil {
+	ca, err := openCAFile(c.CAFile)
+	if err != nil {
 		return nil, err
 	}
 	// The standard verification with a fixed pool would not see a rotated CA bundle: verify
@@ -49,19 +49,16 @@ func (c ClientConfig) TLSConfig() (*tls.Config, error) {
 		if len(cs.PeerCertificates) == 0 {
 			return errors.New("management TLS: the server presented no certificate")
 		}
-		pool, err := ca.get()
-		if err != nil {
-			return err
-		}
+		pool, _ := ca.Get() // the last good pool while the file holds none
 		inter := x509.NewCertPool()
 		for _, c := range cs.PeerCertificates[1:] {
 			inter.AddCert(c)
 		}
-		_, err = cs.PeerCertificates[0].Verify(x509.VerifyOptions{
+		_, verr := cs.PeerCertificates[0].Verify(x509.VerifyOptions{
 			DNSName: cs.ServerName, Roots: pool, Intermediates: inter,
 			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		})
-		return err
+		return verr
 	}
 	return cfg, nil
 }

@@ -8,12 +8,8 @@ import (
 	"sync"
 
 	"github.com/hostplane/hostplane/pkg/certs"
+	"github.com/hostplane/hostplane/pkg/reread"
 )
-
-// sameFile reports whether a and b describe the same, unchanged file.
-func sameFile(a, b os.FileInfo) bool {
-	return a != nil && b != nil && os.SameFile(a, b) && a.ModTime().Equal(b.ModTime()) && a.Size() == b.Size()
-}
 
 // keyPairFile is a certificate and key on disk, parsed again when either file changes.
 type keyPairFile struct {
@@ -31,7 +27,7 @@ func (f *keyPairFile) get() (*tls.Certificate, error) {
 	ks, kerr := os.Stat(f.key)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.kp != nil && cerr == nil && kerr == nil && sameFile(cs, f.stamp[0]) && sameFile(ks, f.stamp[1]) {
+	if f.kp != nil && cerr == nil && kerr == nil && reread.Unchanged(cs, f.stamp[0]) && reread.Unchanged(ks, f.stamp[1]) {
 		return f.kp, nil
 	}
 	kp, err := tls.LoadX509KeyPair(f.cert, f.key)
@@ -45,34 +41,21 @@ func (f *keyPairFile) get() (*tls.Certificate, error) {
 	return f.kp, nil
 }
 
-// poolFile is a PEM bundle of CA certificates on disk, parsed again when it changes.
-type poolFile struct {
-	path string
+// caFile is a PEM bundle of CA certificates on disk, parsed again when it changes (and the
+// previous pool kept while it holds none).
+type caFile = reread.File[*x509.CertPool]
 
-	mu    sync.Mutex
-	stamp os.FileInfo
-	pool  *x509.CertPool
-}
-
-// get returns the pool as the file is now, or the previous one while the file holds none.
-func (f *poolFile) get() (*x509.CertPool, error) {
-	st, serr := os.Stat(f.path)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.pool != nil && serr == nil && sameFile(st, f.stamp) {
-		return f.pool, nil
-	}
-	b, err := os.ReadFile(f.path)
-	pool := x509.NewCertPool()
-	if err == nil && !pool.AppendCertsFromPEM(b) {
-		err = certs.ErrNoPEM
-	}
-	if err != nil {
-		if f.pool != nil {
-			return f.pool, nil
+// openCAFile reads path's bundle now: it must hold a certificate.
+func openCAFile(path string) (*caFile, error) {
+	f, err := reread.New(path, func(b []byte) (*x509.CertPool, error) {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(b) {
+			return nil, certs.ErrNoPEM
 		}
-		return nil, fmt.Errorf("management TLS: CA %s: %w", f.path, err)
+		return pool, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("management TLS: CA %w", err)
 	}
-	f.pool, f.stamp = pool, st
-	return pool, nil
+	return f, nil
 }

@@ -62,16 +62,13 @@ func (c ServerConfig) TLSConfig() (*tls.Config, error) {
 	if c.ClientCAFile == "" {
 		return base, nil
 	}
-	ca := &poolFile{path: c.ClientCAFile}
-	if _, err := ca.get(); err != nil {
+	ca, err := openCAFile(c.ClientCAFile)
+	if err != nil {
 		return nil, err
 	}
 	srv := base.Clone()
 	srv.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
-		pool, err := ca.get()
-		if err != nil {
-			return nil, err
-		}
+		pool, _ := ca.Get() // the last good pool while the file holds none
 		cfg := base.Clone()
 		// Asked, not required: the kubelet's probes and Prometheus present none. The
 		// middleware requires it of the API.

@@ -45,6 +45,7 @@ import (
 	"github.com/hostplane/hostplane/services/infrad/dockercloud"
 	"github.com/hostplane/hostplane/services/infrad/lb"
 	"github.com/hostplane/hostplane/services/infrad/provider"
+	"github.com/hostplane/hostplane/services/localcloud"
 )
 
 // Name is the daemon's name.
@@ -99,6 +100,9 @@ type Config struct {
 	// (HOSTPLANE_LOCALCLOUD_URL). Without it LocalMachines are not provisioned (their Ready
 	// condition says so).
 	LocalCloudURL string
+	// LocalCloudTokenFile holds the local cloud's bearer token (HOSTPLANE_LOCALCLOUD_TOKEN_FILE,
+	// the file the cloud checks), read again when it changes.
+	LocalCloudTokenFile string
 	// NodeImage is the node image machines of platform docker are containers of
 	// (HOSTPLANE_NODE_IMAGE; default dockercloud.DefaultImage, which make node-image builds).
 	NodeImage string
@@ -130,6 +134,7 @@ func RegisterFlags(fs *flag.FlagSet) *Config {
 	fs.BoolVar(&cfg.APIServerService, "apiserver-service", daemon.Env("HOSTPLANE_INFRA_APISERVER_SERVICE", "") == "true",
 		"load balancers forward to each cluster's kube-apiserver Service in the management cluster (componentd's kubernetes runtime) (HOSTPLANE_INFRA_APISERVER_SERVICE)")
 	fs.DurationVar(&cfg.HealthInterval, "lb-health-interval", DefaultHealthInterval, "how often a load balancer probes its kube-apiserver backends' /readyz")
+	fs.StringVar(&cfg.LocalCloudTokenFile, "localcloud-token-file", daemon.Env(localcloud.EnvTokenFile, ""), "file holding the local cloud's bearer token ("+localcloud.EnvTokenFile+")")
 	fs.StringVar(&cfg.LocalCloudURL, "localcloud-url", daemon.Env("HOSTPLANE_LOCALCLOUD_URL", ""), "the local cloud's API, unix:///abs.sock or http://host:port (HOSTPLANE_LOCALCLOUD_URL); without it machines are not provisioned")
 	fs.StringVar(&cfg.NodeImage, "node-image", daemon.Env("HOSTPLANE_NODE_IMAGE", dockercloud.DefaultImage),
 		"Docker image of platform-docker machines (make node-image builds it) (HOSTPLANE_NODE_IMAGE)")
@@ -209,17 +214,18 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 		return runnables, nil
 	}
 	p, err := provider.New(provider.Config{
-		Owner:          Name,
-		Kubeconfig:     d.cfg.ManagementKubeconfig,
-		LocalCloudURL:  d.cfg.LocalCloudURL,
-		Resync:         d.cfg.MachineResync,
-		LeaderElection: d.cfg.LeaderElection,
-		Log:            d.Logger(),
-		Metrics:        d.metrics.machines,
-		Outbox:         d.outbox,
-		Infra:          d.infra,
-		Clusters:       d.clusters,
-		Docker:         dockercloud.New(dockercloud.Cloud{Image: d.cfg.NodeImage}),
+		Owner:               Name,
+		Kubeconfig:          d.cfg.ManagementKubeconfig,
+		LocalCloudURL:       d.cfg.LocalCloudURL,
+		LocalCloudTokenFile: d.cfg.LocalCloudTokenFile,
+		Resync:              d.cfg.MachineResync,
+		LeaderElection:      d.cfg.LeaderElection,
+		Log:                 d.Logger(),
+		Metrics:             d.metrics.machines,
+		Outbox:              d.outbox,
+		Infra:               d.infra,
+		Clusters:            d.clusters,
+		Docker:              dockercloud.New(dockercloud.Cloud{Image: d.cfg.NodeImage}),
 	})
 	if err != nil {
 		return nil, err

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/auth"
 	"github.com/hostplane/hostplane/pkg/httpapi"
+	"github.com/hostplane/hostplane/pkg/reread"
 )
 
 // unixScheme prefixes a unix socket URL: "unix:///abs/path.sock".
@@ -22,13 +24,43 @@ const unixScheme = "unix://"
 
 // Client talks to a Cloud over its HTTP API. It is safe for concurrent use.
 type Client struct {
-	base string // "http://host:port" or "http://localcloud" over a unix socket
-	http *http.Client
+	base  string // "http://host:port" or "http://localcloud" over a unix socket
+	http  *http.Client
+	token *reread.File[string] // nil: no Authorization header
+}
+
+// ClientOption configures a Client.
+type ClientOption func(*Client) error
+
+// WithTokenFile sends the bearer token of path (auth.ParseToken, the cloud's
+// Config.TokenFile) with every request, read again when the file changes.
+func WithTokenFile(path string) ClientOption {
+	return func(c *Client) error {
+		f, err := reread.New(path, auth.ParseToken)
+		if err != nil {
+			return fmt.Errorf("%w: token file %w", ErrInvalid, err)
+		}
+		c.token = f
+		return nil
+	}
 }
 
 // NewClient returns a client of the cloud at u, as Cloud.URL returns it: "unix:///abs/path.sock"
 // or "http://127.0.0.1:port".
-func NewClient(u string) (*Client, error) {
+func NewClient(u string, opts ...ClientOption) (*Client, error) {
+	c, err := newClient(u)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range opts {
+		if err := o(c); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func newClient(u string) (*Client, error) {
 	if path, ok := strings.CutPrefix(u, unixScheme); ok {
 		if path == "" || !strings.HasPrefix(path, "/") {
 			return nil, fmt.Errorf("%w: socket URL %q is not unix:///absolute/path", ErrInvalid, u)
@@ -145,6 +177,10 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
+	if c.token != nil {
+		tok, _ := c.token.Get() // the last good token while the file is being replaced
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return fmt.Errorf("localcloud: %s %s: %w", method, path, err)
@@ -174,6 +210,8 @@ func problemError(status int, data []byte) error {
 	}
 	ae := p.Err()
 	switch ae.Code {
+	case api.CodeUnauthenticated:
+		return fmt.Errorf("localcloud: the cloud refused the request's token (the token file, %s, must hold the cloud's): %w", EnvTokenFile, ae)
 	case api.CodeNotFound:
 		return fmt.Errorf("%w: %w", ErrNotFound, ae)
 	case api.CodeInvalid:

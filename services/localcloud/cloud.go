@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/auth"
 )
 
 // Defaults of Config.
@@ -45,6 +46,12 @@ type Config struct {
 	// Registry receives the cloud's metrics (localcloud_machines and the HTTP ones), served
 	// on /metrics; nil makes a fresh one.
 	Registry *prometheus.Registry
+	// TokenFile holds the bearer token every caller sends (auth.ParseToken; re-read when it
+	// changes, so a rotated token takes effect at the next request): every route but /healthz
+	// and /readyz, /metrics included, needs it. Empty: no access control, which Command
+	// allows only on a unix socket (whose directory's mode guards it) or with
+	// --insecure-no-auth.
+	TokenFile string
 }
 
 func (c *Config) defaults() error {
@@ -78,7 +85,8 @@ func (c *Config) defaults() error {
 type Cloud struct {
 	cfg   Config
 	log   *slog.Logger
-	guest *guestPool // shared transports to Ignition servers and guest apiservers
+	guest *guestPool          // shared transports to Ignition servers and guest apiservers
+	auth  *auth.Authenticator // nil: no access control (Config.TokenFile empty)
 
 	ready   chan struct{}
 	readyMu sync.Once
@@ -105,6 +113,13 @@ func New(cfg Config) (*Cloud, error) {
 		guest:    newGuestPool(),
 		ready:    make(chan struct{}),
 		machines: map[string]*machine{},
+	}
+	if cfg.TokenFile != "" {
+		a, err := auth.New(auth.Config{AdminTokenFile: cfg.TokenFile, MetricsRequireAuth: true, Logger: cfg.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("localcloud: %w", err)
+		}
+		c.auth = a
 	}
 	if err := cfg.Registry.Register(collector{c}); err != nil {
 		return nil, fmt.Errorf("localcloud: register metrics: %w", err)

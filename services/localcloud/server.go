@@ -26,8 +26,12 @@ const Name = "localcloud"
 //	GET    /instancetypes                         → api.InstanceTypeList
 func (c *Cloud) routes() http.Handler {
 	// infrad polls every machine: request logs only at debug level, failures still show.
-	r := httpapi.NewRouter(httpapi.Config{Name: Name, Logger: c.log, RequestLogLevel: slog.LevelDebug,
-		Registry: c.cfg.Registry, MaxBodyBytes: 4 << 20})
+	hc := httpapi.Config{Name: Name, Logger: c.log, RequestLogLevel: slog.LevelDebug,
+		Registry: c.cfg.Registry, MaxBodyBytes: 4 << 20}
+	if c.auth != nil {
+		hc.Middlewares = append(hc.Middlewares, c.auth.Middleware)
+	}
+	r := httpapi.NewRouter(hc)
 	r.Get("/instancetypes", answer(func(*http.Request) (api.InstanceTypeList, error) {
 		return api.InstanceTypeList{Items: api.LocalInstanceTypes()}, nil
 	}))

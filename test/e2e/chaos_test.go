@@ -470,7 +470,12 @@ type cloudMachine struct {
 // cloudMachines lists the local cloud's machines (of every cluster), from inside the stack.
 func (k *campaign) cloudMachines() []cloudMachine {
 	k.t.Helper()
-	out, err := k.inNetns("curl", "-sSf", "--max-time", "10", "http://127.0.0.1:8090/machines")
+	// The cloud answers only the token infrad holds (nats-creds made it).
+	token, err := k.copyOut("localcloud", "/nats-creds/localcloud.token")
+	if err != nil {
+		k.t.Fatalf("the local cloud's token: %v", err)
+	}
+	out, err := k.inNetns("curl", "-sSf", "--max-time", "10", "-H", "Authorization: Bearer "+strings.TrimSpace(string(token)), "http://127.0.0.1:8090/machines")
 	if err != nil {
 		k.t.Fatalf("the local cloud's machines: %v: %s", err, out)
 	}
@@ -656,6 +661,9 @@ func (k *campaign) checkNothingLeft(names []string, endpoints map[string]int, na
 
 	// Machines: the local cloud has none.
 	k.check("the local cloud runs no machine (%v)", len(k.cloudMachines()) == 0, k.cloudMachines())
+	// ... and answers nobody without infrad's token (every container shares this loopback).
+	code, err := k.inNetns("curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10", "http://127.0.0.1:8090/machines")
+	k.check("the local cloud refuses a request without its token (HTTP %s, %v)", err == nil && code == "401", code, err)
 
 	// Cluster API: no object of any cluster in the management apiserver.
 	kc, err := k.copyOut("management", "/data/admin.kubeconfig")

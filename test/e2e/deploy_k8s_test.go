@@ -573,7 +573,16 @@ func localCloudMachines(ctx context.Context, t *testing.T, cs kubernetes.Interfa
 	if err != nil || len(pods.Items) != 1 || pods.Items[0].Status.PodIP == "" {
 		t.Fatalf("the local cloud's pod: %v, %d pods", err, len(pods.Items))
 	}
-	cloud, err := localcloud.NewClient("http://" + net.JoinHostPort(pods.Items[0].Status.PodIP, "8090"))
+	// With the token infrad holds (the Secret k8s-secrets made).
+	sec, err := cs.CoreV1().Secrets(manifestNamespace).Get(ctx, "localcloud-token", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the local cloud's token: %v", err)
+	}
+	tokenFile := filepath.Join(t.TempDir(), "localcloud.token")
+	if err := os.WriteFile(tokenFile, sec.Data["token"], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cloud, err := localcloud.NewClient("http://"+net.JoinHostPort(pods.Items[0].Status.PodIP, "8090"), localcloud.WithTokenFile(tokenFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -560,7 +559,7 @@ func (s *Stack) authenticator() (*auth.Authenticator, error) {
 	}
 	if token == "" {
 		path := filepath.Join(s.cfg.DataDir, AdminTokenFile)
-		t, created, err := loadOrCreateToken(path)
+		t, created, err := auth.LoadOrCreateTokenFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("admin token: %w", err)
 		}
@@ -577,50 +576,12 @@ func (s *Stack) authenticator() (*auth.Authenticator, error) {
 	if file == "" {
 		file = os.Getenv(auth.EnvTokensFile)
 	}
-	tokens, err := auth.Load(file, token)
-	if err != nil {
-		return nil, err
-	}
-	a, err := auth.New(auth.Config{Tokens: tokens, MetricsRequireAuth: s.cfg.MetricsRequireAuth})
+	a, err := auth.New(auth.Config{TokensFile: file, AdminToken: token, MetricsRequireAuth: s.cfg.MetricsRequireAuth, Logger: s.log})
 	if err != nil {
 		return nil, fmt.Errorf("API tokens (admin token from %s): %w", source, err)
 	}
 	s.adminToken = token
 	return a, nil
-}
-
-// loadOrCreateToken returns the token in path, creating the file (mode 0600) with a fresh
-// token when it does not exist.
-func loadOrCreateToken(path string) (token string, created bool, err error) {
-	b, err := os.ReadFile(path)
-	if err == nil {
-		token = strings.TrimSpace(string(b))
-		if token == "" {
-			return "", false, fmt.Errorf("%s is empty; delete it to get a new token", path)
-		}
-		if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
-			if err := os.Chmod(path, 0o600); err != nil {
-				return "", false, err
-			}
-		}
-		return token, false, nil
-	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return "", false, err
-	}
-	token = auth.GenerateToken()
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return "", false, err
-	}
-	if _, err := f.WriteString(token + "\n"); err != nil {
-		f.Close()
-		return "", false, err
-	}
-	if err := f.Close(); err != nil {
-		return "", false, err
-	}
-	return token, true, nil
 }
 
 // AdminToken is the front door's admin token.

@@ -26,3 +26,22 @@ func Server(t testing.TB, routes func(chi.Router), tokens ...auth.Token) string 
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
+
+// Status sends method to url with token as its bearer token ("": none) and returns the
+// answer's status code; a request that gets no answer fails the test.
+func Status(t testing.TB, method, url, token string) int {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}

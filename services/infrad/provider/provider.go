@@ -90,6 +90,8 @@ type Config struct {
 	// LocalCloudURL is the local cloud's API, "unix:///abs.sock" or "http://host:port"; empty:
 	// LocalMachines are not provisioned (their Ready condition says so).
 	LocalCloudURL string
+	// LocalCloudTokenFile, when not "", holds the bearer token the local cloud asks for.
+	LocalCloudTokenFile string
 	// Resync is how often a running machine's status is read from the local cloud again
 	// (default DefaultResync).
 	Resync time.Duration
@@ -191,7 +193,11 @@ func New(c Config) (*Provider, error) {
 		outbox: c.Outbox, infra: c.Infra, clusters: c.Clusters, docker: c.Docker,
 	}
 	if c.LocalCloudURL != "" {
-		lc, err := localcloud.NewClient(c.LocalCloudURL)
+		var opts []localcloud.ClientOption
+		if c.LocalCloudTokenFile != "" {
+			opts = append(opts, localcloud.WithTokenFile(c.LocalCloudTokenFile))
+		}
+		lc, err := localcloud.NewClient(c.LocalCloudURL, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("local cloud %q: %w", c.LocalCloudURL, err)
 		}
