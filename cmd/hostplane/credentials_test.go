@@ -142,6 +142,7 @@ func TestCLI_Credentials_K8sSecrets_GiveEachPodOnlyItsOwnSeed(t *testing.T) {
 	}
 	want["hostplane-seal-key"] = map[string]string{"pki.key": filepath.Join(dir, "pki.key")}
 	want["localcloud-token"] = map[string]string{"token": filepath.Join(dir, "localcloud.token")}
+	want["hostplane-metrics-token"] = map[string]string{"token": filepath.Join(dir, "metrics.token")}
 	mgmtDir := filepath.Join(dir, "mgmt-tls")
 	for _, name := range append(daemonNames(), "gateway") {
 		want["mgmt-tls-"+name] = map[string]string{"tls.crt": filepath.Join(mgmtDir, name+".crt"), "tls.key": filepath.Join(mgmtDir, name+".key"),

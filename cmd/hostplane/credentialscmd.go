@@ -159,10 +159,16 @@ func newCredsInitCommand(f *credsFlags) *cobra.Command {
 			}
 			fmt.Fprintf(out, "seal key %s (kept once made)\n", seal)
 			lc := filepath.Join(f.dir, localCloudTokenFile)
-			if _, _, err := auth.LoadOrCreateTokenFile(lc); err != nil {
+			if _, _, err := auth.LoadOrCreateTokenFile(lc, 0o600); err != nil {
 				return err
 			}
 			fmt.Fprintf(out, "local cloud token %s (kept once made; infrad and the local cloud read it)\n", lc)
+			// Group-readable: Prometheus reads it as a member of the daemons' group.
+			mt := filepath.Join(f.dir, metricsTokenFile)
+			if _, _, err := auth.LoadOrCreateTokenFile(mt, 0o640); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "metrics token %s (kept once made; role metrics: the daemons accept it on /metrics only, Prometheus scrapes with it)\n", mt)
 			if err := initMgmtTLS(out, f.dir, mgmtHosts); err != nil {
 				return err
 			}
@@ -247,14 +253,16 @@ func newCredsK8sSecretsCommand(f *credsFlags) *cobra.Command {
 	var namespace, sealKeyFile string
 	k8sSecrets := &cobra.Command{
 		Use:   "k8s-secrets",
-		Short: "Print the Kubernetes Secrets deploy/k8s needs: nats-auth, nats-tls, nats-creds-<identity>, hostplane-seal-key, localcloud-token and mgmt-tls-<daemon|gateway>",
+		Short: "Print the Kubernetes Secrets deploy/k8s needs: nats-auth, nats-tls, nats-creds-<identity>, hostplane-seal-key, localcloud-token, hostplane-metrics-token and mgmt-tls-<daemon|gateway>",
 		Long: `Prints, as YAML for kubectl apply -f -, the Secrets deploy/k8s mounts: nats-auth (the
 server's auth.conf, in every NATS member), nats-tls (the NATS CA certificate, the server's and
 the routes' certificates and keys, in every NATS member; never the CA's key) and
 nats-creds-<identity> (key nkey: that identity's seed; key ca.crt: the NATS CA it verifies the
 server with) for the bootstrap Job and each daemon, so a pod holds only its own seed;
 hostplane-seal-key (key pki.key: the seal key, for the daemons that open sealed PKI),
-localcloud-token (key token: the local cloud's API token, for it and infrad in the dev overlay) and
+localcloud-token (key token: the local cloud's API token, for it and infrad in the dev overlay),
+hostplane-metrics-token (key token: the token of role metrics the daemons accept on /metrics
+and the ServiceMonitors scrape with) and
 mgmt-tls-<daemon> and mgmt-tls-gateway (tls.crt, tls.key, ca.crt: the admin port's certificate,
 or the gateway's client certificate, and the management CA). The admin seed, other systems'
 seeds and the CA keys stay in --dir. Run init (or create/revoke) first:
@@ -287,13 +295,15 @@ seeds and the CA keys stay in --dir. Run init (or create/revoke) first:
 // the daemons' and gateway's certificates, under the credentials directory.
 const credsMgmtTLSDir = "mgmt-tls"
 
-// localCloudTokenFile is the local cloud's API token (the shared secret of infrad and the
-// local cloud) in the credentials directory; in deploy/k8s, the Secret
-// k8sLocalCloudTokenSecret's key k8sLocalCloudTokenKey.
+// Tokens in the credentials directory, and their Secrets (key k8sTokenKey) in deploy/k8s:
+// the local cloud's API token (the shared secret of infrad and the local cloud) and the
+// metrics token (role metrics: Prometheus's, which the daemons accept on /metrics only).
 const (
 	localCloudTokenFile      = "localcloud.token"
 	k8sLocalCloudTokenSecret = "localcloud-token"
-	k8sLocalCloudTokenKey    = "token"
+	metricsTokenFile         = "metrics.token"
+	k8sMetricsTokenSecret    = "hostplane-metrics-token"
+	k8sTokenKey              = "token"
 )
 
 // sealKeyFileName is the seal key's file in the credentials directory, unless
@@ -376,11 +386,16 @@ func k8sCredentialSecrets(c *natsauth.Credentials, namespace, sealKeyFile string
 		return nil, fmt.Errorf("deploy/k8s reads the seal key from a Secret: %w (run credentials init first)", err)
 	}
 	out = append(out, secret(k8sSealKeySecret, map[string][]byte{k8sSealKeyFileKey: sealKey}))
-	lcToken, err := os.ReadFile(filepath.Join(c.Dir, localCloudTokenFile))
-	if err != nil {
-		return nil, fmt.Errorf("the dev overlay's local cloud and infrad share a token: %w (run credentials init first)", err)
+	for _, t := range []struct{ file, secretName, why string }{
+		{localCloudTokenFile, k8sLocalCloudTokenSecret, "the dev overlay's local cloud and infrad share a token"},
+		{metricsTokenFile, k8sMetricsTokenSecret, "the daemons serve /metrics to the ServiceMonitors' token"},
+	} {
+		b, err := os.ReadFile(filepath.Join(c.Dir, t.file))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w (run credentials init first)", t.why, err)
+		}
+		out = append(out, secret(t.secretName, map[string][]byte{k8sTokenKey: b}))
 	}
-	out = append(out, secret(k8sLocalCloudTokenSecret, map[string][]byte{k8sLocalCloudTokenKey: lcToken}))
 	mgmt := filepath.Join(c.Dir, credsMgmtTLSDir)
 	ca, err := os.ReadFile(filepath.Join(mgmt, certs.CACertFile))
 	if err != nil {

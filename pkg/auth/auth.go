@@ -25,6 +25,8 @@ const (
 	RoleViewer Role = "viewer"
 	// RoleAdmin may do everything.
 	RoleAdmin Role = "admin"
+	// RoleMetrics may read /metrics and nothing else: Prometheus's token.
+	RoleMetrics Role = "metrics"
 )
 
 // Grant lets a viewer read what a viewer does not by default (an admin has every grant).
@@ -52,7 +54,7 @@ type Token struct {
 	Name string `json:"name,omitempty"`
 	// Token is the secret sent as "Authorization: Bearer <token>".
 	Token string `json:"token"`
-	// Role is viewer or admin.
+	// Role is viewer, admin or metrics.
 	Role Role `json:"role"`
 	// Clusters, when not empty, scopes the token to these clusters.
 	Clusters []string `json:"clusters,omitempty"`
@@ -72,10 +74,8 @@ type Config struct {
 	// request, without a restart. A file that stops reading or parsing, or that would leave
 	// no token at all, keeps the tokens as they were (and Logger says why, once per change).
 	TokensFile string
-	// AdminTokenFile, instead of TokensFile, is a file holding one bare token (ParseToken),
-	// an unscoped admin named AdminTokenName, re-read the same way: the shared secret of two
-	// programs (infrad and the local cloud).
-	AdminTokenFile string
+	// TokenFiles each hold one bare token of a given name and role, re-read the same way.
+	TokenFiles []TokenFile
 	// MetricsRequireAuth makes /metrics need a valid token (any role); by default it is open.
 	MetricsRequireAuth bool
 	// Logger reports a tokens file that no longer loads; default slog.Default().
@@ -114,14 +114,14 @@ func (p *Principal) InScope(cluster string) bool {
 // Authenticator checks bearer tokens and authorizes requests. It is safe for concurrent use.
 type Authenticator struct {
 	fixed       []Token
-	file        *reread.File[[]Token] // nil without a tokens file
+	files       []*reread.File[[]Token] // the tokens file, then the token files
 	metricsAuth bool
 	log         *slog.Logger
 
 	mu      sync.Mutex
 	entries []entry
-	loaded  []Token // the file's tokens entries were built from
-	failed  error   // the file's error last logged
+	loaded  []Token // the files' tokens entries were built from
+	failed  error   // the files' error last logged
 }
 
 type entry struct {
@@ -129,44 +129,81 @@ type entry struct {
 	p      *Principal
 }
 
-// New validates cfg's tokens (and reads its tokens file) and returns an Authenticator for
-// them. A configuration without a token is ErrNoTokens: an API nobody can call is a mistake,
-// not a policy.
+// New validates cfg's tokens (and reads its files) and returns an Authenticator for them. A
+// configuration without a token is ErrNoTokens: an API nobody can call is a mistake, not a
+// policy.
 func New(cfg Config) (*Authenticator, error) {
 	a := &Authenticator{fixed: slices.Clone(cfg.Tokens), metricsAuth: cfg.MetricsRequireAuth, log: cmp.Or(cfg.Logger, slog.Default())}
 	if cfg.AdminToken != "" {
 		a.fixed = append(a.fixed, Token{Name: AdminTokenName, Token: cfg.AdminToken, Role: RoleAdmin})
 	}
-	var fromFile []Token
-	path, parse := cfg.TokensFile, ParseTokens
-	if cfg.AdminTokenFile != "" {
-		if cfg.TokensFile != "" {
-			return nil, fmt.Errorf("%w: a tokens file or an admin token file, not both", ErrBadToken)
-		}
-		path, parse = cfg.AdminTokenFile, parseAdminTokenFile
-	}
-	if path != "" {
-		f, err := reread.New(path, parse)
+	if cfg.TokensFile != "" {
+		f, err := reread.New(cfg.TokensFile, ParseTokens)
 		if err != nil {
 			return nil, fmt.Errorf("tokens file %w", err)
 		}
-		a.file = f
-		fromFile, _ = f.Get()
+		a.files = append(a.files, f)
 	}
-	entries, err := build(fromFile, a.fixed)
+	for _, tf := range cfg.TokenFiles {
+		f, err := reread.New(tf.Path, tf.parse)
+		if err != nil {
+			return nil, fmt.Errorf("token file %w", err)
+		}
+		a.files = append(a.files, f)
+	}
+	fromFiles, _ := a.read()
+	entries, err := build(fromFiles, a.fixed)
 	if err != nil {
-		if a.file != nil {
-			return nil, fmt.Errorf("tokens file %s: %w", path, err)
+		if len(a.files) > 0 {
+			return nil, fmt.Errorf("%s: %w", a.paths(), err)
 		}
 		return nil, err
 	}
-	a.entries, a.loaded = entries, fromFile
+	a.entries, a.loaded = entries, fromFiles
 	return a, nil
 }
 
-// build validates tokens (the file's first, then the fixed ones) into entries.
-func build(fromFile, fixed []Token) ([]entry, error) {
-	tokens := append(slices.Clone(fromFile), fixed...)
+// TokenFile is a file holding one bare token (ParseToken), the token of a principal named
+// Name with Role, unscoped: the shared secret of two programs (infrad and the local cloud;
+// Prometheus and the daemons).
+type TokenFile struct {
+	Path string
+	Name string
+	Role Role
+}
+
+func (f TokenFile) parse(b []byte) ([]Token, error) {
+	t, err := ParseToken(b)
+	if err != nil {
+		return nil, err
+	}
+	return []Token{{Name: f.Name, Token: t, Role: f.Role}}, nil
+}
+
+// read returns the files' tokens as they are now, or the first error.
+func (a *Authenticator) read() ([]Token, error) {
+	var tokens []Token
+	for _, f := range a.files {
+		t, err := f.Get()
+		if err != nil {
+			return nil, err
+		}
+		tokens = append(tokens, t...)
+	}
+	return tokens, nil
+}
+
+func (a *Authenticator) paths() string {
+	var ps []string
+	for _, f := range a.files {
+		ps = append(ps, f.Path())
+	}
+	return strings.Join(ps, ", ")
+}
+
+// build validates tokens (the files' first, then the fixed ones) into entries.
+func build(fromFiles, fixed []Token) ([]entry, error) {
+	tokens := append(slices.Clone(fromFiles), fixed...)
 	if len(tokens) == 0 {
 		return nil, ErrNoTokens
 	}
@@ -190,22 +227,22 @@ func build(fromFile, fixed []Token) ([]entry, error) {
 	return entries, nil
 }
 
-// current returns the entries as the tokens file is now (one stat per call; parsed again
-// only when it changed), or the last good ones while it does not load.
+// current returns the entries as the files are now (one stat each per call; parsed again
+// only when one changed), or the last good ones while one does not load.
 func (a *Authenticator) current() []entry {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.file == nil {
+	if len(a.files) == 0 {
 		return a.entries
 	}
-	tokens, err := a.file.Get()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	tokens, err := a.read()
 	if err == nil && !slices.EqualFunc(tokens, a.loaded, sameToken) {
 		var entries []entry
 		if entries, err = build(tokens, a.fixed); err == nil {
 			a.entries, a.loaded = entries, tokens
-			a.log.Info("API tokens file changed: its tokens are in effect", "file", a.file.Path(), "tokens", len(entries))
+			a.log.Info("API token files changed: their tokens are in effect", "files", a.paths(), "tokens", len(entries))
 		} else {
-			err = fmt.Errorf("tokens file %s: %w (the tokens in effect are kept)", a.file.Path(), err)
+			err = fmt.Errorf("%s: %w (the tokens in effect are kept)", a.paths(), err)
 		}
 	}
 	if err != nil && (a.failed == nil || err.Error() != a.failed.Error()) {
@@ -225,8 +262,8 @@ func validate(t Token) error {
 		return fmt.Errorf("token must be at least %d characters", MinTokenLength)
 	case strings.ContainsFunc(t.Token, func(r rune) bool { return r <= ' ' || r == 0x7f }):
 		return fmt.Errorf("token must not contain spaces or control characters")
-	case t.Role != RoleViewer && t.Role != RoleAdmin:
-		return fmt.Errorf("role %q must be %q or %q", t.Role, RoleViewer, RoleAdmin)
+	case t.Role != RoleViewer && t.Role != RoleAdmin && t.Role != RoleMetrics:
+		return fmt.Errorf("role %q must be %q, %q or %q", t.Role, RoleViewer, RoleAdmin, RoleMetrics)
 	}
 	for _, c := range t.Clusters {
 		if err := api.ValidateClusterName(c); err != nil {
@@ -262,14 +299,6 @@ func ParseToken(b []byte) (string, error) {
 		return "", fmt.Errorf("%w: %v", ErrBadToken, err)
 	}
 	return t, nil
-}
-
-func parseAdminTokenFile(b []byte) ([]Token, error) {
-	t, err := ParseToken(b)
-	if err != nil {
-		return nil, err
-	}
-	return []Token{{Name: AdminTokenName, Token: t, Role: RoleAdmin}}, nil
 }
 
 // GenerateToken returns a fresh random token (130 bits, base32).

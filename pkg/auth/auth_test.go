@@ -108,6 +108,7 @@ func TestAuthorize_RoleAndScope(t *testing.T) {
 	scopedAdmin := &auth.Principal{Name: "sa", Role: auth.RoleAdmin, Clusters: []string{"demo"}}
 	scopedViewer := &auth.Principal{Name: "sv", Role: auth.RoleViewer, Clusters: []string{"demo"}}
 	logsViewer := &auth.Principal{Name: "lv", Role: auth.RoleViewer, Grants: []auth.Grant{auth.GrantLogs}}
+	metrics := &auth.Principal{Name: "prometheus", Role: auth.RoleMetrics}
 	tests := []struct {
 		p            *auth.Principal
 		method, path string
@@ -144,6 +145,14 @@ func TestAuthorize_RoleAndScope(t *testing.T) {
 		{scopedViewer, "GET", "/v1/clusters/demo/components/etcd/logs", false},
 		{logsViewer, "GET", "/v1/clusters/x/components/kube-apiserver/logs", true},
 		{admin, "GET", "/v1/clusters/x/components/kube-apiserver/logs", true},
+		// Role metrics reads /metrics and nothing else.
+		{metrics, "GET", "/metrics", true},
+		{metrics, "HEAD", "/metrics", true},
+		{metrics, "POST", "/metrics", false},
+		{metrics, "GET", "/v1/clusters", false},
+		{metrics, "GET", "/v1/clusters/x", false},
+		{viewer, "GET", "/metrics", true},
+		{admin, "GET", "/metrics", true},
 	}
 	for _, tc := range tests {
 		err := auth.Authorize(tc.p, tc.method, tc.path)

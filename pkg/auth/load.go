@@ -3,6 +3,7 @@ package auth
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 
 	"sigs.k8s.io/yaml"
@@ -25,7 +26,7 @@ const AdminTokenName = "admin-token"
 //	# tokens.yaml
 //	- name: ci            # optional, shown in logs
 //	  token: 0123456789abcdef0123
-//	  role: viewer        # viewer or admin
+//	  role: viewer        # viewer, admin or metrics (reads /metrics only)
 //	  clusters: [demo]    # optional scope
 //
 // Unknown fields are errors, so a typo ("cluster:") cannot silently widen a scope.
@@ -47,17 +48,18 @@ func FromEnv(metricsRequireAuth bool) (*Authenticator, error) {
 	return New(Config{TokensFile: file, AdminToken: admin, MetricsRequireAuth: metricsRequireAuth})
 }
 
-// LoadOrCreateTokenFile returns the token of path (ParseToken), creating the file (mode 0600)
-// with a fresh token (GenerateToken) when it does not exist; a file others may read is made
-// 0600. An existing file holding no valid token is an error: it is never overwritten.
-func LoadOrCreateTokenFile(path string) (token string, created bool, err error) {
+// LoadOrCreateTokenFile returns the token of path (ParseToken), creating the file with mode
+// perm and a fresh token (GenerateToken) when it does not exist; an existing file with more
+// permissions than perm is given perm. An existing file holding no valid token is an error:
+// it is never overwritten.
+func LoadOrCreateTokenFile(path string, perm fs.FileMode) (token string, created bool, err error) {
 	b, err := os.ReadFile(path)
 	if err == nil {
 		if token, err = ParseToken(b); err != nil {
 			return "", false, fmt.Errorf("%s: %w; delete it to get a new token", path, err)
 		}
-		if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
-			if err := os.Chmod(path, 0o600); err != nil {
+		if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&^perm != 0 {
+			if err := os.Chmod(path, perm); err != nil {
 				return "", false, err
 			}
 		}
@@ -67,8 +69,12 @@ func LoadOrCreateTokenFile(path string) (token string, created bool, err error) 
 		return "", false, err
 	}
 	token = GenerateToken()
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
+		return "", false, err
+	}
+	if err := f.Chmod(perm); err != nil { // whatever the umask
+		f.Close()
 		return "", false, err
 	}
 	if _, err := f.WriteString(token + "\n"); err != nil {

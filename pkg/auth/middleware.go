@@ -69,6 +69,8 @@ func Authorize(p *Principal, method, path string) error {
 	read := method == http.MethodGet || method == http.MethodHead
 	cluster, secret := classify(path)
 	switch {
+	case p.Role == RoleMetrics && !(read && path == httpapi.PathMetrics):
+		return api.Errorf(api.CodeForbidden, "token %q has role %s, which reads %s only", p.Name, p.Role, httpapi.PathMetrics)
 	case !read && p.Role != RoleAdmin:
 		return api.Errorf(api.CodeForbidden, "token %q has role %s, which may only read (GET); %s %s needs role admin", p.Name, p.Role, method, path)
 	case secret && p.Role != RoleAdmin:

@@ -126,3 +126,48 @@ func thingDaemon(t *testing.T, base daemon.Base) string {
 	defer acancel()
 	return d.AdminAddr(actx)
 }
+
+// A standalone daemon (Flags) serves /metrics, whose series name every cluster, to a token
+// only; the metrics token reads /metrics and nothing else; HOSTPLANE_METRICS_REQUIRE_AUTH=false
+// opens it again.
+func TestStandaloneDaemon_ServesMetricsOnlyToAToken(t *testing.T) {
+	const admin = "admin-0123456789abcdef"
+	metricsToken := auth.GenerateToken()
+	file := filepath.Join(t.TempDir(), "metrics.token")
+	if err := atomicfile.Write(file, []byte(metricsToken+"\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(auth.EnvAdminToken, admin)
+	t.Setenv(auth.EnvTokensFile, "")
+	t.Setenv(daemon.EnvMetricsTokenFile, file)
+	flags := func() daemon.Base {
+		fs := flag.NewFlagSet("testd", flag.ContinueOnError)
+		base := daemon.Flags(fs, "testd")
+		if err := fs.Parse(nil); err != nil {
+			t.Fatal(err)
+		}
+		return *base
+	}
+	t.Setenv(daemon.EnvMetricsRequireAuth, "")
+	base := "http://" + thingDaemon(t, flags())
+	for _, tc := range []struct {
+		path, token string
+		want        int
+	}{
+		{"/metrics", "", http.StatusUnauthorized},
+		{"/metrics", metricsToken, http.StatusOK},
+		{"/metrics", admin, http.StatusOK},
+		{"/v1/clusters/demo/thing", metricsToken, http.StatusForbidden},
+		{"/healthz", "", http.StatusOK},
+	} {
+		if got := authtest.Status(t, http.MethodGet, base+tc.path, tc.token); got != tc.want {
+			t.Errorf("GET %s (token %t) = %d, want %d", tc.path, tc.token != "", got, tc.want)
+		}
+	}
+
+	t.Setenv(daemon.EnvMetricsRequireAuth, "false")
+	open := "http://" + thingDaemon(t, flags())
+	if got := authtest.Status(t, http.MethodGet, open+"/metrics", ""); got != http.StatusOK {
+		t.Errorf("with %s=false, GET /metrics without a token = %d, want 200", daemon.EnvMetricsRequireAuth, got)
+	}
+}

@@ -68,7 +68,8 @@ type Base struct {
 	Auth               *auth.Authenticator
 	TokensFile         string // HOSTPLANE_TOKENS_FILE, --tokens-file
 	AdminToken         string // HOSTPLANE_ADMIN_TOKEN (no flag: a command line is visible to every user)
-	MetricsRequireAuth bool   // HOSTPLANE_METRICS_REQUIRE_AUTH=true, --metrics-require-auth
+	MetricsRequireAuth bool   // HOSTPLANE_METRICS_REQUIRE_AUTH, --metrics-require-auth (Flags: true unless "false")
+	MetricsTokenFile   string // HOSTPLANE_METRICS_TOKEN_FILE, --metrics-token-file: one token of role metrics
 	InsecureNoAuth     bool   // --insecure-no-auth: serve the admin API to anyone
 	// AdminTLS makes the admin port HTTPS with the daemon's certificate from the management
 	// CA and, with a client CA, answers the API only through the gateway (pkg/mtls):
@@ -183,7 +184,12 @@ func Flags(fs *flag.FlagSet, name string) *Base {
 	fs.StringVar(&b.OTLPEndpoint, "otlp-endpoint", env("HOSTPLANE_OTLP_ENDPOINT", ""), "OTLP/HTTP trace endpoint host:port (HOSTPLANE_OTLP_ENDPOINT)")
 	fs.StringVar(&b.TokensFile, "tokens-file", env(auth.EnvTokensFile, ""), "YAML or JSON list of API tokens {token, role, clusters} ("+auth.EnvTokensFile+")")
 	b.AdminToken = os.Getenv(auth.EnvAdminToken)
-	fs.BoolVar(&b.MetricsRequireAuth, "metrics-require-auth", env("HOSTPLANE_METRICS_REQUIRE_AUTH", "") == "true", "require a token for /metrics (HOSTPLANE_METRICS_REQUIRE_AUTH)")
+	// Its series name every cluster: a standalone daemon serves /metrics to a token only,
+	// unless told otherwise.
+	fs.BoolVar(&b.MetricsRequireAuth, "metrics-require-auth", env(EnvMetricsRequireAuth, "true") != "false",
+		"require a token for /metrics, any role (HOSTPLANE_METRICS_REQUIRE_AUTH=false opens it to anyone who reaches the port)")
+	fs.StringVar(&b.MetricsTokenFile, "metrics-token-file", env(EnvMetricsTokenFile, ""),
+		"file holding the token of role metrics Prometheus scrapes /metrics with, re-read when it changes (hostplane credentials init makes one) ("+EnvMetricsTokenFile+")")
 	fs.StringVar(&b.AdminTLS.CertFile, "admin-tls-cert-file", env("HOSTPLANE_ADMIN_TLS_CERT_FILE", ""),
 		"PEM certificate of the admin port: set, it serves HTTPS only, re-reading the file when it changes (HOSTPLANE_ADMIN_TLS_CERT_FILE)")
 	fs.StringVar(&b.AdminTLS.KeyFile, "admin-tls-key-file", env("HOSTPLANE_ADMIN_TLS_KEY_FILE", ""), "its private key (HOSTPLANE_ADMIN_TLS_KEY_FILE)")
@@ -195,6 +201,15 @@ func Flags(fs *flag.FlagSet, name string) *Base {
 	b.requireAuth = true
 	return b
 }
+
+// Environment variables of the metrics' access control (Flags).
+const (
+	EnvMetricsRequireAuth = "HOSTPLANE_METRICS_REQUIRE_AUTH"
+	EnvMetricsTokenFile   = "HOSTPLANE_METRICS_TOKEN_FILE"
+)
+
+// MetricsTokenName is the name of the token of Base.MetricsTokenFile, in logs.
+const MetricsTokenName = "metrics"
 
 // replicasFlag parses --nats-replicas.
 type replicasFlag struct{ n *int }
@@ -222,8 +237,12 @@ func (b *Base) authenticator() (*auth.Authenticator, error) {
 		return nil, nil
 	case b.Auth != nil:
 		return b.Auth, nil
-	case b.TokensFile != "" || b.AdminToken != "":
-		return auth.New(auth.Config{TokensFile: b.TokensFile, AdminToken: b.AdminToken, MetricsRequireAuth: b.MetricsRequireAuth, Logger: b.Logger})
+	case b.TokensFile != "" || b.AdminToken != "" || b.MetricsTokenFile != "":
+		cfg := auth.Config{TokensFile: b.TokensFile, AdminToken: b.AdminToken, MetricsRequireAuth: b.MetricsRequireAuth, Logger: b.Logger}
+		if b.MetricsTokenFile != "" {
+			cfg.TokenFiles = []auth.TokenFile{{Path: b.MetricsTokenFile, Name: MetricsTokenName, Role: auth.RoleMetrics}}
+		}
+		return auth.New(cfg)
 	case b.requireAuth && !b.InsecureNoAuth:
 		return nil, ErrNoTokens
 	}

@@ -115,7 +115,8 @@ func New(cfg Config) (*Cloud, error) {
 		machines: map[string]*machine{},
 	}
 	if cfg.TokenFile != "" {
-		a, err := auth.New(auth.Config{AdminTokenFile: cfg.TokenFile, MetricsRequireAuth: true, Logger: cfg.Logger})
+		a, err := auth.New(auth.Config{TokenFiles: []auth.TokenFile{{Path: cfg.TokenFile, Name: "infrad", Role: auth.RoleAdmin}},
+			MetricsRequireAuth: true, Logger: cfg.Logger})
 		if err != nil {
 			return nil, fmt.Errorf("localcloud: %w", err)
 		}

@@ -594,6 +594,17 @@ func checkDaemon(t *testing.T, idx objectIndex, daemon string, port int64) {
 		t.Errorf("ServiceMonitor scheme %v, want https: the admin port serves HTTPS only", ep["scheme"])
 	} else if ca, _, _ := unstructured.NestedString(ep, "tlsConfig", "ca", "secret", "name"); ca != "mgmt-tls-"+daemon {
 		t.Errorf("ServiceMonitor verifies the daemon with the Secret %q, want mgmt-tls-%s (the management CA)", ca, daemon)
+	} else if tok, _, _ := unstructured.NestedString(ep, "authorization", "credentials", "name"); tok != "hostplane-metrics-token" {
+		t.Errorf("ServiceMonitor scrapes with the Secret %q, want hostplane-metrics-token: /metrics answers a token only", tok)
+	}
+	// /metrics answers the metrics token (hostplane credentials k8s-secrets), which the
+	// daemon reads from the Secret mounted in it; without it a standalone daemon's /metrics
+	// answers no token at all.
+	if f := envValue(c, "HOSTPLANE_METRICS_TOKEN_FILE"); !mountsSecretKey(pod.Spec, c, f, "hostplane-metrics-token", "token") {
+		t.Errorf("HOSTPLANE_METRICS_TOKEN_FILE=%q is not the key token of the Secret hostplane-metrics-token mounted in the container", f)
+	}
+	if v := envValue(c, "HOSTPLANE_METRICS_REQUIRE_AUTH"); v != "" {
+		t.Errorf("HOSTPLANE_METRICS_REQUIRE_AUTH=%q: /metrics must keep needing a token", v)
 	}
 	// The gateway and Prometheus may reach the admin port; the daemon may reach NATS.
 	gateway := typed[appsv1.Deployment](t, idx.get(t, "Deployment", "gateway")).Spec.Template.Labels

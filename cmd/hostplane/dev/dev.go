@@ -559,7 +559,7 @@ func (s *Stack) authenticator() (*auth.Authenticator, error) {
 	}
 	if token == "" {
 		path := filepath.Join(s.cfg.DataDir, AdminTokenFile)
-		t, created, err := auth.LoadOrCreateTokenFile(path)
+		t, created, err := auth.LoadOrCreateTokenFile(path, 0o600)
 		if err != nil {
 			return nil, fmt.Errorf("admin token: %w", err)
 		}
