@@ -252,6 +252,15 @@ func (w *csrWatcher) decide(ctx context.Context, csr *certificatesv1.Certificate
 	if early != nil {
 		return *early, nil
 	}
+	if c.nodePool != "" {
+		_, err := w.cs.CoreV1().Nodes().Get(ctx, c.node, metav1.GetOptions{})
+		switch {
+		case err == nil:
+			return nodeExists(c), nil
+		case !kube.IsNotFound(err):
+			return decision{}, fmt.Errorf("read Node %s: %w", c.node, err)
+		}
+	}
 	m, err := w.a.machine(ctx, w.cluster, c.node)
 	if err != nil {
 		return decision{}, err

@@ -25,10 +25,13 @@ const (
 	OutcomeWrongSigner      = "wrong_signer"
 	OutcomeBadRequest       = "bad_request"
 	OutcomeUnknownRequester = "unknown_requester"
+	// OutcomeNodeExists: a bootstrap token asked for the certificate of a node that is
+	// registered already, whose kubelet holds one (and renews it itself).
+	OutcomeNodeExists = "node_exists"
 )
 
 var outcomes = []string{OutcomeApproved, OutcomeUnknownMachine, OutcomeWrongNodePool, OutcomeWrongSigner,
-	OutcomeBadRequest, OutcomeUnknownRequester}
+	OutcomeBadRequest, OutcomeUnknownRequester, OutcomeNodeExists}
 
 // ApprovalReason is the reason of the Approved condition pkid adds to a kubelet CSR.
 const ApprovalReason = "HostplaneMachineMatched"
@@ -152,6 +155,16 @@ func parseKubeletRequest(request []byte, usages []certificatesv1.KeyUsage) (stri
 		return "", fmt.Errorf("usages %v lack %q", usages, certificatesv1.UsageClientAuth)
 	}
 	return node, nil
+}
+
+// nodeExists is the decision on a bootstrap claim for a node the guest has a Node of: its
+// kubelet joined already, so a second certificate for the name would let whoever holds the
+// pool's bootstrap token (every machine of the pool, anyone who read its userdata) act as
+// that node.
+func nodeExists(c claim) decision {
+	return decision{Outcome: OutcomeNodeExists, Node: c.node, NodePool: c.nodePool,
+		Reason: fmt.Sprintf("node %s is registered already: its kubelet holds a client certificate and renews it as %s%s; "+
+			"a bootstrap token gets no second one (delete the Node for the machine to join again)", c.node, nodeUserPrefix, c.node)}
 }
 
 // judgeUnmanaged decides a well-formed claim with no Machine behind it, of pool: approved when

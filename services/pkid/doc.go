@@ -74,7 +74,11 @@
 // system:node:<m> itself (renewal), and the management cluster has a Cluster API Machine <m>
 // (cluster.x-k8s.io/v1beta2) in api.ControlPlaneNamespace(cluster), labelled
 // cluster.x-k8s.io/cluster-name=<cluster> and, for a bootstrap token,
-// hostplane.dev/nodepool=<np>, not being deleted. kube-controller-manager then signs it with
+// hostplane.dev/nodepool=<np>, not being deleted; a bootstrap token's request for a node the
+// guest already has a Node of stays pending (OutcomeNodeExists: that kubelet holds a
+// certificate, and a second one would let any holder of the pool's token act as it). A
+// platform-none pool's nodes have no Machine: there the pool itself, not being deleted,
+// stands for it. kube-controller-manager then signs it with
 // kubelet-signer. Anything else stays pending, never denied; each decision is logged and
 // counted once per CSR and outcome (hostplane_pkid_csr_decisions_total{outcome}). A CSR
 // waiting for its Machine is retried with backoff for five minutes after its creation, then at

@@ -353,6 +353,20 @@ func TestCSRApproval_ApprovesOnlyKubeletCSRsOfMachinesOfTheTokensNodePool(t *tes
 	// Each decision was counted once, however often the CSRs were looked at again.
 	g.waitDecisions(pkid.OutcomeUnknownMachine, 2)
 	g.waitDecisions(pkid.OutcomeWrongNodePool, 1)
+
+	// Once the node is registered, pool a's bootstrap token gets no second certificate for it
+	// (every holder of the token, any machine of the pool, would act as that node); the node
+	// still renews its own.
+	if _, err := node.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "demo-a-1"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("the node registers itself: %v", err)
+	}
+	second, _ := g.requestCert(boot, "demo-a-1")
+	g.waitDecisions(pkid.OutcomeNodeExists, 1)
+	if !g.pending(second) {
+		t.Fatalf("CSR %s: pool a's bootstrap token got a second certificate for the registered node demo-a-1", second)
+	}
+	renewed, _ := g.requestCert(node, "demo-a-1")
+	g.waitIssued(renewed)
 }
 
 // The autoscaler's identity (system:hostplane:karpenter, in no group) gets the guest RBAC
