@@ -35,8 +35,8 @@ type IgnitionTokens struct {
 	// "Authorization: Bearer <Current.Token>" and whose ignition.security.tls trusts the
 	// cluster's root CA). nodepoold copies it into the userdata Secret of Current.ConfigHash.
 	UserData []byte `json:"userData,omitempty"`
-	// BootstrapTokenID is the id of the guest bootstrap token (kube-system Secret
-	// bootstrap-token-<id>) the payload's bootstrap kubeconfig carries.
+	// BootstrapTokenID is the guest bootstrap token id of a record written before each
+	// token had its own (IgnitionToken.BootstrapTokenID): its tokens' payloads carry it.
 	BootstrapTokenID string `json:"bootstrapTokenID,omitempty"`
 	Ready            bool   `json:"ready"`
 	Message          string `json:"message,omitempty"`
@@ -55,4 +55,16 @@ type IgnitionToken struct {
 	ExpiresAt time.Time        `json:"expiresAt"`
 	// ValidUntil is set when the token was replaced: it stays valid until then (grace).
 	ValidUntil *time.Time `json:"validUntil,omitempty"`
+	// BootstrapTokenID is the id of the guest bootstrap token (kube-system Secret
+	// bootstrap-token-<id>) this token's payload carries: minted with it, so it rotates with
+	// it, and expiring a join window after this token stops being valid.
+	BootstrapTokenID string `json:"bootstrapTokenID,omitempty"`
+}
+
+// BootstrapID is the guest bootstrap token id the payload of t, a token of r, carries.
+func (r *IgnitionTokens) BootstrapID(t IgnitionToken) string {
+	if t.BootstrapTokenID != "" {
+		return t.BootstrapTokenID
+	}
+	return r.BootstrapTokenID
 }

@@ -33,20 +33,45 @@ const (
 	guestTimeout       = 15 * time.Second
 )
 
-// ensureBootstrap applies the guest bootstrap token of pool np (id, secret derived) and the
-// node-bootstrapper binding, and deletes the pool's bootstrap Secrets of other ids. Once it
-// succeeded for an id it is not repeated by this process.
-func (d *Daemon) ensureBootstrap(ctx context.Context, cluster, np, id string, p *api.ClusterPKI) error {
-	done := cluster + "/" + np + "/" + id
+// liveBootstrap is a bootstrap token a pool's record serves: its id and when it expires, a
+// join window after its Ignition token stops being valid (a machine that fetched its
+// payload at the last moment still has that long to ask for its certificate).
+type liveBootstrap struct {
+	id      string
+	expires time.Time
+}
+
+// liveBootstrap returns the bootstrap tokens of rec's Current and Previous.
+func (d *Daemon) liveBootstrap(rec *api.IgnitionTokens) []liveBootstrap {
+	live := []liveBootstrap{{id: rec.BootstrapID(rec.Current), expires: rec.Current.ExpiresAt.Add(d.cfg.JoinWindow)}}
+	if p := rec.Previous; p != nil {
+		end := p.ExpiresAt
+		if p.ValidUntil != nil && p.ValidUntil.Before(end) {
+			end = *p.ValidUntil
+		}
+		if id := rec.BootstrapID(*p); id != live[0].id {
+			live = append(live, liveBootstrap{id: id, expires: end.Add(d.cfg.JoinWindow)})
+		}
+	}
+	return live
+}
+
+// ensureBootstrap applies the guest bootstrap tokens live of pool np (ids, secrets derived,
+// each with its expiration) and the node-bootstrapper binding, and deletes the pool's other
+// bootstrap Secrets that would outlive a join window (kube-controller-manager's tokencleaner
+// removes the others once expired). Once it succeeded for a set it is not repeated by this
+// process.
+func (d *Daemon) ensureBootstrap(ctx context.Context, cluster, np string, live []liveBootstrap, p *api.ClusterPKI) error {
+	prefix := cluster + "/" + np + "/"
+	done := prefix
+	for _, b := range live {
+		done += b.id + "@" + b.expires.UTC().Format(time.RFC3339) + ","
+	}
 	d.mu.Lock()
 	ok := d.ensured[done]
 	d.mu.Unlock()
 	if ok {
 		return nil
-	}
-	secret, err := d.bootstrapSecret(cluster, p, np, id)
-	if err != nil {
-		return err
 	}
 	cl, err := d.guests.For(ctx, cluster)
 	if err != nil {
@@ -55,18 +80,27 @@ func (d *Daemon) ensureBootstrap(ctx context.Context, cluster, np, id string, p 
 	ctx, cancel := context.WithTimeout(ctx, guestTimeout)
 	defer cancel()
 	opts := metav1.ApplyOptions{FieldManager: fieldManager, Force: true}
-	sec := corev1ac.Secret(BootstrapSecretPrefix+id, metav1.NamespaceSystem).
-		WithLabels(ownLabels(cluster, np)).
-		WithType(corev1.SecretTypeBootstrapToken).
-		WithData(map[string][]byte{
-			"description":                    []byte("hostplane nodepool " + np + " (ignitiond)"),
-			"token-id":                       []byte(id),
-			"token-secret":                   []byte(secret),
-			"usage-bootstrap-authentication": []byte("true"),
-			"auth-extra-groups":              []byte(api.BootstrapGroupPrefix + np),
-		})
-	if _, err := cl.Clientset.CoreV1().Secrets(metav1.NamespaceSystem).Apply(ctx, sec, opts); err != nil {
-		return fmt.Errorf("apply bootstrap token secret: %w", err)
+	keep := map[string]bool{}
+	for _, b := range live {
+		secret, err := d.bootstrapSecret(cluster, p, np, b.id)
+		if err != nil {
+			return err
+		}
+		sec := corev1ac.Secret(BootstrapSecretPrefix+b.id, metav1.NamespaceSystem).
+			WithLabels(ownLabels(cluster, np)).
+			WithType(corev1.SecretTypeBootstrapToken).
+			WithData(map[string][]byte{
+				"description":                    []byte("hostplane nodepool " + np + " (ignitiond)"),
+				"token-id":                       []byte(b.id),
+				"token-secret":                   []byte(secret),
+				"expiration":                     []byte(b.expires.UTC().Format(time.RFC3339)),
+				"usage-bootstrap-authentication": []byte("true"),
+				"auth-extra-groups":              []byte(api.BootstrapGroupPrefix + np),
+			})
+		if _, err := cl.Clientset.CoreV1().Secrets(metav1.NamespaceSystem).Apply(ctx, sec, opts); err != nil {
+			return fmt.Errorf("apply bootstrap token secret: %w", err)
+		}
+		keep[BootstrapSecretPrefix+b.id] = true
 	}
 	crb := rbacv1ac.ClusterRoleBinding(NodeBootstrapperBinding).
 		WithLabels(map[string]string{api.LabelOwner: Name, api.LabelCluster: cluster}).
@@ -75,10 +109,15 @@ func (d *Daemon) ensureBootstrap(ctx context.Context, cluster, np, id string, p 
 	if _, err := cl.Clientset.RbacV1().ClusterRoleBindings().Apply(ctx, crb, opts); err != nil {
 		return fmt.Errorf("apply cluster role binding %s: %w", NodeBootstrapperBinding, err)
 	}
-	if err := d.deleteBootstrap(ctx, cl, np, id); err != nil {
+	if err := d.deleteBootstrap(ctx, cl, np, keep); err != nil {
 		return err
 	}
 	d.mu.Lock()
+	for k := range d.ensured {
+		if strings.HasPrefix(k, prefix) {
+			delete(d.ensured, k)
+		}
+	}
 	d.ensured[done] = true
 	d.mu.Unlock()
 	return nil
@@ -96,29 +135,36 @@ func (d *Daemon) removeBootstrap(ctx context.Context, cluster, np string) error 
 	}
 	ctx, cancel := context.WithTimeout(ctx, guestTimeout)
 	defer cancel()
-	return d.deleteBootstrap(ctx, cl, np, "")
+	return d.deleteBootstrap(ctx, cl, np, nil)
 }
 
-// deleteBootstrap deletes the bootstrap token Secrets ignitiond made in cluster cl: pool
-// np's except the one of id keep (keep "" deletes them all), and, when keep is set, those of
-// pools that have no token record any more (their removal failed while the guest cluster
-// was unreachable).
-func (d *Daemon) deleteBootstrap(ctx context.Context, cl *guest.Client, np, keep string) error {
+// deleteBootstrap deletes bootstrap token Secrets ignitiond made in cluster cl. With keep
+// nil: every one of pool np. Otherwise: pool np's not in keep that would outlive a join
+// window from now (none expires sooner than that was made for a token still valid), and
+// those of pools that have no token record any more (their removal failed while the guest
+// cluster was unreachable).
+func (d *Daemon) deleteBootstrap(ctx context.Context, cl *guest.Client, np string, keep map[string]bool) error {
 	secrets := cl.Clientset.CoreV1().Secrets(metav1.NamespaceSystem)
 	sel := map[string]string{api.LabelOwner: Name, api.LabelCluster: cl.Cluster}
-	if keep == "" {
+	if keep == nil {
 		sel[api.LabelNodePool] = np
 	}
 	list, err := secrets.List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(sel).String()})
 	if err != nil {
 		return fmt.Errorf("list bootstrap token secrets: %w", err)
 	}
+	horizon := d.cfg.Clock.Now().Add(d.cfg.JoinWindow)
 	for _, s := range list.Items {
 		pool := s.Labels[api.LabelNodePool]
 		switch {
-		case pool == np && s.Name == BootstrapSecretPrefix+keep:
+		case keep == nil:
+		case pool == np && keep[s.Name]:
 			continue
-		case pool != np:
+		case pool == np:
+			if exp, err := time.Parse(time.RFC3339, string(s.Data["expiration"])); err == nil && !exp.After(horizon) {
+				continue // a replaced token's, kept for its join window; the tokencleaner removes it
+			}
+		default:
 			// Another pool's: an orphan only once the pool itself is gone. Its token record
 			// is no test: a pool created at the same moment has none yet.
 			_, _, err := d.nodepools.Get(ctx, api.NodePoolKey(cl.Cluster, pool))
@@ -131,14 +177,9 @@ func (d *Daemon) deleteBootstrap(ctx context.Context, cl *guest.Client, np, keep
 			return fmt.Errorf("delete bootstrap token secret %s: %w", s.Name, err)
 		}
 	}
-	prefix := cl.Cluster + "/" + np + "/"
-	d.mu.Lock()
-	for k := range d.ensured {
-		if k != prefix+keep && strings.HasPrefix(k, prefix) {
-			delete(d.ensured, k)
-		}
+	if keep == nil {
+		d.forgetEnsured(cl.Cluster + "/" + np + "/")
 	}
-	d.mu.Unlock()
 	return nil
 }
 

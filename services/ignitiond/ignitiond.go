@@ -68,6 +68,7 @@ const Name = "ignitiond"
 const (
 	DefaultTokenTTL   = 24 * time.Hour
 	DefaultGrace      = 10 * time.Minute
+	DefaultJoinWindow = time.Hour
 	DefaultGuestRetry = 10 * time.Second
 	DefaultGuestClean = 2 * time.Minute
 )
@@ -76,6 +77,7 @@ const (
 const (
 	EnvTokenTTL   = "HOSTPLANE_IGNITION_TOKEN_TTL"
 	EnvTokenGrace = "HOSTPLANE_IGNITION_TOKEN_GRACE"
+	EnvJoinWindow = "HOSTPLANE_IGNITION_JOIN_WINDOW"
 	EnvSealKey    = "HOSTPLANE_PKI_KEY_FILE"
 )
 
@@ -90,6 +92,12 @@ type Config struct {
 	// --token-grace; default 10m). Zero means the default; a replaced token never outlives
 	// its own expiry.
 	Grace time.Duration
+	// JoinWindow is how long a pool's guest bootstrap token outlives the Ignition token whose
+	// payload carried it (HOSTPLANE_IGNITION_JOIN_WINDOW, --join-window; default 1h): a
+	// machine that fetched its payload at the last moment has that long to ask for its
+	// kubelet certificate. Then the guest's kube-apiserver refuses the token (its Secret's
+	// expiration, written from Base.Clock) and the tokencleaner removes it.
+	JoinWindow time.Duration
 	// SealKeyFile opens the keys and kubeconfigs pkid sealed (HOSTPLANE_PKI_KEY_FILE,
 	// --pki-key-file; default <data dir>/pki.key).
 	SealKeyFile string
@@ -121,12 +129,13 @@ func (c *Config) Validate() error {
 	}
 	c.TokenTTL = cmp.Or(c.TokenTTL, DefaultTokenTTL)
 	c.Grace = cmp.Or(c.Grace, DefaultGrace)
+	c.JoinWindow = cmp.Or(c.JoinWindow, DefaultJoinWindow)
 	c.GuestRetry = daemon.PositiveOr(c.GuestRetry, DefaultGuestRetry)
 	c.GuestCleanupTimeout = daemon.PositiveOr(c.GuestCleanupTimeout, DefaultGuestClean)
 	c.SealKeyFile = cmp.Or(c.SealKeyFile, filepath.Join(c.DataDir, "pki.key"))
 	c.SandboxImage = cmp.Or(c.SandboxImage, DefaultSandboxImage)
-	if c.TokenTTL < 0 || c.Grace < 0 {
-		return fmt.Errorf("%w: token TTL %v and grace %v must be positive", ErrInvalidConfig, c.TokenTTL, c.Grace)
+	if c.TokenTTL < 0 || c.Grace < 0 || c.JoinWindow < 0 {
+		return fmt.Errorf("%w: token TTL %v, grace %v and join window %v must be positive", ErrInvalidConfig, c.TokenTTL, c.Grace, c.JoinWindow)
 	}
 	return nil
 }
@@ -138,6 +147,8 @@ func RegisterFlags(fs *flag.FlagSet) *Config {
 		"lifetime of an Ignition bearer token; rotated at half of it ("+EnvTokenTTL+")")
 	fs.DurationVar(&cfg.Grace, "token-grace", daemon.EnvAs(EnvTokenGrace, DefaultGrace, time.ParseDuration),
 		"how long a replaced Ignition token stays valid ("+EnvTokenGrace+")")
+	fs.DurationVar(&cfg.JoinWindow, "join-window", daemon.EnvAs(EnvJoinWindow, DefaultJoinWindow, time.ParseDuration),
+		"how long a pool's guest bootstrap token outlives the Ignition token whose payload carried it ("+EnvJoinWindow+")")
 	fs.StringVar(&cfg.SealKeyFile, "pki-key-file", daemon.Env(EnvSealKey, ""),
 		"key that opens the sealed PKI ("+EnvSealKey+"; default <data dir>/pki.key)")
 	fs.StringVar(&cfg.ListenHost, "listen-host", daemon.Env("HOSTPLANE_IGNITIOND_LISTEN_HOST", ""),

@@ -36,7 +36,7 @@ func (d *Daemon) reconcilePool(ctx context.Context, cluster, np string) (reconci
 	if err := d.setUserData(next, in); err != nil {
 		return reconcile.Result{}, fmt.Errorf("userdata of %s: %w", key, err)
 	}
-	guestErr := d.ensureBootstrap(ctx, cluster, np, next.BootstrapTokenID, in.pki)
+	guestErr := d.ensureBootstrap(ctx, cluster, np, d.liveBootstrap(next), in.pki)
 	if guestErr != nil && next.Message == "" {
 		next.Message = "the guest bootstrap token is not created yet: " + guestErr.Error()
 	}
@@ -123,9 +123,6 @@ func (d *Daemon) nextTokens(cluster, np string, cur *api.IgnitionTokens, pool *a
 	}
 	if next.Previous != nil && (next.Previous.ValidUntil == nil || !now.Before(*next.Previous.ValidUntil)) {
 		next.Previous = nil // its grace is over
-	}
-	if next.BootstrapTokenID == "" {
-		next.BootstrapTokenID = newBootstrapID()
 	}
 	next.NodePoolGeneration = pool.Generation
 	return next, verb

@@ -58,11 +58,12 @@ func bearer(values []string) (string, bool) {
 	return tok, true
 }
 
-// mint returns a new token for a config hash and its inputs, valid for ttl from now.
+// mint returns a new token for a config hash and its inputs, valid for ttl from now, with
+// a bootstrap token id of its own.
 func mint(hash, release string, config []api.ConfigDocument, now time.Time, ttl time.Duration) api.IgnitionToken {
 	return api.IgnitionToken{
 		Token: newToken(), ConfigHash: hash, Release: release, Config: config,
-		IssuedAt: now, ExpiresAt: now.Add(ttl),
+		IssuedAt: now, ExpiresAt: now.Add(ttl), BootstrapTokenID: newBootstrapID(),
 	}
 }
 
@@ -142,7 +143,7 @@ func (ix *tokenIndex) put(key string, rev uint64, rec *api.IgnitionTokens) {
 		}
 		d := sha256.Sum256([]byte(t.Token))
 		ix.byDigest[d] = &tokenRef{key: key, cluster: cluster, nodepool: np, token: t, previous: previous,
-			generation: rec.NodePoolGeneration, bootstrapID: rec.BootstrapTokenID}
+			generation: rec.NodePoolGeneration, bootstrapID: rec.BootstrapID(t)}
 		digests = append(digests, d)
 	}
 	add(rec.Current, false)

@@ -65,6 +65,7 @@ func TestTokenIndex_LooksUpCurrentAndPreviousOfTheirClusterOnly(t *testing.T) {
 	cur := mint("new", "1.34.4", nil, now, time.Hour)
 	old := mint("old", "1.33.7", nil, now.Add(-time.Minute), time.Hour)
 	old = *retire(old, now, time.Minute)
+	old.BootstrapTokenID = "" // a token of a record from before tokens had their own: the record's
 	gone := mint("gone", "1.33.7", nil, now.Add(-time.Hour), time.Hour)
 	gone = *retire(gone, now.Add(-time.Hour), time.Minute) // its grace ended long ago
 	var changes []string
@@ -87,8 +88,11 @@ func TestTokenIndex_LooksUpCurrentAndPreviousOfTheirClusterOnly(t *testing.T) {
 		if got != tt.want {
 			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
 		}
-		if got == TokenCurrent && (ref.nodepool != "workers" || ref.generation != 3 || ref.bootstrapID != "abcdef" || ref.token.ConfigHash != "new") {
+		if got == TokenCurrent && (ref.nodepool != "workers" || ref.generation != 3 || ref.bootstrapID != cur.BootstrapTokenID || ref.token.ConfigHash != "new") {
 			t.Errorf("%s: ref %+v", tt.name, ref)
+		}
+		if got == TokenPrevious && ref.bootstrapID != "abcdef" {
+			t.Errorf("%s: bootstrap id %q, want the record's abcdef", tt.name, ref.bootstrapID)
 		}
 	}
 	expired := ix.byDigestOf(t, "demo.other")

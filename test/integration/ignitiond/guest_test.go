@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/hostplane/hostplane/pkg/api"
 	"github.com/hostplane/hostplane/pkg/bus"
@@ -59,13 +60,14 @@ func TestGuest_BootstrapTokenAndBindingAppearAndAuthenticateThePoolsGroup(t *tes
 	})
 
 	admin := h.AdminClientset("demo")
-	sec, err := admin.CoreV1().Secrets(metav1.NamespaceSystem).Get(h.Ctx, ignitiond.BootstrapSecretPrefix+rec.BootstrapTokenID, metav1.GetOptions{})
+	sec, err := admin.CoreV1().Secrets(metav1.NamespaceSystem).Get(h.Ctx, ignitiond.BootstrapSecretPrefix+rec.Current.BootstrapTokenID, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the bootstrap token secret: %v", err)
 	}
-	if sec.Type != corev1.SecretTypeBootstrapToken || string(sec.Data["token-id"]) != rec.BootstrapTokenID ||
+	if sec.Type != corev1.SecretTypeBootstrapToken || string(sec.Data["token-id"]) != rec.Current.BootstrapTokenID ||
 		string(sec.Data["usage-bootstrap-authentication"]) != "true" ||
-		string(sec.Data["auth-extra-groups"]) != api.BootstrapGroupPrefix+"workers" || len(sec.Data["expiration"]) != 0 {
+		string(sec.Data["auth-extra-groups"]) != api.BootstrapGroupPrefix+"workers" ||
+		string(sec.Data["expiration"]) != rec.Current.ExpiresAt.Add(ignitiond.DefaultJoinWindow).UTC().Format(time.RFC3339) {
 		t.Errorf("bootstrap token secret %s: type %s, data %v", sec.Name, sec.Type, sec.Data)
 	}
 	crb, err := admin.RbacV1().ClusterRoleBindings().Get(h.Ctx, ignitiond.NodeBootstrapperBinding, metav1.GetOptions{})
@@ -90,7 +92,7 @@ func TestGuest_BootstrapTokenAndBindingAppearAndAuthenticateThePoolsGroup(t *tes
 		t.Fatalf("authenticate with the bootstrap token: %v", err)
 	}
 	ui := review.Status.UserInfo
-	if ui.Username != "system:bootstrap:"+rec.BootstrapTokenID || !slices.Contains(ui.Groups, "system:bootstrappers") ||
+	if ui.Username != "system:bootstrap:"+rec.Current.BootstrapTokenID || !slices.Contains(ui.Groups, "system:bootstrappers") ||
 		!slices.Contains(ui.Groups, api.BootstrapGroupPrefix+"workers") {
 		t.Errorf("bootstrap identity %s %v", ui.Username, ui.Groups)
 	}
@@ -108,4 +110,59 @@ func TestGuest_BootstrapTokenAndBindingAppearAndAuthenticateThePoolsGroup(t *tes
 		_, _, err := h.tokens.Get(h.Ctx, "demo.workers")
 		return err != nil
 	}, "the token record deleted")
+}
+
+// A pool's bootstrap token is minted with its Ignition token and expires a join window after
+// that token stops being valid: the guest's kube-apiserver then refuses it, while the payload
+// of the current token carries a new one that works. Real time: the apiserver checks the
+// expiration against its own clock.
+func TestGuest_TheBootstrapTokenRotatesWithTheIgnitionTokenAndExpiresAJoinWindowAfterIt(t *testing.T) {
+	h := newHarness(t)
+	h.createCluster("demo")
+	h.startGuest("demo")
+	h.startIgnitiond(ignitiond.Config{TokenTTL: 8 * time.Second, Grace: 2 * time.Second, JoinWindow: 2 * time.Second})
+	h.waitServer("demo")
+	h.putPool("demo", "workers", poolSpec{hash: "h1", release: "1.34.4"})
+	first := h.waitTokens("demo", "workers", "ready with its guest bootstrap token", func(r *api.IgnitionTokens) bool {
+		return r.Ready && r.Current.ConfigHash == "h1" && r.Message == ""
+	})
+	c := h.client("demo")
+	bootClient := func(rec *api.IgnitionTokens) *kubernetes.Clientset {
+		t.Helper()
+		s := stub(t, rec)
+		cs, err := kube.Clientset(parsePayload(t, fetch(t, c, s.URL, "Bearer "+s.Token)).kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	whoAmI := func(cs *kubernetes.Clientset) (string, error) {
+		r, err := cs.AuthenticationV1().SelfSubjectReviews().Create(h.Ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		if err != nil {
+			return "", err
+		}
+		return r.Status.UserInfo.Username, nil
+	}
+	old := bootClient(first)
+	var err error
+	testenv.Eventually(t, wait, func() bool { _, err = whoAmI(old); return err == nil }, "the first payload's bootstrap token authenticates; last %v", &err)
+
+	// Rotated at half its lifetime: the new token's payload carries a new bootstrap token.
+	rotated := h.waitTokens("demo", "workers", "rotated", func(r *api.IgnitionTokens) bool {
+		return r.Current.Token != first.Current.Token
+	})
+	if rotated.Current.BootstrapTokenID == first.Current.BootstrapTokenID {
+		t.Fatalf("the rotated Ignition token's bootstrap token id is the first's, %s", first.Current.BootstrapTokenID)
+	}
+
+	// The first's is refused once its grace and the join window are over.
+	testenv.Eventually(t, wait, func() bool {
+		_, err = whoAmI(old)
+		return apierrors.IsUnauthorized(err)
+	}, "the first bootstrap token refused after its join window; last %v", &err)
+	now := h.waitTokens("demo", "workers", "current", func(*api.IgnitionTokens) bool { return true })
+	user, err := whoAmI(bootClient(now))
+	if err != nil || user != "system:bootstrap:"+now.Current.BootstrapTokenID {
+		t.Fatalf("the current payload's bootstrap token: %q, %v", user, err)
+	}
 }

@@ -69,8 +69,8 @@ func TestIgnition_ValidTokenGetsAValidatedPayloadWithTheFilesOfItsHash(t *testin
 	if raw, err := base64.RawURLEncoding.DecodeString(s.Token); err != nil || len(raw) != 32 {
 		t.Errorf("token %q is not 32 bytes of base64url", s.Token)
 	}
-	if !regexp.MustCompile(`^[a-z0-9]{6}$`).MatchString(rec.BootstrapTokenID) {
-		t.Errorf("bootstrap token id %q", rec.BootstrapTokenID)
+	if !regexp.MustCompile(`^[a-z0-9]{6}$`).MatchString(rec.Current.BootstrapTokenID) {
+		t.Errorf("bootstrap token id %q", rec.Current.BootstrapTokenID)
 	}
 	h.waitEvent(ignitiond.VerbReady, "demo/workers", 1)
 	h.waitEvent(ignitiond.VerbServer, "demo", 1)
@@ -89,7 +89,7 @@ func TestIgnition_ValidTokenGetsAValidatedPayloadWithTheFilesOfItsHash(t *testin
 	if cl.Server != pki.KubeconfigServer || !bytes.Equal(cl.CertificateAuthorityData, rootPEM) {
 		t.Errorf("bootstrap kubeconfig cluster %s, want %s with root-ca", cl.Server, pki.KubeconfigServer)
 	}
-	if !regexp.MustCompile(`^` + rec.BootstrapTokenID + `\.[a-z0-9]{16}$`).MatchString(user.Token) {
+	if !regexp.MustCompile(`^` + rec.Current.BootstrapTokenID + `\.[a-z0-9]{16}$`).MatchString(user.Token) {
 		t.Errorf("bootstrap token %q is not <id>.<16 [a-z0-9]>", user.Token)
 	}
 	want := ignition.KubeletConfig{
@@ -298,7 +298,7 @@ func TestIgnition_RestartKeepsServingTheSameTokens(t *testing.T) {
 		t.Error("the payload changed across the restart (the bootstrap token must be the same)")
 	}
 	now, _, err := h.tokens.Get(h.Ctx, "demo.workers")
-	if err != nil || now.Current.Token != rec.Current.Token || now.BootstrapTokenID != rec.BootstrapTokenID {
+	if err != nil || now.Current.Token != rec.Current.Token || now.Current.BootstrapTokenID != rec.Current.BootstrapTokenID {
 		t.Errorf("the restart re-minted the token: %+v (%v)", now, err)
 	}
 }
