@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,18 +12,23 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	"github.com/hostplane/hostplane/cmd/hostplane/dev"
 	"github.com/hostplane/hostplane/cmd/hostplane/internal/cli"
 	"github.com/hostplane/hostplane/pkg/api"
+	"github.com/hostplane/hostplane/pkg/auth"
+	"github.com/hostplane/hostplane/pkg/certs"
 	"github.com/hostplane/hostplane/pkg/ignition"
 	"github.com/hostplane/hostplane/pkg/kube"
 	"github.com/hostplane/hostplane/pkg/natsauth"
@@ -404,8 +410,12 @@ func TestCLI_DrivesAClusterThroughItsLife(t *testing.T) {
 	})
 
 	t.Run("the kubeconfig works with client-go", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		// A kubeconfig of the caller's own: its user is the token's, and it lists namespaces
+		// (its group is bound to cluster-admin).
 		file := filepath.Join(t.TempDir(), "c1.kubeconfig")
-		hp.must(0, "kubeconfig", "c1", "-f", file)
+		hp.must(0, "kubeconfig", "c1", "-f", file, "--ttl", "30m")
 		st, err := os.Stat(file)
 		if err != nil {
 			t.Fatal(err)
@@ -414,21 +424,38 @@ func TestCLI_DrivesAClusterThroughItsLife(t *testing.T) {
 			t.Errorf("kubeconfig mode = %v, want 0600", st.Mode().Perm())
 		}
 		kc, _ := os.ReadFile(file)
-		if out := hp.must(0, "kubeconfig", "c1").stdout; out != string(kc) {
-			t.Errorf("kubeconfig on stdout differs from the file")
-		}
 		cs, err := kube.Clientset(kc)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
 		nss, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Fatalf("list namespaces with the kubeconfig: %v", err)
 		}
 		if len(nss.Items) == 0 {
 			t.Error("no namespaces")
+		}
+		review, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u := review.Status.UserInfo; u.Username != api.KubeconfigUserPrefix+auth.AdminTokenName || !slices.Contains(u.Groups, api.GroupClusterAdmins) || slices.Contains(u.Groups, "system:masters") {
+			t.Errorf("the kubeconfig authenticates as %s %v, want %s%s in %s (not system:masters)", u.Username, u.Groups, api.KubeconfigUserPrefix, auth.AdminTokenName, api.GroupClusterAdmins)
+		}
+		if cert := clientCert(t, kc); cert.NotAfter.Sub(cert.NotBefore) > 32*time.Minute {
+			t.Errorf("the kubeconfig's certificate is valid from %v to %v, want about 30m", cert.NotBefore, cert.NotAfter)
+		}
+		if r := hp.run("kubeconfig", "c1", "--ttl", "10s"); r.code == 0 || !strings.Contains(r.stderr, "ttl") {
+			t.Errorf("a 10s ttl: %s; want a refusal naming ttl", r)
+		}
+
+		// The break-glass one: system:masters, the same on every call.
+		bg := hp.must(0, "kubeconfig", "c1", "--break-glass").stdout
+		if again := hp.must(0, "kubeconfig", "c1", "--break-glass").stdout; again != bg {
+			t.Error("the break-glass kubeconfig differs between two calls")
+		}
+		if cert := clientCert(t, []byte(bg)); !slices.Contains(cert.Subject.Organization, "system:masters") {
+			t.Errorf("the break-glass kubeconfig's certificate is %v, want system:masters", cert.Subject)
 		}
 	})
 
@@ -736,4 +763,18 @@ func checkNATSPermissions(t *testing.T, s *dev.Stack) {
 			t.Logf("%s never used: %v", d.Name, unused)
 		}
 	}
+}
+
+// clientCert is the client certificate of a kubeconfig's current user.
+func clientCert(t *testing.T, kubeconfig []byte) *x509.Certificate {
+	t.Helper()
+	cfg, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := certs.ParseCertificate(cfg.AuthInfos[cfg.Contexts[cfg.CurrentContext].AuthInfo].ClientCertificateData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
 }

@@ -178,3 +178,24 @@ type ResealStatus struct {
 	Resealed int `json:"resealed"`
 	Current  int `json:"current"`
 }
+
+// Kubeconfigs of a requester (POST /v1/clusters/{c}/kubeconfigs): a client certificate of
+// its own, short-lived, in a group the guest binds to cluster-admin.
+const (
+	// KubeconfigUserPrefix starts the guest user name of a requester's kubeconfig: the API
+	// token's name follows, so no token can name itself into a system: identity.
+	KubeconfigUserPrefix = "hostplane:"
+	// GroupClusterAdmins is the group of requesters' kubeconfigs; pkid binds it to the
+	// guest's cluster-admin ClusterRole (binding of the same name).
+	GroupClusterAdmins = "hostplane:cluster-admins"
+	// DefaultKubeconfigTTL, MinKubeconfigTTL and MaxKubeconfigTTL bound KubeconfigRequest.TTL.
+	DefaultKubeconfigTTL = time.Hour
+	MinKubeconfigTTL     = 5 * time.Minute
+	MaxKubeconfigTTL     = 24 * time.Hour
+)
+
+// KubeconfigRequest is the body of POST /v1/clusters/{c}/kubeconfigs (optional).
+type KubeconfigRequest struct {
+	// TTL is the client certificate's lifetime, a Go duration from 5m to 24h (default 1h).
+	TTL string `json:"ttl,omitempty"`
+}

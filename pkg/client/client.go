@@ -248,10 +248,17 @@ func (c *Client) DeleteCluster(ctx context.Context, name string) (*api.Cluster, 
 	return call[api.Cluster](ctx, c, http.MethodDelete, ClusterPath(name), nil)
 }
 
-// Kubeconfig returns the cluster's admin kubeconfig (YAML).
+// Kubeconfig returns the cluster's break-glass admin kubeconfig (YAML; system:masters).
 func (c *Client) Kubeconfig(ctx context.Context, name string) ([]byte, error) {
 	var b []byte
 	return b, c.Do(ctx, http.MethodGet, ClusterPath(name, "kubeconfig"), nil, &b)
+}
+
+// IssueKubeconfig answers POST /v1/clusters/{name}/kubeconfigs: a kubeconfig of the
+// caller's own, valid for ttl ("": the default, 1h).
+func (c *Client) IssueKubeconfig(ctx context.Context, name, ttl string) ([]byte, error) {
+	var b []byte
+	return b, c.Do(ctx, http.MethodPost, ClusterPath(name, "kubeconfigs"), api.KubeconfigRequest{TTL: ttl}, &b)
 }
 
 // UserData answers GET /v1/clusters/{cluster}/nodepools/{name}/userdata: the Ignition

@@ -24,6 +24,7 @@ func (d *Daemon) routes(r chi.Router) {
 	r.Get(PathPKI, httpapi.Handle(d.getPKI))
 	r.Post(PathPKIRotate, httpapi.Handle(d.rotatePKI))
 	r.Post(PathReseal, httpapi.Handle(d.reseal))
+	r.Post(PathKubeconfigs, httpapi.Handle(d.issueKubeconfig))
 }
 
 // getPKI answers the cluster's api.PKIStatus: certificates and rotation state, never key

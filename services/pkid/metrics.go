@@ -18,6 +18,7 @@ type metrics struct {
 	rotations        *prometheus.CounterVec
 	csrs             *prometheus.CounterVec
 	approvers        prometheus.Gauge
+	kubeconfigs      prometheus.Counter
 
 	mu           sync.Mutex
 	notAfter     map[string]map[string]time.Time // cluster → cert → NotAfter
@@ -50,12 +51,16 @@ func newMetrics() *metrics {
 		Name: "hostplane_pkid_csr_approvers",
 		Help: "Guest clusters whose kubelet CSRs pkid watches (one informer each; none while a cluster hibernates).",
 	})
+	m.kubeconfigs = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hostplane_pkid_kubeconfigs_issued_total",
+		Help: "Kubeconfigs issued to requesters (POST /v1/clusters/{c}/kubeconfigs): each a short-lived client certificate of its own.",
+	})
 	return m
 }
 
 // register adds the series to reg; registering the same metrics again (a second Run) is a no-op.
 func (m *metrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m, m.rotations, m.csrs, m.approvers} {
+	for _, c := range []prometheus.Collector{m, m.rotations, m.csrs, m.approvers, m.kubeconfigs} {
 		if err := reg.Register(c); err != nil {
 			if are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok && are.ExistingCollector == c {
 				continue

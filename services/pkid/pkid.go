@@ -100,6 +100,8 @@ type Daemon struct {
 	guests *guest.Clients
 	// approver approves guest kubelet CSRs; nil without a management cluster.
 	approver *approver
+	// bound is where the requesters' kubeconfigs' binding was applied.
+	bound bindings
 }
 
 // New validates cfg and returns the daemon; Run starts it.

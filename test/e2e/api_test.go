@@ -86,6 +86,11 @@ func TestAPI_EveryRouteAnswersAsTheDocumentSays(t *testing.T) {
 	expect("PATCH", "/v1/clusters/walk/nodepools/np", `{"spec":{"replicas":-1}}`, http.StatusBadRequest)
 	expect("PATCH", "/v1/clusters/walk/nodepools/np", `{"spec":{"nodeLabels":{"team":"api"}}}`, http.StatusOK)
 	expect("POST", "/v1/clusters/walk/machines/nope/fault", `{"type":"`+api.FaultStopHeartbeats+`"}`, http.StatusNotFound)
+	// A kubeconfig of the caller's own (pkid): with and without a body, a ttl out of range.
+	expect("POST", "/v1/clusters/walk/kubeconfigs", `{"ttl":"30m"}`, http.StatusOK)
+	expect("POST", "/v1/clusters/walk/kubeconfigs", "", http.StatusOK)
+	expect("POST", "/v1/clusters/walk/kubeconfigs", `{"ttl":"forever"}`, http.StatusBadRequest)
+	expect("POST", "/v1/clusters/nope/kubeconfigs", "", http.StatusNotFound)
 	expect("POST", "/v1/clusters/walk/pki/rotate", "", http.StatusAccepted)
 	expect("DELETE", "/v1/clusters/walk/nodepools/np", "", http.StatusAccepted)
 

@@ -28,6 +28,7 @@ import (
 var goTypes = map[string]reflect.Type{
 	"api.Cluster":                     reflect.TypeFor[api.Cluster](),
 	"api.ClusterSpec":                 reflect.TypeFor[api.ClusterSpec](),
+	"api.KubeconfigRequest":           reflect.TypeFor[api.KubeconfigRequest](),
 	"api.ClusterStatus":               reflect.TypeFor[api.ClusterStatus](),
 	"api.ClusterList":                 reflect.TypeFor[api.ClusterList](),
 	"api.Release":                     reflect.TypeFor[api.Release](),

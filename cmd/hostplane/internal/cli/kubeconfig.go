@@ -9,20 +9,40 @@ import (
 )
 
 func newKubeconfigCommand(o *Options) *cobra.Command {
-	var file string
+	var file, ttl string
+	var breakGlass bool
 	cmd := &cobra.Command{
-		Use:   "kubeconfig CLUSTER [-f FILE]",
-		Short: "Print or write the cluster's admin kubeconfig",
+		Use:   "kubeconfig CLUSTER [-f FILE] [--ttl 1h | --break-glass]",
+		Short: "Print or write a kubeconfig of your own for the cluster (short-lived), or the break-glass admin one",
+		Long: `Without --break-glass: a kubeconfig whose client certificate is yours (user hostplane:<your
+token's name>, group hostplane:cluster-admins, bound to cluster-admin in the cluster), valid for
+--ttl (5m to 24h): the cluster's audit log names you, and it ends when it expires. Ask again for
+a new one.
+
+With --break-glass: the cluster's admin kubeconfig (system:masters), which no RBAC change can
+take away and which lives as long as the cluster's leaf certificates: for when the cluster's
+RBAC is broken. Both need role admin.`,
 		Example: `  hostplane kubeconfig demo > demo.kubeconfig
-  hostplane kubeconfig demo -f demo.kubeconfig && kubectl --kubeconfig demo.kubeconfig get ns`,
+  hostplane kubeconfig demo -f demo.kubeconfig --ttl 8h && kubectl --kubeconfig demo.kubeconfig get ns
+  hostplane kubeconfig demo --break-glass -f demo-admin.kubeconfig`,
 		Args:              exactArgs("CLUSTER"),
 		ValidArgsFunction: o.completeClusters,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if breakGlass && ttl != "" {
+				return usagef(cmd, "--ttl is for a kubeconfig of your own; the break-glass one lives as long as the cluster's certificates")
+			}
 			c, err := o.client()
 			if err != nil {
 				return err
 			}
-			kc, err := c.Kubeconfig(cmd.Context(), args[0])
+			what := "a kubeconfig of your own"
+			var kc []byte
+			if breakGlass {
+				what = "the break-glass admin kubeconfig"
+				kc, err = c.Kubeconfig(cmd.Context(), args[0])
+			} else {
+				kc, err = c.IssueKubeconfig(cmd.Context(), args[0], ttl)
+			}
 			if err != nil {
 				return err
 			}
@@ -33,11 +53,13 @@ func newKubeconfigCommand(o *Options) *cobra.Command {
 			if err := atomicfile.Write(file, kc, 0o600); err != nil { // it holds a key
 				return err
 			}
-			fmt.Fprintf(o.ErrOut, "wrote the admin kubeconfig of %s to %s\n", args[0], file)
+			fmt.Fprintf(o.ErrOut, "wrote %s for %s to %s\n", what, args[0], file)
 			return nil
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "write to FILE (mode 0600) instead of standard output")
+	cmd.Flags().StringVar(&ttl, "ttl", "", "how long your kubeconfig is valid, 5m to 24h (default 1h)")
+	cmd.Flags().BoolVar(&breakGlass, "break-glass", false, "the cluster's admin kubeconfig (system:masters) instead of one of your own")
 	return cmd
 }
 

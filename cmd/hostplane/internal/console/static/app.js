@@ -511,7 +511,7 @@ function wireActions() {
   });
 
   onSubmit($('#kubeconfig'), async () => {
-    const res = await api('GET', '/v1/clusters/' + encodeURIComponent(app.cluster) + '/kubeconfig', undefined, { raw: true, accept: '*/*' });
+    const res = await api('POST', '/v1/clusters/' + encodeURIComponent(app.cluster) + '/kubeconfigs', {}, { raw: true, accept: '*/*' });
     const url = URL.createObjectURL(await res.blob());
     const a = el('a', { href: url, download: app.cluster + '.kubeconfig' });
     document.body.append(a);
