@@ -189,11 +189,22 @@ type Networking struct {
 	PodCIDR     string `json:"podCIDR,omitempty"`
 }
 
-// PKISpec tunes certificate lifetimes (Go durations, e.g. "8760h"; tests use minutes).
+// PKISpec tunes certificate lifetimes (Go durations, e.g. "8760h"; tests use minutes):
+// CALifetime from MinCALifetime to MaxCALifetime, LeafLifetime from MinLeafLifetime to
+// MaxLeafLifetime and shorter than the CA's.
 type PKISpec struct {
 	CALifetime   string `json:"caLifetime,omitempty"`
 	LeafLifetime string `json:"leafLifetime,omitempty"`
 }
+
+// Ranges of PKISpec's lifetimes. A leaf is renewed at 2/3 of its lifetime and every renewal
+// rolls the control plane, so a leaf shorter than 10 minutes would keep it rolling.
+const (
+	MinCALifetime   = time.Hour
+	MaxCALifetime   = 20 * 365 * 24 * time.Hour
+	MinLeafLifetime = 10 * time.Minute
+	MaxLeafLifetime = 10 * 365 * 24 * time.Hour
+)
 
 // Secret encryption types (spec.secretEncryption.type; HyperShift's names).
 const (

@@ -23,9 +23,12 @@ type ReleaseCatalogue struct {
 	Known func(version string) error
 	// CheckUpgrade returns nil if a cluster at release from may move to release to.
 	CheckUpgrade func(from, to string) error
-	// ParseSchedule returns nil if s is a cron schedule spec.etcd.backup.schedule accepts
+	// ParseSchedule returns nil if s is a cron schedule the spec's schedules accept
 	// (clusterd uses robfig/cron's parser, the one componentd runs the schedule with).
 	ParseSchedule func(s string) error
+	// ParseBackupSchedule, when set, checks spec.etcd.backup.schedule instead: a schedule
+	// that also fires no more often than the operator allows.
+	ParseBackupSchedule func(s string) error
 }
 
 // Default fills the fields a user may leave out: platform local, SingleReplica, the default
@@ -159,7 +162,11 @@ func validateClusterSpec(fe *FieldErrors, s *ClusterSpec, releases ReleaseCatalo
 	validateNetworking(fe, s.Networking)
 	validateSecretEncryption(fe, s.SecretEncryption)
 	validateAutoscaling(fe, s.Autoscaling)
-	validateEtcd(fe, s.Etcd, releases.ParseSchedule)
+	backup := releases.ParseSchedule
+	if releases.ParseBackupSchedule != nil {
+		backup = releases.ParseBackupSchedule
+	}
+	validateEtcd(fe, s.Etcd, backup)
 	validateRestoreFrom(fe, s.RestoreFrom)
 	validateHibernation(fe, s.Hibernation, releases.ParseSchedule)
 	if a := s.AutoNode; a != nil {
@@ -176,8 +183,8 @@ func validateClusterSpec(fe *FieldErrors, s *ClusterSpec, releases ReleaseCatalo
 		}
 	}
 	if s.PKI != nil {
-		ca := validateLifetime(fe, "spec.pki.caLifetime", s.PKI.CALifetime)
-		leaf := validateLifetime(fe, "spec.pki.leafLifetime", s.PKI.LeafLifetime)
+		ca := validateLifetime(fe, "spec.pki.caLifetime", s.PKI.CALifetime, MinCALifetime, MaxCALifetime)
+		leaf := validateLifetime(fe, "spec.pki.leafLifetime", s.PKI.LeafLifetime, MinLeafLifetime, MaxLeafLifetime)
 		if ca > 0 && leaf > 0 && leaf >= ca {
 			fe.Add("spec.pki.leafLifetime", "%s must be shorter than the CA lifetime %s", s.PKI.LeafLifetime, s.PKI.CALifetime)
 		}
@@ -309,7 +316,8 @@ func parseCIDR(fe *FieldErrors, field, s string) (netip.Prefix, bool) {
 	return p, true
 }
 
-func validateLifetime(fe *FieldErrors, field, s string) time.Duration {
+// validateLifetime checks a Go duration field within [lo, hi]; empty is allowed (the default).
+func validateLifetime(fe *FieldErrors, field, s string, lo, hi time.Duration) time.Duration {
 	if s == "" {
 		return 0
 	}
@@ -321,8 +329,19 @@ func validateLifetime(fe *FieldErrors, field, s string) time.Duration {
 	case d <= 0:
 		fe.Add(field, "%q must be positive", s)
 		return 0
+	case d < lo || d > hi:
+		fe.Add(field, "%q must be from %s to %s", s, hours(lo), hours(hi))
+		return 0
 	}
 	return d
+}
+
+// hours writes d as a user would: "10m", "1h", "87600h".
+func hours(d time.Duration) string {
+	if d%time.Hour == 0 {
+		return fmt.Sprintf("%dh", d/time.Hour)
+	}
+	return fmt.Sprintf("%dm", d/time.Minute)
 }
 
 // message is what an error says to the caller: an Error's Message, else the error text.

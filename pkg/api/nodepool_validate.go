@@ -207,8 +207,8 @@ func validateNodePoolSpec(fe *FieldErrors, s *NodePoolSpec, cluster *Cluster, ch
 	validateLabels(fe, s.NodeLabels)
 	validateTaints(fe, s.Taints)
 	validateConfig(fe, s.Config, checks.Config)
-	validateTimeout(fe, "spec.nodeDrainTimeout", s.NodeDrainTimeout, true)
-	validateTimeout(fe, "spec.nodeVolumeDetachTimeout", s.NodeVolumeDetachTimeout, true)
+	validateTimeout(fe, "spec.nodeDrainTimeout", s.NodeDrainTimeout, 0, MaxNodeTimeout)
+	validateTimeout(fe, "spec.nodeVolumeDetachTimeout", s.NodeVolumeDetachTimeout, 0, MaxNodeTimeout)
 }
 
 func validateLocalPlatform(fe *FieldErrors, p *NodePoolPlatform) {
@@ -316,8 +316,8 @@ func validateManagement(fe *FieldErrors, m *NodePoolManagement) {
 		fe.Add("spec.management.inPlace.maxUnavailable", "%d must be at least 1, or no machine would ever update", *ip.MaxUnavailable)
 	}
 	if p := m.AutoRepairPolicy; p != nil {
-		validateTimeout(fe, "spec.management.autoRepairPolicy.nodeNotReadyTimeout", p.NodeNotReadyTimeout, false)
-		validateTimeout(fe, "spec.management.autoRepairPolicy.nodeStartupTimeout", p.NodeStartupTimeout, false)
+		validateTimeout(fe, "spec.management.autoRepairPolicy.nodeNotReadyTimeout", p.NodeNotReadyTimeout, MinNodeNotReadyTimeout, MaxNodeTimeout)
+		validateTimeout(fe, "spec.management.autoRepairPolicy.nodeStartupTimeout", p.NodeStartupTimeout, MinNodeStartupTimeout, MaxNodeTimeout)
 		if p.MaxUnhealthy != nil && *p.MaxUnhealthy < 0 {
 			fe.Add("spec.management.autoRepairPolicy.maxUnhealthy", "%d must not be negative", *p.MaxUnhealthy)
 		}
@@ -414,8 +414,18 @@ func validateConfig(fe *FieldErrors, docs []ConfigDocument, check func(ConfigDoc
 	}
 }
 
-// validateTimeout checks a Go duration field: empty is allowed, zero only if zeroOK.
-func validateTimeout(fe *FieldErrors, field, s string, zeroOK bool) {
+// Ranges of a pool's timeouts: drain and volume detach 0 (no bound) to MaxNodeTimeout; the
+// repair policy's not-ready timeout from MinNodeNotReadyTimeout (shorter would replace a
+// machine for a missed heartbeat) and startup timeout from MinNodeStartupTimeout (shorter
+// than a boot), both to MaxNodeTimeout.
+const (
+	MinNodeNotReadyTimeout = 10 * time.Second
+	MinNodeStartupTimeout  = time.Minute
+	MaxNodeTimeout         = 24 * time.Hour
+)
+
+// validateTimeout checks a Go duration field within [lo, hi]; empty is allowed (the default).
+func validateTimeout(fe *FieldErrors, field, s string, lo, hi time.Duration) {
 	if s == "" {
 		return
 	}
@@ -425,10 +435,10 @@ func validateTimeout(fe *FieldErrors, field, s string, zeroOK bool) {
 		fe.Add(field, "%q is not a duration such as 5m or 30s", s)
 	case d < 0:
 		fe.Add(field, "%q must not be negative", s)
-	case d == 0 && !zeroOK:
+	case d == 0 && lo > 0:
 		fe.Add(field, "%q must be positive", s)
-	case d > time.Duration(1<<31-1)*time.Second:
-		fe.Add(field, "%q is too long", s)
+	case d < lo || d > hi:
+		fe.Add(field, "%q must be from %v to %v", s, lo, hi)
 	}
 }
 

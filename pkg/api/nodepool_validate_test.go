@@ -183,6 +183,14 @@ func TestValidateNodePool_NamesEachBadField(t *testing.T) {
 			want: []string{"spec.nodeDrainTimeout"}, detail: "duration"},
 		{name: "negative volume detach timeout", mutate: func(np *api.NodePool) { np.Spec.NodeVolumeDetachTimeout = "-1m" },
 			want: []string{"spec.nodeVolumeDetachTimeout"}, detail: "negative"},
+		{name: "drain timeout over a day", mutate: func(np *api.NodePool) { np.Spec.NodeDrainTimeout = "25h" },
+			want: []string{"spec.nodeDrainTimeout"}, detail: "from 0s to 24h0m0s"},
+		{name: "node-not-ready timeout of one missed heartbeat", mutate: func(np *api.NodePool) {
+			np.Spec.Management.AutoRepairPolicy = &api.AutoRepairPolicy{NodeNotReadyTimeout: "5s"}
+		}, want: []string{"spec.management.autoRepairPolicy.nodeNotReadyTimeout"}, detail: "from 10s to 24h0m0s"},
+		{name: "startup timeout shorter than a boot", mutate: func(np *api.NodePool) {
+			np.Spec.Management.AutoRepairPolicy = &api.AutoRepairPolicy{NodeStartupTimeout: "30s"}
+		}, want: []string{"spec.management.autoRepairPolicy.nodeStartupTimeout"}, detail: "from 1m0s to 24h0m0s"},
 		{name: "zero node-not-ready timeout", mutate: func(np *api.NodePool) {
 			np.Spec.Management.AutoRepairPolicy = &api.AutoRepairPolicy{NodeNotReadyTimeout: "0s"}
 		}, want: []string{"spec.management.autoRepairPolicy.nodeNotReadyTimeout"}, detail: "positive"},

@@ -24,6 +24,7 @@ package clusterd
 
 import (
 	"github.com/robfig/cron/v3"
+	"math"
 
 	"cmp"
 	"context"
@@ -72,7 +73,14 @@ type Config struct {
 	// address without access control) holds open at once, per replica (default
 	// DefaultEventStreamsPerCaller); one more is answered 429.
 	EventStreamsPerCaller int
+	// MinBackupInterval is the shortest interval a cluster's etcd backup schedule may fire at
+	// (HOSTPLANE_MIN_BACKUP_INTERVAL, --min-backup-interval; default DefaultMinBackupInterval):
+	// each firing snapshots etcd and uploads it.
+	MinBackupInterval time.Duration
 }
+
+// DefaultMinBackupInterval is Config.MinBackupInterval's default.
+const DefaultMinBackupInterval = 5 * time.Minute
 
 // Validate fills defaults and checks the fields.
 func (c *Config) Validate() error {
@@ -83,6 +91,7 @@ func (c *Config) Validate() error {
 	c.Requeue = daemon.PositiveOr(c.Requeue, DefaultRequeue)
 	c.DeletingRequeue = daemon.PositiveOr(c.DeletingRequeue, DefaultDeletingRequeue)
 	c.HibernationTick = daemon.PositiveOr(c.HibernationTick, DefaultHibernationTick)
+	c.MinBackupInterval = daemon.PositiveOr(c.MinBackupInterval, DefaultMinBackupInterval)
 	if c.EventStreamsPerCaller <= 0 {
 		c.EventStreamsPerCaller = DefaultEventStreamsPerCaller
 	}
@@ -94,14 +103,17 @@ func RegisterFlags(fs *flag.FlagSet) *Config {
 	var cfg Config
 	fs.StringVar(&cfg.SealKeyFile, "pki-key-file", daemon.Env("HOSTPLANE_PKI_KEY_FILE", ""),
 		"file with the key pkid seals kubeconfigs with (HOSTPLANE_PKI_KEY_FILE; default <data-dir>/pki.key)")
+	fs.DurationVar(&cfg.MinBackupInterval, "min-backup-interval", daemon.EnvAs("HOSTPLANE_MIN_BACKUP_INTERVAL", DefaultMinBackupInterval, time.ParseDuration),
+		"the shortest interval a cluster's etcd backup schedule may fire at (HOSTPLANE_MIN_BACKUP_INTERVAL)")
 	return &cfg
 }
 
 // Daemon is a running clusterd.
 type Daemon struct {
 	*daemon.Daemon
-	cfg     Config
-	metrics *metrics
+	cfg      Config
+	metrics  *metrics
+	releases api.ReleaseCatalogue // what validation checks against (catalogue)
 
 	// Set in setup, before the runtime is published; handlers reach them only after
 	// daemon.Started let the request through.
@@ -134,7 +146,7 @@ func New(cfg Config) (*Daemon, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, metrics: newMetrics(), mgmtErr: map[string]string{}, streams: map[string]int{}}
+	d := &Daemon{cfg: cfg, metrics: newMetrics(), releases: catalogue(cfg.MinBackupInterval), mgmtErr: map[string]string{}, streams: map[string]int{}}
 	return daemon.Embed(d, &d.Daemon, cfg.Base, daemon.Spec{
 		Name:    Name,
 		Buckets: []string{bus.BucketClusters},
@@ -143,14 +155,43 @@ func New(cfg Config) (*Daemon, error) {
 	})
 }
 
-// releases is the catalogue validation checks against.
-var releases = api.ReleaseCatalogue{
-	Known:        func(v string) error { _, err := release.Lookup(v); return err },
-	CheckUpgrade: release.CheckUpgrade,
-	ParseSchedule: func(s string) error {
-		_, err := cron.ParseStandard(s) // the parser componentd runs the schedule with
-		return err
-	},
+// catalogue is what validation checks against: the releases, and schedules parsed as
+// componentd runs them, a backup schedule firing at most every minBackup.
+func catalogue(minBackup time.Duration) api.ReleaseCatalogue {
+	return api.ReleaseCatalogue{
+		Known:        func(v string) error { _, err := release.Lookup(v); return err },
+		CheckUpgrade: release.CheckUpgrade,
+		ParseSchedule: func(s string) error {
+			_, err := cron.ParseStandard(s) // the parser componentd runs the schedule with
+			return err
+		},
+		ParseBackupSchedule: func(s string) error {
+			sch, err := cron.ParseStandard(s)
+			if err != nil {
+				return err
+			}
+			if every := shortestInterval(sch); every < minBackup {
+				return fmt.Errorf("it fires every %v; backups may be taken at most every %v (clusterd --min-backup-interval)", every, minBackup)
+			}
+			return nil
+		},
+	}
+}
+
+// shortestInterval is the shortest time between two firings of sch over its next 500 (from
+// a fixed Monday, so every answer is the same): a minute field of "*" answers 1m.
+func shortestInterval(sch cron.Schedule) time.Duration {
+	t := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	shortest := time.Duration(math.MaxInt64)
+	for range 500 {
+		next := sch.Next(t)
+		if next.IsZero() {
+			break
+		}
+		shortest = min(shortest, next.Sub(t))
+		t = next
+	}
+	return shortest
 }
 
 func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnable, error) {

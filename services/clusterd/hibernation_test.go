@@ -105,14 +105,14 @@ func TestScheduleTrigger_TheLatestStartOrEndSinceTheLastLookWins(t *testing.T) {
 // The parser validation uses is the one the schedules run with.
 func TestReleases_ParseScheduleIsCronStandard(t *testing.T) {
 	for _, s := range []string{"0 19 * * 1-5", "@daily"} {
-		if err := releases.ParseSchedule(s); err != nil {
+		if err := storedCatalogue.ParseSchedule(s); err != nil {
 			t.Errorf("%q refused: %v", s, err)
 		}
 		if _, err := cron.ParseStandard(s); err != nil {
 			t.Errorf("%q: %v", s, err)
 		}
 	}
-	if releases.ParseSchedule("19:00 weekdays") == nil {
+	if storedCatalogue.ParseSchedule("19:00 weekdays") == nil {
 		t.Error("a non-cron schedule was accepted")
 	}
 }
@@ -139,5 +139,25 @@ func TestMeasuresActivity_OnlyWhereTheDaemonsDoNotUseTheEndpoint(t *testing.T) {
 				t.Errorf("measuresActivity = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestShortestInterval_OfCronSchedules(t *testing.T) {
+	for spec, want := range map[string]time.Duration{
+		"* * * * *":       time.Minute,
+		"*/5 * * * *":     5 * time.Minute,
+		"0 * * * *":       time.Hour,
+		"0,30 9-17 * * *": 30 * time.Minute,
+		"@every 2s":       2 * time.Second,
+		"@daily":          24 * time.Hour,
+		"0 0 * * 1,2":     24 * time.Hour,
+	} {
+		sch, err := cron.ParseStandard(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := shortestInterval(sch); got != want {
+			t.Errorf("%q: %v, want %v", spec, got, want)
+		}
 	}
 }

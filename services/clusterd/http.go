@@ -54,7 +54,7 @@ func (d *Daemon) createCluster(w http.ResponseWriter, r *http.Request) error {
 	c := api.Cluster{Spec: in.Spec}
 	c.Name = in.Name
 	c.Spec.Default()
-	if err := api.ValidateCluster(&c, releases); err != nil {
+	if err := api.ValidateCluster(&c, d.releases); err != nil {
 		return err
 	}
 	ctx := r.Context()
@@ -152,7 +152,7 @@ func (d *Daemon) updateSpec(ctx context.Context, name, reason string, change fun
 			return err
 		}
 		spec.Default()
-		if err := api.ValidateClusterUpdate(&c.Spec, &spec, releases); err != nil {
+		if err := api.ValidateClusterUpdate(&c.Spec, &spec, d.releases); err != nil {
 			return err
 		}
 		if spec.Hibernating() != c.Spec.Hibernating() {

@@ -116,9 +116,14 @@ func (s *statusScope) set(typ string, status api.ConditionStatus, reason, msg st
 	}
 }
 
+// storedCatalogue is what a stored spec is checked against: today's releases and schedule
+// parser; the operator's minimum backup interval counts when a spec is written, so lowering
+// or raising it never turns stored clusters invalid.
+var storedCatalogue = catalogue(0)
+
 // setValidConfiguration checks the stored spec against today's release catalogue.
 func (s *statusScope) setValidConfiguration() {
-	if err := api.ValidateClusterSpec(&s.c.Spec, releases); err != nil {
+	if err := api.ValidateClusterSpec(&s.c.Spec, storedCatalogue); err != nil {
 		s.set(api.ConditionValidConfiguration, api.ConditionFalse, ReasonInvalidConfiguration, fieldMessage(err))
 		return
 	}

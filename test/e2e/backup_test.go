@@ -200,6 +200,10 @@ func TestBackup_RestoreIntoANewClusterAndInPlaceAfterDataLoss(t *testing.T) {
 	expect("PATCH", "/v1/clusters/src", `{"spec":{"etcd":{"backup":{"schedule":"every minute"}}}}`, http.StatusBadRequest)
 	expect("PATCH", "/v1/clusters/src", `{"spec":{"etcd":{"backup":{"schedule":"@every 1m","retention":0}}}}`, http.StatusOK) // 0: the default
 	expect("PATCH", "/v1/clusters/src", `{"spec":{"etcd":{"backup":{"schedule":"@every 2s","retention":101}}}}`, http.StatusBadRequest)
+	// More often than the operator allows (clusterd --min-backup-interval; 2s on this stack).
+	if b := expect("PATCH", "/v1/clusters/src", `{"spec":{"etcd":{"backup":{"schedule":"@every 1s"}}}}`, http.StatusBadRequest); !strings.Contains(string(b), "at most every "+sharedMinBackupInterval.String()) {
+		t.Errorf("a 1s backup schedule: %s; want a refusal naming the minimum", b)
+	}
 	expect("PATCH", "/v1/clusters/src", `{"spec":{"etcd":{"backup":{"schedule":"@every 2s","retention":2}}}}`, http.StatusOK)
 	seen := map[string]bool{}
 	testenv.Eventually(t, available, func() bool {

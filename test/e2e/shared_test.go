@@ -85,9 +85,15 @@ func startShared(t *testing.T) {
 	// startStackAt as for a stack of a test's own, but logging to the file: the stack outlives t.
 	s, _ := startStackAt(t, shared.dir, func(cfg *dev.Config) {
 		cfg.Logger = slog.New(slog.NewJSONHandler(shared.log, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		// The backup test's schedule fires every 2s (retention seen in seconds); the default
+		// minimum is 5m.
+		cfg.MinBackupInterval = sharedMinBackupInterval
 	})
 	shared.stack, shared.err = s, nil
 }
+
+// sharedMinBackupInterval is the shared stack's shortest backup schedule interval.
+const sharedMinBackupInterval = 2 * time.Second
 
 // deleteEveryCluster deletes the clusters left on the shared stack and waits until each is
 // gone, so the next test starts on an empty stack.

@@ -70,6 +70,9 @@ type Config struct {
 	// kubernetes runtime (kubelets.go; default DefaultManagementNodes). Unused under the
 	// process runtime, whose management apiserver has no nodes.
 	ManagementNodes int
+	// MinBackupInterval is clusterd's shortest allowed etcd backup schedule interval
+	// (default clusterd.DefaultMinBackupInterval; tests lower it).
+	MinBackupInterval time.Duration
 	// KarpenterBinary is the hostplane-karpenter executable componentd runs as a cluster's
 	// autoscaler; empty: HOSTPLANE_KARPENTER_BINARY when set, else hostplane-karpenter beside
 	// this executable or on PATH.
@@ -413,6 +416,7 @@ func (s *Stack) buildDaemons() (prometheus.Gatherers, error) {
 		ign.Registry, ign.SandboxImage = r, s.Registry.Ref(PauseRepo, GuestTag)
 	}
 	cd.DNSImage, cd.NetImage = s.dnsImage, s.netImage
+	own := ownConfigs{cl: clusterd.Config{MinBackupInterval: cfg.MinBackupInterval}, cd: cd, inf: inf, ign: ign}
 	base := func(name string, reg *prometheus.Registry) daemon.Base {
 		var tp trace.TracerProvider
 		if cfg.TracerProvider != nil {
@@ -429,7 +433,7 @@ func (s *Stack) buildDaemons() (prometheus.Gatherers, error) {
 			if cfg.Replicas > 1 {
 				b.ReplicaID = fmt.Sprintf("%s:%s#%d", name, cfg.DataDir, i)
 			}
-			d, err := buildDaemon(name, b, cd, inf, ign)
+			d, err := buildDaemon(name, b, own)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -476,18 +480,26 @@ func (s *Stack) run(ctx context.Context, router chi.Router) error {
 
 // Daemons builds the six daemons, each with the Base base returns (called once per daemon).
 func Daemons(base func() daemon.Base) ([]Daemon, error) {
-	return daemons(func(string) daemon.Base { return base() }, componentd.Config{}, infrad.Config{}, ignitiond.Config{})
+	return daemons(func(string) daemon.Base { return base() }, ownConfigs{})
 }
 
 // daemonNames are the six daemons, in the order hostplane dev starts them.
 var daemonNames = []string{"clusterd", "infrad", "pkid", "componentd", "nodepoold", "ignitiond"}
 
-// daemons is Daemons with componentd's and infrad's own settings cd and inf (their Base is
-// base's, called with the daemon's name).
-func daemons(base func(name string) daemon.Base, cd componentd.Config, inf infrad.Config, ign ignitiond.Config) ([]Daemon, error) {
+// ownConfigs are the daemons' own settings (their Base is set per daemon).
+type ownConfigs struct {
+	cl  clusterd.Config
+	cd  componentd.Config
+	inf infrad.Config
+	ign ignitiond.Config
+}
+
+// daemons is Daemons with the daemons' own settings own (their Base is base's, called with
+// the daemon's name).
+func daemons(base func(name string) daemon.Base, own ownConfigs) ([]Daemon, error) {
 	var out []Daemon
 	for _, name := range daemonNames {
-		d, err := buildDaemon(name, base(name), cd, inf, ign)
+		d, err := buildDaemon(name, base(name), own)
 		if err != nil {
 			return nil, err
 		}
@@ -496,12 +508,13 @@ func daemons(base func(name string) daemon.Base, cd componentd.Config, inf infra
 	return out, nil
 }
 
-// buildDaemon builds the daemon called name with base (and cd or inf for componentd and
-// infrad).
-func buildDaemon(name string, base daemon.Base, cd componentd.Config, inf infrad.Config, ign ignitiond.Config) (Daemon, error) {
+func buildDaemon(name string, base daemon.Base, own ownConfigs) (Daemon, error) {
+	cd, inf, ign := own.cd, own.inf, own.ign
 	switch name {
 	case "clusterd":
-		return clusterd.New(clusterd.Config{Base: base})
+		cl := own.cl
+		cl.Base = base
+		return clusterd.New(cl)
 	case "infrad":
 		inf.Base = base
 		return infrad.New(inf)
