@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/time/rate"
 
 	"github.com/hostplane/hostplane/pkg/bus"
 	"github.com/hostplane/hostplane/pkg/events"
@@ -37,6 +38,14 @@ import (
 // Rejection reasons the consumer itself gives (handlers give their own).
 const (
 	ReasonDuplicate = "duplicate event id"
+	// ReasonRateLimited starts the reason of an event past its cluster's rate (Config.Rate).
+	ReasonRateLimited = "rate limited"
+)
+
+// Defaults of Config.Rate and Config.Burst: what one cluster's senders may ask of one owner.
+const (
+	DefaultRate  = 20 // events per second
+	DefaultBurst = 200
 )
 
 // DefaultDedupTTL is how long an applied event id is remembered: as long as HOSTPLANE_INBOX
@@ -102,6 +111,12 @@ type Config struct {
 	Log      *slog.Logger
 	// AckWait and RetryDelay default to 30s and 2s.
 	AckWait, RetryDelay time.Duration
+	// Rate and Burst bound the events of one cluster this consumer applies (a token bucket
+	// per cluster: Rate per second, Burst at once; defaults DefaultRate, DefaultBurst): an
+	// event past them is rejected (ReasonRateLimited), so a tenant flooding its subjects
+	// makes the owner do no more work than that, and the other clusters' events go on.
+	Rate  rate.Limit
+	Burst int
 	// TracerProvider, when set, gives each message a consumer span "inbox <Name>" that
 	// continues the sender's trace (traceparent in the NATS headers); the handler runs in it,
 	// so what it publishes carries the trace on. Nil: no span, the trace still carries on.
@@ -114,7 +129,20 @@ type Consumer struct {
 	cfg     Config
 	log     *slog.Logger
 	outcome *prometheus.CounterVec
+
+	// limits are the clusters' token buckets; only Start's loop touches them.
+	limits    map[string]*clusterLimit
+	processed int
 }
+
+// clusterLimit is one cluster's token bucket and when it was last used.
+type clusterLimit struct {
+	lim  *rate.Limiter
+	last time.Time
+}
+
+// limitIdle is how long an unused cluster's bucket is kept (a full one is the same as none).
+const limitIdle = 10 * time.Minute
 
 // Outcomes counted by hostplane_inbox_events_total.
 const (
@@ -122,6 +150,7 @@ const (
 	OutcomeRejected = "rejected"
 	OutcomeRetried  = "retried"
 	OutcomeIgnored  = "ignored" // another owner's type, seen by the front desk
+	OutcomeLimited  = "limited" // past its cluster's rate: rejected (counted as rejected too)
 )
 
 // New checks cfg and returns a consumer.
@@ -146,14 +175,20 @@ func New(js jetstream.JetStream, cfg Config) (*Consumer, error) {
 	if cfg.RetryDelay <= 0 {
 		cfg.RetryDelay = 2 * time.Second
 	}
+	if cfg.Rate <= 0 {
+		cfg.Rate = DefaultRate
+	}
+	if cfg.Burst <= 0 {
+		cfg.Burst = DefaultBurst
+	}
 	outcome, err := observe.Register(cfg.Registry, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hostplane_inbox_events_total",
-		Help: "Inbound events by type and outcome (applied, rejected, retried, ignored).",
+		Help: "Inbound events by type and outcome (applied, rejected, retried, ignored, limited: past its cluster's rate, and rejected).",
 	}, []string{"type", "outcome"}))
 	if err != nil {
 		return nil, err
 	}
-	return &Consumer{js: js, cfg: cfg, log: cfg.Log.With("consumer", cfg.Name), outcome: outcome}, nil
+	return &Consumer{js: js, cfg: cfg, log: cfg.Log.With("consumer", cfg.Name), outcome: outcome, limits: map[string]*clusterLimit{}}, nil
 }
 
 // FilterSubjects are the subjects the consumer reads: hostplane.in.*.<type> per handled
@@ -271,6 +306,13 @@ func (c *Consumer) process(ctx context.Context, msg jetstream.Msg) {
 	}
 	ev := in.decode(msg.Data())
 	if in.rej.Reason != "" {
+		c.reject(ctx, msg, cluster, in.label, in.rej)
+		return
+	}
+	if in.mine && !c.allow(cluster) {
+		c.count(in.label, OutcomeLimited)
+		in.rej.Reason = fmt.Sprintf("%s: cluster %s sent more than %v events a second (%d at once) to %s; send it again later",
+			ReasonRateLimited, cluster, float64(c.cfg.Rate), c.cfg.Burst, c.cfg.Name)
 		c.reject(ctx, msg, cluster, in.label, in.rej)
 		return
 	}
@@ -401,6 +443,26 @@ func (c *Consumer) apply(ctx context.Context, msg jetstream.Msg, cluster, key st
 	c.count(in.label, OutcomeApplied)
 	log.Info("inbound event applied")
 	c.ack(msg)
+}
+
+// allow takes one token of cluster's bucket, and now and then forgets the buckets of
+// clusters idle for limitIdle.
+func (c *Consumer) allow(cluster string) bool {
+	now := time.Now()
+	if c.processed++; c.processed%1000 == 0 {
+		for k, l := range c.limits {
+			if now.Sub(l.last) > limitIdle {
+				delete(c.limits, k)
+			}
+		}
+	}
+	l, ok := c.limits[cluster]
+	if !ok {
+		l = &clusterLimit{lim: rate.NewLimiter(c.cfg.Rate, c.cfg.Burst)}
+		c.limits[cluster] = l
+	}
+	l.last = now
+	return l.lim.AllowN(now, 1)
 }
 
 func (c *Consumer) reject(ctx context.Context, msg jetstream.Msg, cluster, label string, r Rejection) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -117,5 +119,46 @@ func TestDedupKey_HashesIDsThatAreNotSafeKeyTokens(t *testing.T) {
 	k1, k2 := DedupKey("demo", "a.b c/*"), DedupKey("demo", "a.b c/+")
 	if k1 == k2 || len(k1) > 80 {
 		t.Errorf("keys %q %q", k1, k2)
+	}
+}
+
+// A cluster flooding its subjects gets its rate applied and the rest rejected; another
+// cluster's events go on.
+func TestConsumer_AppliesAtMostItsRatePerCluster(t *testing.T) {
+	n := testenv.NATS(t)
+	dedup, err := EnsureDedupBucket(context.Background(), n.JS, "testd", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	applied := map[string]int{}
+	rec := &recorder{}
+	run(t, n.JS, Config{
+		Name: "testd-inbox", Dedup: dedup, Reject: rec.reject, Rate: 0.001, Burst: 5, // five, then one in 1000 s
+		Handlers: map[string]Handler{events.InboundNodePoolScale: func(_ context.Context, cluster string, _ events.Event) error {
+			mu.Lock()
+			defer mu.Unlock()
+			applied[cluster]++
+			return nil
+		}},
+	})
+	for i := range 20 {
+		id := "flood-" + strconv.Itoa(i)
+		publish(t, n.JS, "hostplane.in.noisy.nodepool.scale", id, scale(id, 3))
+	}
+	publish(t, n.JS, "hostplane.in.quiet.nodepool.scale", "q", scale("q-1", 3))
+	count := func(cluster string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return applied[cluster]
+	}
+	testenv.Eventually(t, 30*time.Second, func() bool { return len(rec.list()) == 15 && count("quiet") == 1 }, "15 rejections and the quiet cluster's event applied")
+	if got := count("noisy"); got != 5 {
+		t.Errorf("the noisy cluster had %d events applied, want its burst, 5", got)
+	}
+	for _, r := range rec.list() {
+		if !strings.HasPrefix(r.Reason, ReasonRateLimited) || !strings.Contains(r.Reason, "cluster noisy") {
+			t.Errorf("rejection %+v, want %q naming the cluster", r, ReasonRateLimited)
+		}
 	}
 }
