@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.uber.org/zap"
@@ -128,6 +129,11 @@ func (d *Daemon) restoreInPlace(ctx context.Context, log *slog.Logger, cl *clust
 	if err := d.restores.Delete(ctx, restoreKey(name), rev); err != nil {
 		return err // cancelled meanwhile (or replaced): the next reconcile decides
 	}
+	// Announced before the marker goes: a crash in between announces it again (at least
+	// once), never not at all (rollbackRestore of a Done marker).
+	if err := d.announceRestore(ctx, name, name, req.Backup, true); err != nil {
+		return err
+	}
 	if err := os.Remove(marker); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
@@ -135,14 +141,21 @@ func (d *Daemon) restoreInPlace(ctx context.Context, log *slog.Logger, cl *clust
 		return err
 	}
 	log.Info("etcd restored in place; starting the control plane again")
-	return d.announceRestore(ctx, name, name, req.Backup, true)
+	return nil
 }
 
-// rollbackRestore ends a restore whose request is gone. One that finished (Done) only
-// loses its marker. One cancelled before it finished puts back the data it set aside: each
+// rollbackRestore ends a restore whose request is gone. One that finished (Done) is
+// announced (backup.restored) and loses its marker. One cancelled before it finished puts back the data it set aside: each
 // member gets its data back, or none if it had none.
 func (d *Daemon) rollbackRestore(ctx context.Context, log *slog.Logger, name string, in *component.Inputs, etcd etcdAccess, marker string, progress *setaside.Progress) error {
 	if progress.Done {
+		// Every member was restored before the request went (a crash after removing it, or a
+		// cancel that came too late): the restore happened, and is announced.
+		backup, _, _ := strings.Cut(progress.Request, "@")
+		if err := d.announceRestore(ctx, name, name, backup, true); err != nil {
+			return err
+		}
+		log.Info("in-place restore finished before its request went; announced it", "request", progress.Request)
 		return os.Remove(marker)
 	}
 	if err := d.markEtcd(ctx, log, name, in, ReasonRestoreCancelled,
