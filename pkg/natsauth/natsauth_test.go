@@ -3,6 +3,7 @@ package natsauth_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/hostplane/hostplane/pkg/bus"
 	"github.com/hostplane/hostplane/pkg/events"
@@ -165,8 +168,60 @@ func TestClusterdEventStreams_CannotTouchOtherDurables(t *testing.T) {
 	c := connect(t, env, "clusterd")
 	for _, durable := range []string{"pkid", "componentd", "audit"} {
 		c.denied(t, "$JS.API.CONSUMER.CREATE."+events.EventsStream+"."+durable+".hostplane.evt.>")
-		c.denied(t, "$JS.API.CONSUMER.DELETE."+events.EventsStream+"."+durable)
 		c.denied(t, "$JS.API.CONSUMER.MSG.NEXT."+events.EventsStream+"."+durable)
+	}
+	// The daemons' durables it cannot delete either; another system's it may, as the
+	// consumer auditor (ConsumerAuditor) deletes push consumers.
+	for _, durable := range []string{"pkid", "componentd"} {
+		c.denied(t, "$JS.API.CONSUMER.DELETE."+events.EventsStream+"."+durable)
+	}
+}
+
+// A push consumer of the events stream, whatever its deliver subject, is deleted: at once
+// when it is created, and at the auditor's start for one made while none ran. A pull
+// consumer stays.
+func TestConsumerAuditor_DeletesEveryPushConsumerOfTheEventsStream(t *testing.T) {
+	env := testenv.NATSWith(t, testenv.NATSOptions{Identities: []natsauth.Identity{natsauth.EventConsumer("audit"), natsauth.EventConsumer("reader")}})
+	ctx := t.Context()
+	reader := connect(t, env, "reader")
+	if _, err := reader.js.CreateOrUpdateConsumer(ctx, events.EventsStream, jetstream.ConsumerConfig{
+		Durable: "reader", FilterSubject: events.EventPrefix + ".>", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	audit := connect(t, env, "audit")
+	push := func() {
+		t.Helper()
+		// What the client library will not make: a durable with a deliver subject outside
+		// the creator's permissions (another tenant's inbound subject).
+		req := `{"stream_name":"` + events.EventsStream + `","config":{"durable_name":"audit","deliver_subject":"hostplane.in.victim.cluster.hibernate","ack_policy":"none"}}`
+		m, err := audit.nc.RequestWithContext(ctx, "$JS.API.CONSUMER.CREATE."+events.EventsStream+".audit", []byte(req))
+		if err != nil || strings.Contains(string(m.Data), `"error"`) {
+			t.Fatalf("create a push consumer: %v %s", err, m.Data)
+		}
+	}
+	exists := func(name string) bool {
+		t.Helper()
+		m, err := env.Conn.RequestWithContext(ctx, "$JS.API.CONSUMER.INFO."+events.EventsStream+"."+name, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return !strings.Contains(string(m.Data), `"error"`)
+	}
+	push() // before any auditor: the start's sweep finds it
+
+	cd := connect(t, env, "clusterd")
+	deleted := prometheus.NewCounter(prometheus.CounterOpts{Name: "deleted"})
+	a := &natsauth.ConsumerAuditor{NC: cd.nc, JS: cd.js, Log: slog.New(slog.NewTextHandler(t.Output(), nil)), Deleted: deleted}
+	actx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- a.Start(actx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	testenv.Eventually(t, 10*time.Second, func() bool { return !exists("audit") }, "the push consumer made before the auditor started still exists")
+
+	push() // while it runs: the advisory
+	testenv.Eventually(t, 10*time.Second, func() bool { return !exists("audit") && testutil.ToFloat64(deleted) == 2 }, "the push consumer made while the auditor runs still exists")
+	if !exists("reader") {
+		t.Error("the auditor deleted a pull consumer")
 	}
 }
 

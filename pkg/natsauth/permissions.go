@@ -172,8 +172,19 @@ func (d Daemon) Identity() Identity {
 			jsAPI+"CONSUMER.MSG.NEXT."+s+".*",
 		)
 	}
+	if d.AuditsConsumers {
+		s := events.EventsStream
+		p.sub = append(p.sub, AdvisoryConsumerCreated(s)+".>")
+		p.allow(streamInfo(s), jsAPI+"CONSUMER.LIST."+s, jsAPI+"CONSUMER.INFO."+s+".*", jsAPI+"CONSUMER.DELETE."+s+".*")
+	}
 	id.Permissions = p.permissions()
 	return id
+}
+
+// AdvisoryConsumerCreated is the subject prefix of JetStream's advisories of consumers
+// created on stream (one more token: the consumer's name).
+func AdvisoryConsumerCreated(stream string) string {
+	return "$JS.EVENT.ADVISORY.CONSUMER.CREATED." + stream
 }
 
 // BootstrapIdentity creates the shared layout (bus.EnsureLayout) and may do nothing else.
@@ -237,6 +248,12 @@ func Identities(extra ...Identity) []Identity {
 			}
 			for _, c := range other.durables {
 				s := jsAPI + "CONSUMER.*." + events.EventsStream + "." + c
+				if _, daemon := LookupDaemon(other.Name); d.AuditsConsumers && !daemon {
+					// It may read and delete another system's consumer (to delete a push
+					// consumer), never create one of its names or take its messages; the
+					// daemons' durables stay out of its reach.
+					s = jsAPI + "CONSUMER.CREATE." + events.EventsStream + "." + c
+				}
 				out[i].Permissions.Publish.Deny = append(out[i].Permissions.Publish.Deny, s, s+".>", jsAPI+"CONSUMER.MSG.NEXT."+events.EventsStream+"."+c)
 			}
 		}

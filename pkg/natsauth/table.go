@@ -30,6 +30,9 @@ type Daemon struct {
 	// StreamsEvents means the daemon follows HOSTPLANE_EVENTS with ephemeral ordered
 	// consumers (clusterd's GET /v1/clusters/{c}/events).
 	StreamsEvents bool
+	// AuditsConsumers means the daemon runs the ConsumerAuditor: it hears every consumer
+	// created on HOSTPLANE_EVENTS and deletes the push consumers (see ConsumerAuditor).
+	AuditsConsumers bool
 }
 
 // Daemons is the table: every daemon's use of NATS. A test runs the daemons against a server
@@ -40,7 +43,7 @@ var Daemons = []Daemon{
 		// backups: a new cluster's spec.restoreFrom must name a complete backup.
 		Reads:     []string{bus.BucketNodePools, bus.BucketIgnition, bus.BucketInfra, bus.BucketPKI, bus.BucketControlPlane, bus.BucketBackups},
 		Publishes: []events.Resource{events.ResourceCluster},
-		Consumers: []string{"clusterd"}, Inbound: true, StreamsEvents: true,
+		Consumers: []string{"clusterd"}, Inbound: true, StreamsEvents: true, AuditsConsumers: true,
 	},
 	{
 		Name: "nodepoold", Owns: bus.BucketNodePools,

@@ -41,6 +41,7 @@ import (
 	"github.com/hostplane/hostplane/pkg/daemon"
 	"github.com/hostplane/hostplane/pkg/events"
 	"github.com/hostplane/hostplane/pkg/guest"
+	"github.com/hostplane/hostplane/pkg/natsauth"
 	"github.com/hostplane/hostplane/pkg/outbox"
 	"github.com/hostplane/hostplane/pkg/reconcile"
 	"github.com/hostplane/hostplane/pkg/release"
@@ -246,7 +247,9 @@ func (d *Daemon) setup(ctx context.Context, rt *daemon.Runtime) ([]daemon.Runnab
 	if err != nil {
 		return nil, err
 	}
-	return []daemon.Runnable{c, in, daemon.Every(d.cfg.Clock, d.cfg.HibernationTick, d.hibernationTicker)}, nil
+	// No push consumer reads the events stream: one would deliver wherever its creator said.
+	audit := &natsauth.ConsumerAuditor{NC: rt.Conn, JS: rt.JS, Log: d.Logger(), Deleted: d.metrics.pushConsumers}
+	return []daemon.Runnable{c, in, audit, daemon.Every(d.cfg.Clock, d.cfg.HibernationTick, d.hibernationTicker)}, nil
 }
 
 // sealKey loads the seal key on first use: pkid may create the file after clusterd started.

@@ -12,6 +12,7 @@ import (
 type metrics struct {
 	conditions        *observe.Conditions
 	createToAvailable prometheus.Histogram
+	pushConsumers     prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -28,6 +29,10 @@ func newMetrics() *metrics {
 			Help:    "Time from a cluster's creation to its first Available=True.",
 			Buckets: []float64{5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600},
 		}),
+		pushConsumers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hostplane_nats_push_consumers_deleted_total",
+			Help: "Push consumers of the events stream the consumer auditor deleted (natsauth.ConsumerAuditor): someone made one with a deliver subject of its choosing.",
+		}),
 	}
 }
 
@@ -37,6 +42,7 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 	r := observe.NewRegistrar(reg)
 	m.conditions = observe.Add(r, m.conditions)
 	m.createToAvailable = observe.Add(r, m.createToAvailable)
+	m.pushConsumers = observe.Add(r, m.pushConsumers)
 	return r.Err()
 }
 
