@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -150,6 +151,73 @@ func EnsureLayout(ctx context.Context, js jetstream.JetStream, replicas int) err
 	}
 	_, err := EnsureLeaseBucket(ctx, js, replicas)
 	return err
+}
+
+// OutboxStreamConfig is the configuration of daemon's outbox stream (pkg/outbox): a work
+// queue (an entry goes when the relay acknowledges it) on file storage that never expires
+// entries. The bootstrap identity creates it (natsauth.EnsureLayout); the daemon only opens it.
+func OutboxStreamConfig(daemon string, replicas int) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        events.OutboxStream(daemon),
+		Description: "events " + daemon + " recorded and has not published yet (hostplane outbox)",
+		Subjects:    []string{events.OutboxSubject(daemon)},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Discard:     jetstream.DiscardNew,
+		Duplicates:  DuplicateWindow,
+		Replicas:    max(replicas, 1),
+	}
+}
+
+// DefaultDedupTTL is how long an applied inbound event id is remembered (pkg/inbox): as
+// long as HOSTPLANE_INBOX keeps messages.
+const DefaultDedupTTL = 7 * 24 * time.Hour
+
+// DedupBucketConfig is the configuration of daemon's bucket of applied inbound event ids
+// (pkg/inbox), whose entries expire after ttl (DefaultDedupTTL when zero). The bootstrap
+// identity creates it (natsauth.EnsureLayout); the daemon only opens it.
+func DedupBucketConfig(daemon string, ttl time.Duration, replicas int) jetstream.KeyValueConfig {
+	if ttl <= 0 {
+		ttl = DefaultDedupTTL
+	}
+	return jetstream.KeyValueConfig{
+		Bucket:      events.DedupBucket(daemon),
+		Description: "inbound event ids " + daemon + " applied",
+		History:     1,
+		TTL:         ttl,
+		Storage:     jetstream.FileStorage,
+		Replicas:    max(replicas, 1),
+	}
+}
+
+// OpenOrCreateStream opens stream cfg.Name as it is, or creates it when it does not exist
+// (an identity that may not create it, a daemon, gets the server's refusal: the bootstrap
+// identity lays it out).
+func OpenOrCreateStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	s, err := js.Stream(ctx, cfg.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if s, err = js.CreateStream(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("stream %s is not laid out (hostplane credentials bootstrap makes it) and cannot be created here: %w", cfg.Name, replicaHint(err, cfg.Replicas))
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open stream %s: %w", cfg.Name, err)
+	}
+	return s, nil
+}
+
+// OpenOrCreateKeyValue is OpenOrCreateStream for a KV bucket.
+func OpenOrCreateKeyValue(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, cfg.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		if kv, err = js.CreateKeyValue(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("bucket %s is not laid out (hostplane credentials bootstrap makes it) and cannot be created here: %w", cfg.Bucket, replicaHint(err, cfg.Replicas))
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open bucket %s: %w", cfg.Bucket, err)
+	}
+	return kv, nil
 }
 
 // EnsureObjectStore opens the object store when it exists with these settings (file

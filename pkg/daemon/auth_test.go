@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"io"
@@ -124,7 +125,22 @@ func thingDaemon(t *testing.T, base daemon.Base) string {
 	run(t, d)
 	actx, acancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer acancel()
-	return d.AdminAddr(actx)
+	addr := d.AdminAddr(actx)
+	// Ready (its setup done), so that the test's end stops a running daemon, not its setup.
+	scheme := "http://"
+	if base.AdminTLS.Enabled() {
+		scheme = "https://"
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // a probe of the test's own daemon
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		resp, err := hc.Get(scheme + addr + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, "the daemon never became ready")
+	return addr
 }
 
 // A standalone daemon (Flags) serves /metrics, whose series name every cluster, to a token

@@ -50,7 +50,7 @@ const (
 
 // DefaultDedupTTL is how long an applied event id is remembered: as long as HOSTPLANE_INBOX
 // keeps messages.
-const DefaultDedupTTL = 7 * 24 * time.Hour
+const DefaultDedupTTL = bus.DefaultDedupTTL
 
 // Handler applies one valid inbound event of its type to cluster. It returns nil when the
 // event took effect, a *RejectError (Rejectf) when it must not (the event is answered on
@@ -254,19 +254,11 @@ func DedupKey(cluster, id string) string {
 // DedupBucket is the name of a daemon's bucket of applied inbound event ids.
 func DedupBucket(daemon string) string { return events.DedupBucket(daemon) }
 
-// EnsureDedupBucket creates (or opens) a daemon's dedup bucket; entries expire after ttl
-// (DefaultDedupTTL when zero).
+// EnsureDedupBucket opens a daemon's dedup bucket (bus.DedupBucketConfig; the bootstrap
+// identity lays it out), or creates it, entries expiring after ttl (DefaultDedupTTL when
+// zero), where the caller may (a test's admin).
 func EnsureDedupBucket(ctx context.Context, js jetstream.JetStream, daemon string, ttl time.Duration) (jetstream.KeyValue, error) {
-	if ttl <= 0 {
-		ttl = DefaultDedupTTL
-	}
-	return bus.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
-		Bucket:      DedupBucket(daemon),
-		Description: "inbound event ids " + daemon + " applied",
-		History:     1,
-		TTL:         ttl,
-		Storage:     jetstream.FileStorage,
-	})
+	return bus.OpenOrCreateKeyValue(ctx, js, bus.DedupBucketConfig(daemon, ttl, 1))
 }
 
 // applied is what the dedup bucket holds per event id.

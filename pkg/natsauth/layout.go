@@ -14,12 +14,33 @@ import (
 	"github.com/hostplane/hostplane/pkg/bus"
 )
 
+// EnsureLayout creates or updates everything on NATS no daemon may change itself: the shared
+// streams and the owners' buckets (bus.EnsureLayout), and each daemon's outbox stream and, for
+// an inbound owner, its dedup bucket (bus.OutboxStreamConfig, bus.DedupBucketConfig). The
+// bootstrap identity runs it.
+func EnsureLayout(ctx context.Context, js jetstream.JetStream, replicas int) error {
+	if err := bus.EnsureLayout(ctx, js, replicas); err != nil {
+		return err
+	}
+	for _, d := range Daemons {
+		if _, err := bus.EnsureStream(ctx, js, bus.OutboxStreamConfig(d.Name, replicas)); err != nil {
+			return err
+		}
+		if d.Inbound {
+			if _, err := bus.EnsureKeyValue(ctx, js, bus.DedupBucketConfig(d.Name, 0, replicas)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // layoutTry bounds one attempt at the layout.
 const layoutTry = 15 * time.Second
 
 // LayOut connects to the server at url as the Bootstrap identity, with its seed in seedFile,
 // over tls, and creates or updates the shared streams and the owners' buckets with replicas copies
-// (bus.EnsureLayout): what a deployment does once before its daemons start. It waits for the
+// (EnsureLayout): what a deployment does once before its daemons start. It waits for the
 // server, and for a NATS cluster's JetStream to have the servers replicas needs (the servers
 // of a cluster that starts at once elect JetStream's leader seconds after they accept
 // clients), until ctx ends; it then returns the last error.
@@ -43,7 +64,7 @@ func LayOut(ctx context.Context, url, seedFile string, tls TLS, replicas int, lo
 		// A request the cluster cannot answer yet may get no answer at all: bound each try.
 		tctx, cancel := context.WithTimeout(ctx, layoutTry)
 		defer cancel()
-		if last = bus.EnsureLayout(tctx, js, replicas); last != nil {
+		if last = EnsureLayout(tctx, js, replicas); last != nil {
 			log.Warn("streams and buckets not laid out yet; retrying", "err", last)
 		}
 		return last == nil, nil

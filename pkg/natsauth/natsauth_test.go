@@ -225,6 +225,25 @@ func TestConsumerAuditor_DeletesEveryPushConsumerOfTheEventsStream(t *testing.T)
 	}
 }
 
+// A daemon may not create or change its outbox stream or its dedup bucket (the bootstrap
+// identity lays them out): a republish or a source there would publish past its permissions.
+func TestDaemon_CannotChangeItsOutboxOrDedupStreams(t *testing.T) {
+	env := testenv.NATSWith(t, testenv.NATSOptions{AllowViolations: true})
+	for _, d := range []string{"clusterd", "pkid"} {
+		c := connect(t, env, d)
+		c.denied(t, "$JS.API.STREAM.UPDATE."+events.OutboxStream(d))
+		c.denied(t, "$JS.API.STREAM.CREATE."+events.OutboxStream(d))
+	}
+	c := connect(t, env, "clusterd")
+	c.denied(t, "$JS.API.STREAM.UPDATE.KV_"+events.DedupBucket("clusterd"))
+	// The bootstrap identity made them.
+	for _, name := range []string{events.OutboxStream("pkid"), "KV_" + events.DedupBucket("clusterd")} {
+		if _, err := env.JS.Stream(t.Context(), name); err != nil {
+			t.Errorf("stream %s not laid out: %v", name, err)
+		}
+	}
+}
+
 func TestInboxPublisher_MayOnlySendInboundEventsForItsClusters(t *testing.T) {
 	env := testenv.NATSWith(t, testenv.NATSOptions{AllowViolations: true,
 		Identities: []natsauth.Identity{natsauth.InboxPublisher("billing", "demo", "prod")}})

@@ -149,16 +149,17 @@ func (d Daemon) Identity() Identity {
 		p.durable(events.EventsStream, c)
 		id.durables = append(id.durables, c)
 	}
-	// The outbox: a private work-queue stream and its relay consumer (pkg/outbox).
+	// The outbox: a private work-queue stream and its relay consumer (pkg/outbox). The
+	// bootstrap identity makes the stream; the daemon may not change it (a republish or a
+	// source would publish past its permissions).
 	ob := events.OutboxStream(d.Name)
-	p.ownStream(ob)
+	p.allow(streamInfo(ob))
 	p.durable(ob, events.OutboxConsumer)
 	p.allow(events.OutboxSubject(d.Name))
 	if d.Inbound {
 		p.durable(events.InboxStream, d.Name+"-inbox")
 		dedup := events.DedupBucket(d.Name)
-		p.ownBucket(dedup)
-		p.writeBucket(dedup)
+		p.writeBucket(dedup) // made by the bootstrap identity too
 		p.allow(events.EventPrefix + ".*." + string(events.ResourceInbox) + "." + events.VerbInboxRejected)
 	}
 	if d.StreamsEvents {
@@ -198,6 +199,13 @@ func BootstrapIdentity() Identity {
 	}
 	for _, o := range bus.ObjectStores {
 		p.ownStream("OBJ_" + o)
+	}
+	// Each daemon's outbox stream and, for an inbound owner, its dedup bucket (EnsureLayout).
+	for _, d := range Daemons {
+		p.ownStream(events.OutboxStream(d.Name))
+		if d.Inbound {
+			p.ownBucket(events.DedupBucket(d.Name))
+		}
 	}
 	return Identity{Name: Bootstrap, Permissions: p.permissions()}
 }

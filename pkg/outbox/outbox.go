@@ -101,19 +101,9 @@ func StreamName(daemon string) string { return events.OutboxStream(daemon) }
 // Subject is the subject daemon records its events on.
 func Subject(daemon string) string { return events.OutboxSubject(daemon) }
 
-// StreamConfig is the configuration of daemon's outbox stream: a work queue (an entry goes
-// when the relay acknowledges it) on file storage that never expires entries.
+// StreamConfig is the configuration of daemon's outbox stream (bus.OutboxStreamConfig).
 func StreamConfig(daemon string, replicas int) jetstream.StreamConfig {
-	return jetstream.StreamConfig{
-		Name:        StreamName(daemon),
-		Description: "events " + daemon + " recorded and has not published yet (hostplane outbox)",
-		Subjects:    []string{Subject(daemon)},
-		Retention:   jetstream.WorkQueuePolicy,
-		Storage:     jetstream.FileStorage,
-		Discard:     jetstream.DiscardNew,
-		Duplicates:  bus.DuplicateWindow,
-		Replicas:    max(replicas, 1),
-	}
+	return bus.OutboxStreamConfig(daemon, replicas)
 }
 
 // Outbox records one daemon's events (Record) and relays them to HOSTPLANE_EVENTS (Start).
@@ -131,7 +121,9 @@ type Outbox struct {
 	afterPublish func()
 }
 
-// New creates (or updates) the daemon's outbox stream and its relay consumer.
+// New opens the daemon's outbox stream (the bootstrap identity lays it out: a daemon may not
+// create or change it, so it cannot make it republish elsewhere; an identity that may, such as
+// a test's admin, creates it when missing) and creates its relay consumer.
 func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Outbox, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -144,7 +136,7 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Outbox, erro
 		js: js, cfg: cfg, source: "/hostplane/" + cfg.Daemon, stream: StreamName(cfg.Daemon),
 		subject: Subject(cfg.Daemon), log: cfg.Logger.With("outbox", cfg.Daemon), m: m,
 	}
-	if _, err := bus.EnsureStream(ctx, js, StreamConfig(cfg.Daemon, cfg.Replicas)); err != nil {
+	if _, err := bus.OpenOrCreateStream(ctx, js, StreamConfig(cfg.Daemon, cfg.Replicas)); err != nil {
 		return nil, err
 	}
 	if _, err := o.consumer(ctx); err != nil {

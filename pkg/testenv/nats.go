@@ -84,7 +84,7 @@ func NATSWith(t testing.TB, o NATSOptions) *NATSEnv {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	bnc, bjs := env.ConnectAs(t, natsauth.Bootstrap)
-	if err := bus.EnsureLayout(ctx, bjs, 1); err != nil {
+	if err := natsauth.EnsureLayout(ctx, bjs, 1); err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
 	bnc.Close()
