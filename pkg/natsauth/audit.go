@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -87,6 +88,9 @@ func (a *ConsumerAuditor) sweep(ctx context.Context, stream string) {
 // check looks consumer name of stream up (through the API: the client library refuses to
 // open a push consumer) and deletes it if it is a push consumer.
 func (a *ConsumerAuditor) check(ctx context.Context, stream, name string) {
+	if daemonDurable(name) {
+		return // a daemon's own pull consumer: no one else may make one of its names
+	}
 	ctx, cancel := context.WithTimeout(ctx, auditTimeout)
 	defer cancel()
 	msg, err := a.NC.RequestWithContext(ctx, "$JS.API.CONSUMER.INFO."+stream+"."+name, nil)
@@ -106,6 +110,17 @@ func (a *ConsumerAuditor) check(ctx context.Context, stream, name string) {
 	if info.Config.DeliverSubject != "" {
 		a.remove(ctx, stream, name, info.Config.DeliverSubject)
 	}
+}
+
+// daemonDurable reports whether name is a daemon's durable consumer of HOSTPLANE_EVENTS
+// (the table's Consumers), which the auditor may not look up.
+func daemonDurable(name string) bool {
+	for _, d := range Daemons {
+		if slices.Contains(d.Consumers, name) {
+			return true
+		}
+	}
+	return false
 }
 
 func (a *ConsumerAuditor) remove(ctx context.Context, stream, name, deliver string) {

@@ -218,8 +218,19 @@ func TestConsumerAuditor_DeletesEveryPushConsumerOfTheEventsStream(t *testing.T)
 	t.Cleanup(func() { cancel(); <-done })
 	testenv.Eventually(t, 10*time.Second, func() bool { return !exists("audit") }, "the push consumer made before the auditor started still exists")
 
+	// A daemon's durable made while it runs is left alone, and not even looked up (the
+	// daemons' durables are out of its reach: a look-up would be a violation, which fails
+	// this test at cleanup).
+	pk := connect(t, env, "pkid")
+	if _, err := pk.js.CreateOrUpdateConsumer(ctx, events.EventsStream, jetstream.ConsumerConfig{
+		Durable: "pkid", FilterSubject: events.EventPrefix + ".>", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
 	push() // while it runs: the advisory
 	testenv.Eventually(t, 10*time.Second, func() bool { return !exists("audit") && testutil.ToFloat64(deleted) == 2 }, "the push consumer made while the auditor runs still exists")
+	if !exists("pkid") {
+		t.Error("the auditor deleted a daemon's durable")
+	}
 	if !exists("reader") {
 		t.Error("the auditor deleted a pull consumer")
 	}
