@@ -25,6 +25,7 @@ package clusterd
 import (
 	"github.com/robfig/cron/v3"
 	"math"
+	"strconv"
 
 	"cmp"
 	"context"
@@ -78,10 +79,16 @@ type Config struct {
 	// (HOSTPLANE_MIN_BACKUP_INTERVAL, --min-backup-interval; default DefaultMinBackupInterval):
 	// each firing snapshots etcd and uploads it.
 	MinBackupInterval time.Duration
+	// MaxClusters bounds the clusters the installation holds (HOSTPLANE_MAX_CLUSTERS,
+	// --max-clusters; default DefaultMaxClusters): one more is a 409 until one is deleted.
+	MaxClusters int
 }
 
-// DefaultMinBackupInterval is Config.MinBackupInterval's default.
-const DefaultMinBackupInterval = 5 * time.Minute
+// Defaults of Config.
+const (
+	DefaultMinBackupInterval = 5 * time.Minute
+	DefaultMaxClusters       = 500
+)
 
 // Validate fills defaults and checks the fields.
 func (c *Config) Validate() error {
@@ -93,6 +100,9 @@ func (c *Config) Validate() error {
 	c.DeletingRequeue = daemon.PositiveOr(c.DeletingRequeue, DefaultDeletingRequeue)
 	c.HibernationTick = daemon.PositiveOr(c.HibernationTick, DefaultHibernationTick)
 	c.MinBackupInterval = daemon.PositiveOr(c.MinBackupInterval, DefaultMinBackupInterval)
+	if c.MaxClusters <= 0 {
+		c.MaxClusters = DefaultMaxClusters
+	}
 	if c.EventStreamsPerCaller <= 0 {
 		c.EventStreamsPerCaller = DefaultEventStreamsPerCaller
 	}
@@ -106,6 +116,8 @@ func RegisterFlags(fs *flag.FlagSet) *Config {
 		"file with the key pkid seals kubeconfigs with (HOSTPLANE_PKI_KEY_FILE; default <data-dir>/pki.key)")
 	fs.DurationVar(&cfg.MinBackupInterval, "min-backup-interval", daemon.EnvAs("HOSTPLANE_MIN_BACKUP_INTERVAL", DefaultMinBackupInterval, time.ParseDuration),
 		"the shortest interval a cluster's etcd backup schedule may fire at (HOSTPLANE_MIN_BACKUP_INTERVAL)")
+	fs.IntVar(&cfg.MaxClusters, "max-clusters", daemon.EnvAs("HOSTPLANE_MAX_CLUSTERS", DefaultMaxClusters, strconv.Atoi),
+		"the most clusters this installation holds; one more is refused until one is deleted (HOSTPLANE_MAX_CLUSTERS)")
 	return &cfg
 }
 

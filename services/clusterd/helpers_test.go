@@ -48,8 +48,9 @@ func start(t *testing.T) *env {
 	return startWith(t, "")
 }
 
-// startWith starts clusterd with the management cluster of kubeconfig file mgmt ("" none).
-func startWith(t *testing.T, mgmt string) *env {
+// startWith starts clusterd with the management cluster of kubeconfig file mgmt ("" none),
+// its Config changed by opts.
+func startWith(t *testing.T, mgmt string, opts ...func(*Config)) *env {
 	t.Helper()
 	n := testenv.NATS(t)
 	dir := t.TempDir()
@@ -59,7 +60,11 @@ func startWith(t *testing.T, mgmt string) *env {
 	}
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	reg := prometheus.NewRegistry()
-	d, err := New(Config{Base: daemon.Base{NATSURL: n.Server.URL(), NATSNKeyFile: n.SeedFile(Name), DataDir: dir, Logger: log, Registry: reg, ManagementKubeconfig: mgmt}})
+	cfg := Config{Base: daemon.Base{NATSURL: n.Server.URL(), NATSNKeyFile: n.SeedFile(Name), DataDir: dir, Logger: log, Registry: reg, ManagementKubeconfig: mgmt}}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	d, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,6 +61,14 @@ func (d *Daemon) createCluster(w http.ResponseWriter, r *http.Request) error {
 	if err := d.checkRestoreSource(ctx, &c.Spec); err != nil {
 		return err
 	}
+	// The installation's bound (two creates at once may both pass: it bounds, it does not
+	// count exactly).
+	if keys, err := d.clusters.Keys(ctx); err != nil {
+		return err
+	} else if len(keys) >= d.cfg.MaxClusters && !slices.Contains(keys, c.Name) {
+		return api.Errorf(api.CodeConflict, "there are %d clusters, the most this installation holds (clusterd --max-clusters %d): delete one first",
+			len(keys), d.cfg.MaxClusters)
+	}
 	// The event first (an event for a name that turns out to exist is harmless: consumers
 	// re-read), then the write.
 	sent, err := d.record(ctx, c.Name, VerbCreated)

@@ -262,3 +262,19 @@ func TestPatchCluster_WhileDeleting_Answers409(t *testing.T) {
 		t.Fatalf("status %d: %s", status, body)
 	}
 }
+
+// The installation holds at most --max-clusters clusters: one more is a 409 that says so
+// until one is deleted; creating one that exists is still the usual conflict.
+func TestCreateCluster_RefusesOneMoreThanTheInstallationHolds(t *testing.T) {
+	e := startWith(t, "", func(c *Config) { c.MaxClusters = 2 })
+	e.create("one", "1.34.4")
+	e.create("two", "1.34.4")
+	status, _, body := e.do(http.MethodPost, "/v1/clusters", "application/json", `{"name":"three","spec":{"release":{"version":"1.34.4"}}}`)
+	if status != http.StatusConflict || !strings.Contains(string(body), "--max-clusters 2") {
+		t.Fatalf("a third cluster: %d %s; want 409 naming the quota", status, body)
+	}
+	status, _, body = e.do(http.MethodPost, "/v1/clusters", "application/json", `{"name":"two","spec":{"release":{"version":"1.34.4"}}}`)
+	if status != http.StatusConflict || !strings.Contains(string(body), "already exists") {
+		t.Fatalf("an existing cluster again: %d %s; want 409 already exists", status, body)
+	}
+}

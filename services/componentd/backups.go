@@ -131,6 +131,9 @@ func (d *Daemon) createBackup(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := d.backupQuota(ctx, cluster); err != nil {
+		return err
+	}
 	b, err := d.newBackup(ctx, c, in.Name, false)
 	if errors.Is(err, store.ErrExists) {
 		return api.Errorf(api.CodeConflict, "cluster %q already has a backup %q", cluster, in.Name)
@@ -140,6 +143,26 @@ func (d *Daemon) createBackup(w http.ResponseWriter, r *http.Request) error {
 	}
 	d.enqueue(cluster)
 	httpapi.WriteJSON(w, http.StatusAccepted, b)
+	return nil
+}
+
+// backupQuota refuses an on-demand backup of a cluster that holds Config.MaxBackupsPerCluster
+// of them already (two requests at once may both pass: it bounds, it does not count exactly).
+func (d *Daemon) backupQuota(ctx context.Context, cluster string) error {
+	entries, err := d.clusterBackups(ctx, cluster)
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, e := range entries {
+		if !e.Value.Spec.Scheduled {
+			n++
+		}
+	}
+	if n >= d.cfg.MaxBackupsPerCluster {
+		return api.Errorf(api.CodeConflict, "cluster %q holds %d on-demand backups, the most it may (componentd --max-backups-per-cluster %d): delete one first",
+			cluster, n, d.cfg.MaxBackupsPerCluster)
+	}
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,9 +78,16 @@ type Config struct {
 	// verifies its certificate (HOSTPLANE_BACKUP_STORE_CA_FILE) and BackupStoreRegion names
 	// the bucket's region (HOSTPLANE_BACKUP_STORE_REGION; else the store is asked).
 	BackupStoreURL, BackupStoreCAFile, BackupStoreRegion string
+	// MaxBackupsPerCluster bounds a cluster's on-demand backups (POST .../backups; default
+	// DefaultMaxBackupsPerCluster; HOSTPLANE_MAX_BACKUPS_PER_CLUSTER, --max-backups-per-cluster):
+	// one more is a 409 until one is deleted. Scheduled ones are bounded by their retention.
+	MaxBackupsPerCluster int
 
 	tuning release.Selection // Tuning, parsed
 }
+
+// DefaultMaxBackupsPerCluster is Config.MaxBackupsPerCluster's default.
+const DefaultMaxBackupsPerCluster = 100
 
 // DefaultKarpenterImage is Config.KarpenterImage's default: the componentd image
 // deploy/images/build.sh builds, which carries hostplane-karpenter.
@@ -115,6 +123,9 @@ func (c *Config) defaults() error {
 	}
 	c.ProgressInterval = daemon.PositiveOr(c.ProgressInterval, 750*time.Millisecond)
 	c.SteadyInterval = daemon.PositiveOr(c.SteadyInterval, 10*time.Second)
+	if c.MaxBackupsPerCluster <= 0 {
+		c.MaxBackupsPerCluster = DefaultMaxBackupsPerCluster
+	}
 	return nil
 }
 
@@ -123,6 +134,8 @@ func RegisterFlags(fs *flag.FlagSet) *Config {
 	var cfg Config
 	fs.StringVar(&cfg.SealKeyFile, "pki-key-file", daemon.Env("HOSTPLANE_PKI_KEY_FILE", ""),
 		"key that opens the sealed PKI (HOSTPLANE_PKI_KEY_FILE; default <data dir>/pki.key)")
+	fs.IntVar(&cfg.MaxBackupsPerCluster, "max-backups-per-cluster", daemon.EnvAs("HOSTPLANE_MAX_BACKUPS_PER_CLUSTER", DefaultMaxBackupsPerCluster, strconv.Atoi),
+		"the most on-demand backups a cluster holds; one more is refused until one is deleted (HOSTPLANE_MAX_BACKUPS_PER_CLUSTER)")
 	fs.StringVar(&cfg.KarpenterBinary, "karpenter-binary", daemon.Env("HOSTPLANE_KARPENTER_BINARY", ""),
 		"hostplane-karpenter executable for the autoscaler (HOSTPLANE_KARPENTER_BINARY; default: beside this executable, else on PATH)")
 	fs.StringVar(&cfg.DNSImage, "dns-image", daemon.Env("HOSTPLANE_DNS_IMAGE", DefaultDNSImage),

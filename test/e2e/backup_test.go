@@ -197,6 +197,17 @@ func TestBackup_RestoreIntoANewClusterAndInPlaceAfterDataLoss(t *testing.T) {
 	// Scheduled backups with retention: on-demand ones are never deleted by it.
 	expect("POST", "/v1/clusters/src/backups", `{"name":"keep-me"}`, http.StatusAccepted)
 	c.waitBackup("src", "keep-me")
+	// A cluster holds at most --max-backups-per-cluster on-demand backups (3 on this stack;
+	// b1 was deleted above, keep-me is one): two more are taken, a third more is refused.
+	expect("POST", "/v1/clusters/src/backups", `{"name":"more-1"}`, http.StatusAccepted)
+	expect("POST", "/v1/clusters/src/backups", `{"name":"more-2"}`, http.StatusAccepted)
+	if b := expect("POST", "/v1/clusters/src/backups", `{"name":"more-3"}`, http.StatusConflict); !strings.Contains(string(b), "--max-backups-per-cluster") {
+		t.Errorf("a fourth on-demand backup: %s; want a refusal naming the quota", b)
+	}
+	for _, n := range []string{"more-1", "more-2"} {
+		c.waitBackup("src", n)
+		expect("DELETE", "/v1/clusters/src/backups/"+n, "", http.StatusNoContent)
+	}
 	expect("PATCH", "/v1/clusters/src", `{"spec":{"etcd":{"backup":{"schedule":"every minute"}}}}`, http.StatusBadRequest)
 	expect("PATCH", "/v1/clusters/src", `{"spec":{"etcd":{"backup":{"schedule":"@every 1m","retention":0}}}}`, http.StatusOK) // 0: the default
 	expect("PATCH", "/v1/clusters/src", `{"spec":{"etcd":{"backup":{"schedule":"@every 2s","retention":101}}}}`, http.StatusBadRequest)

@@ -88,12 +88,17 @@ func startShared(t *testing.T) {
 		// The backup test's schedule fires every 2s (retention seen in seconds); the default
 		// minimum is 5m.
 		cfg.MinBackupInterval = sharedMinBackupInterval
+		cfg.MaxBackupsPerCluster = sharedMaxBackupsPerCluster
 	})
 	shared.stack, shared.err = s, nil
 }
 
-// sharedMinBackupInterval is the shared stack's shortest backup schedule interval.
-const sharedMinBackupInterval = 2 * time.Second
+// sharedMinBackupInterval is the shared stack's shortest backup schedule interval, and
+// sharedMaxBackupsPerCluster its bound on a cluster's on-demand backups.
+const (
+	sharedMinBackupInterval    = 2 * time.Second
+	sharedMaxBackupsPerCluster = 3
+)
 
 // deleteEveryCluster deletes the clusters left on the shared stack and waits until each is
 // gone, so the next test starts on an empty stack.

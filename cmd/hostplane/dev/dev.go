@@ -71,8 +71,11 @@ type Config struct {
 	// process runtime, whose management apiserver has no nodes.
 	ManagementNodes int
 	// MinBackupInterval is clusterd's shortest allowed etcd backup schedule interval
-	// (default clusterd.DefaultMinBackupInterval; tests lower it).
-	MinBackupInterval time.Duration
+	// (default clusterd.DefaultMinBackupInterval; tests lower it), MaxBackupsPerCluster
+	// componentd's bound on a cluster's on-demand backups (default
+	// componentd.DefaultMaxBackupsPerCluster).
+	MinBackupInterval    time.Duration
+	MaxBackupsPerCluster int
 	// KarpenterBinary is the hostplane-karpenter executable componentd runs as a cluster's
 	// autoscaler; empty: HOSTPLANE_KARPENTER_BINARY when set, else hostplane-karpenter beside
 	// this executable or on PATH.
@@ -403,7 +406,8 @@ func (s *Stack) buildDaemons() (prometheus.Gatherers, error) {
 	cd := componentd.Config{Runtime: cfg.Runtime, KarpenterBinary: cmp.Or(cfg.KarpenterBinary, os.Getenv("HOSTPLANE_KARPENTER_BINARY")),
 		Tuning:            cmp.Or(cfg.ComponentTuning, os.Getenv("HOSTPLANE_COMPONENT_TUNING")),
 		BackupStoreURL:    cmp.Or(cfg.BackupStoreURL, os.Getenv("HOSTPLANE_BACKUP_STORE_URL")),
-		BackupStoreCAFile: os.Getenv("HOSTPLANE_BACKUP_STORE_CA_FILE"), BackupStoreRegion: os.Getenv("HOSTPLANE_BACKUP_STORE_REGION")}
+		BackupStoreCAFile: os.Getenv("HOSTPLANE_BACKUP_STORE_CA_FILE"), BackupStoreRegion: os.Getenv("HOSTPLANE_BACKUP_STORE_REGION"),
+		MaxBackupsPerCluster: cfg.MaxBackupsPerCluster}
 	mgmtKubeconfig := ""
 	if s.Management != nil {
 		mgmtKubeconfig = s.Management.KubeconfigPath
