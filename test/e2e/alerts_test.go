@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/hostplane/hostplane/pkg/auth"
 	"github.com/hostplane/hostplane/pkg/mtls"
 	"github.com/hostplane/hostplane/pkg/testenv"
 )
@@ -261,8 +262,17 @@ func TestAlerts_ComposeLoadsThem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The token of role metrics it scrapes the daemons with, made as nats-creds does.
+	const tokenInContainer = "/nats-creds/metrics.token"
+	if !strings.Contains(string(cfg), "credentials_file: "+tokenInContainer) {
+		t.Errorf("deploy/compose/prometheus.yml does not scrape with %s: the daemons' /metrics answer a token only", tokenInContainer)
+	}
+	token := filepath.Join(t.TempDir(), "metrics.token")
+	if _, _, err := auth.LoadOrCreateTokenFile(token, 0o640); err != nil {
+		t.Fatal(err)
+	}
 	local := filepath.Join(t.TempDir(), "prometheus.yml")
-	cfgLocal := strings.ReplaceAll(strings.ReplaceAll(string(cfg), inContainer, abs), caInContainer, mgmt.CAFile())
+	cfgLocal := strings.NewReplacer(inContainer, abs, caInContainer, mgmt.CAFile(), tokenInContainer, token).Replace(string(cfg))
 	if err := os.WriteFile(local, []byte(cfgLocal), 0o600); err != nil {
 		t.Fatal(err)
 	}
